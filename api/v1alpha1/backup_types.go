@@ -1,0 +1,365 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackupPhase is where a backup is in its life. Every phase has exactly one owning reconciler
+// (docs/architecture.md); only that owner moves a backup out of it.
+//
+// +kubebuilder:validation:Enum=New;Queued;ReadyToStart;InProgress;WaitingForPluginOperations;WaitingForPluginOperationsPartiallyFailed;Finalizing;FinalizingPartiallyFailed;FinalizingCancelled;Completed;PartiallyFailed;Failed;FailedValidation;Deleting;DeletionFailed
+type BackupPhase string
+
+const (
+	// BackupPhaseNew is a backup that was just created; the queue owns it ("" means the same).
+	BackupPhaseNew BackupPhase = "New"
+	// BackupPhaseQueued is a backup waiting for a concurrency slot; the queue owns it.
+	BackupPhaseQueued BackupPhase = "Queued"
+	// BackupPhaseReadyToStart is a dequeued backup holding a concurrency slot; the backup
+	// reconciler owns it.
+	BackupPhaseReadyToStart BackupPhase = "ReadyToStart"
+	// BackupPhaseInProgress is a backup whose items are being written; the backup reconciler owns it.
+	BackupPhaseInProgress BackupPhase = "InProgress"
+	// BackupPhaseWaitingForPluginOperations is a backup whose async plugin operations still run;
+	// the operations reconciler owns it.
+	BackupPhaseWaitingForPluginOperations BackupPhase = "WaitingForPluginOperations"
+	// BackupPhaseWaitingForPluginOperationsPartiallyFailed is the same, with errors already counted.
+	BackupPhaseWaitingForPluginOperationsPartiallyFailed BackupPhase = "WaitingForPluginOperationsPartiallyFailed"
+	// BackupPhaseFinalizing is a backup whose post-operation items and final metadata are being
+	// written; the finalizer reconciler owns it.
+	BackupPhaseFinalizing BackupPhase = "Finalizing"
+	// BackupPhaseFinalizingPartiallyFailed is the same, with errors already counted.
+	BackupPhaseFinalizingPartiallyFailed BackupPhase = "FinalizingPartiallyFailed"
+	// BackupPhaseFinalizingCancelled is a cancelled backup whose data is being removed (its logs
+	// are kept); the finalizer reconciler owns it.
+	BackupPhaseFinalizingCancelled BackupPhase = "FinalizingCancelled"
+	// BackupPhaseCompleted is terminal: the backup is restorable and had no errors.
+	BackupPhaseCompleted BackupPhase = "Completed"
+	// BackupPhasePartiallyFailed is terminal: the backup is restorable but some items had errors.
+	BackupPhasePartiallyFailed BackupPhase = "PartiallyFailed"
+	// BackupPhaseFailed is terminal: the backup is not restorable (see failureReason).
+	BackupPhaseFailed BackupPhase = "Failed"
+	// BackupPhaseFailedValidation is terminal: the spec or its storage location was invalid.
+	BackupPhaseFailedValidation BackupPhase = "FailedValidation"
+	// BackupPhaseDeleting is a deleted backup whose data is being removed; the deletion
+	// reconciler owns it.
+	BackupPhaseDeleting BackupPhase = "Deleting"
+	// BackupPhaseDeletionFailed is a deleted backup whose last data removal failed; the deletion
+	// reconciler retries it with backoff.
+	BackupPhaseDeletionFailed BackupPhase = "DeletionFailed"
+)
+
+// AllBackupPhases lists every phase, in the order of the owner table.
+var AllBackupPhases = []BackupPhase{
+	BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart, BackupPhaseInProgress,
+	BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed,
+	BackupPhaseFinalizing, BackupPhaseFinalizingPartiallyFailed, BackupPhaseFinalizingCancelled,
+	BackupPhaseCompleted, BackupPhasePartiallyFailed, BackupPhaseFailed, BackupPhaseFailedValidation,
+	BackupPhaseDeleting, BackupPhaseDeletionFailed,
+}
+
+// IsTerminal reports whether a backup in this phase is finished: nothing more happens to it
+// until it is deleted.
+func (p BackupPhase) IsTerminal() bool {
+	switch p {
+	case BackupPhaseCompleted, BackupPhasePartiallyFailed, BackupPhaseFailed, BackupPhaseFailedValidation:
+		return true
+	}
+	return false
+}
+
+// Well-known names on and around Backup objects.
+const (
+	// BackupDataFinalizer is set on every Backup; it is removed once the backup's data is gone
+	// from its storage location.
+	BackupDataFinalizer = "cairn.dev/backup-data"
+	// KeepDataAnnotation, set to "true", lets a Backup object be deleted without touching the
+	// data in its storage location.
+	KeepDataAnnotation = "cairn.dev/keep-data"
+	// ExcludeFromBackupLabel, set to "true" on any object, keeps that object out of every backup.
+	ExcludeFromBackupLabel = "cairn.dev/exclude-from-backup"
+)
+
+// Condition types on a Backup.
+const (
+	// BackupConditionQueued is True while the backup waits in the queue; its message says why.
+	BackupConditionQueued = "Queued"
+	// BackupConditionCancelled is True once a cancelled backup has been cleaned up.
+	BackupConditionCancelled = "Cancelled"
+)
+
+// Condition reasons on a Backup.
+const (
+	ReasonWaitingForConcurrencySlot = "WaitingForConcurrencySlot"
+	ReasonNamespaceOverlap          = "NamespaceOverlap"
+	ReasonWaitingForDeletion        = "WaitingForDeletion"
+	ReasonWaitingForEarlierBackup   = "WaitingForEarlierBackup"
+	ReasonDequeued                  = "Dequeued"
+	ReasonCancelledByUser           = "CancelledByUser"
+)
+
+// FailureReasonCancelled is the failureReason of every cancelled backup.
+const FailureReasonCancelled = "Backup cancelled by user"
+
+// BackupSpec says what to back up and where. It is immutable once created, except that
+// cancel may be set to true.
+//
+// The first rule lists every field but cancel: a new field must be added to it.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be changed back to false: a cancelled backup stays cancelled"
+type BackupSpec struct {
+	// IncludedNamespaces are the namespaces to back up; `*` wildcards are allowed. Empty means
+	// every namespace (or, for a Backup outside the operator's namespace, its own namespace).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=253
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+
+	// ExcludedNamespaces are namespaces to leave out; `*` wildcards are allowed.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=253
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+
+	// IncludedResources are the resources to back up, by plural, singular or short name,
+	// optionally qualified by group (`deployments.apps`). Empty means every resource.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:items:MaxLength=253
+	IncludedResources []string `json:"includedResources,omitempty"`
+
+	// ExcludedResources are resources to leave out, named as in includedResources.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:items:MaxLength=253
+	ExcludedResources []string `json:"excludedResources,omitempty"`
+
+	// IncludeClusterResources says which cluster-scoped resources to back up: unset means only
+	// those that selected namespaced items need (the PVs of PVCs, the CRDs of custom
+	// resources); true means all of them; false means none.
+	// +optional
+	IncludeClusterResources *bool `json:"includeClusterResources,omitempty"`
+
+	// LabelSelector, when set, keeps only the items whose labels match it.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+
+	// OrLabelSelectors keeps the items whose labels match any of these selectors. It cannot be
+	// combined with labelSelector.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	OrLabelSelectors []*metav1.LabelSelector `json:"orLabelSelectors,omitempty"`
+
+	// StorageLocation is the name of the BackupStorageLocation, in the operator's namespace,
+	// that receives the backup. Empty means the default location.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageLocation string `json:"storageLocation,omitempty"`
+
+	// TTL is how long the backup is kept before it is eligible for garbage collection.
+	// +optional
+	// +kubebuilder:default="720h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// ItemOperationTimeout bounds how long async plugin operations (such as volume snapshots)
+	// may run before they are cancelled and counted as failed.
+	// +optional
+	// +kubebuilder:default="4h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="itemOperationTimeout must be greater than zero"
+	ItemOperationTimeout *metav1.Duration `json:"itemOperationTimeout,omitempty"`
+
+	// SnapshotVolumes says whether volume snapshots are taken; unset means yes, where a
+	// snapshotter applies.
+	// +optional
+	SnapshotVolumes *bool `json:"snapshotVolumes,omitempty"`
+
+	// Cancel, set to true, stops the backup in whatever phase it is in. It cannot be set back
+	// to false.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// BackupProgress counts the items of a backup.
+type BackupProgress struct {
+	// TotalItems is the number of items found so far to back up.
+	// +optional
+	TotalItems int64 `json:"totalItems,omitempty"`
+	// ItemsBackedUp is the number of items written to the archive so far.
+	// +optional
+	ItemsBackedUp int64 `json:"itemsBackedUp,omitempty"`
+	// Summary is "itemsBackedUp/totalItems", for kubectl's Progress column. It is written
+	// together with the counts by NewBackupProgress.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+}
+
+// NewBackupProgress returns the progress for these counts, with its Summary filled in.
+func NewBackupProgress(itemsBackedUp, totalItems int64) *BackupProgress {
+	return &BackupProgress{
+		TotalItems:    totalItems,
+		ItemsBackedUp: itemsBackedUp,
+		Summary:       fmt.Sprintf("%d/%d", itemsBackedUp, totalItems),
+	}
+}
+
+// BackupStatus is what Cairn observed and did. Each field is written by the owner of the
+// backup's phase.
+type BackupStatus struct {
+	// Phase is where the backup is in its life.
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty"`
+
+	// QueuePosition is the backup's place in the queue, 1..n, while it is Queued; 0 otherwise.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	QueuePosition int32 `json:"queuePosition,omitempty"`
+
+	// ValidationErrors says what is wrong with a backup in FailedValidation.
+	// +optional
+	// +listType=atomic
+	ValidationErrors []string `json:"validationErrors,omitempty"`
+
+	// FailureReason says why a backup Failed.
+	// +optional
+	FailureReason string `json:"failureReason,omitempty"`
+
+	// StartTimestamp is when the backup entered InProgress.
+	// +optional
+	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
+
+	// CompletionTimestamp is when the backup reached a terminal phase.
+	// +optional
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+
+	// Expiration is when the backup becomes eligible for garbage collection (start + ttl).
+	// +optional
+	Expiration *metav1.Time `json:"expiration,omitempty"`
+
+	// Progress counts the items found and written.
+	// +optional
+	Progress *BackupProgress `json:"progress,omitempty"`
+
+	// Warnings is the number of warnings logged for this backup.
+	// +optional
+	Warnings int32 `json:"warnings,omitempty"`
+
+	// Errors is the number of errors logged for this backup.
+	// +optional
+	Errors int32 `json:"errors,omitempty"`
+
+	// BackupItemOperationsAttempted is the number of async plugin operations started.
+	// +optional
+	BackupItemOperationsAttempted int32 `json:"backupItemOperationsAttempted,omitempty"`
+
+	// BackupItemOperationsCompleted is the number of async plugin operations that completed.
+	// +optional
+	BackupItemOperationsCompleted int32 `json:"backupItemOperationsCompleted,omitempty"`
+
+	// BackupItemOperationsFailed is the number of async plugin operations that failed.
+	// +optional
+	BackupItemOperationsFailed int32 `json:"backupItemOperationsFailed,omitempty"`
+
+	// FormatVersion is the version of the archive format the backup was written in.
+	// +optional
+	FormatVersion string `json:"formatVersion,omitempty"`
+
+	// LastDeletionError is the error of the last failed attempt to delete the backup's data.
+	// +optional
+	LastDeletionError string `json:"lastDeletionError,omitempty"`
+
+	// NextDeletionAttempt is when a backup in DeletionFailed will be retried.
+	// +optional
+	NextDeletionAttempt *metav1.Time `json:"nextDeletionAttempt,omitempty"`
+
+	// DeletionAttempts counts the failed attempts to delete the backup's data; it sets the backoff.
+	// +optional
+	DeletionAttempts int32 `json:"deletionAttempts,omitempty"`
+
+	// Conditions are the backup's observed conditions (Queued, Cancelled).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Backup is one backup of Kubernetes resources (and, through plugins, volume snapshots) into a
+// BackupStorageLocation.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=bk,categories=cairn
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.storageLocation`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Backup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says what to back up and where.
+	// +optional
+	// +kubebuilder:default={}
+	Spec BackupSpec `json:"spec,omitempty"`
+
+	// Status is what Cairn observed and did.
+	// +optional
+	Status BackupStatus `json:"status,omitempty"`
+}
+
+// Defaults of BackupSpec, applied by the API server; the getters fall back to them for objects
+// that did not pass through it.
+const (
+	DefaultBackupTTL            = 720 * time.Hour
+	DefaultItemOperationTimeout = 4 * time.Hour
+)
+
+// GetTTL is spec.ttl, or its default when unset.
+func (s *BackupSpec) GetTTL() time.Duration {
+	if s.TTL == nil {
+		return DefaultBackupTTL
+	}
+	return s.TTL.Duration
+}
+
+// GetItemOperationTimeout is spec.itemOperationTimeout, or its default when unset.
+func (s *BackupSpec) GetItemOperationTimeout() time.Duration {
+	if s.ItemOperationTimeout == nil {
+		return DefaultItemOperationTimeout
+	}
+	return s.ItemOperationTimeout.Duration
+}
+
+// EffectivePhase is the backup's phase, with the empty phase of a just-created backup read as New.
+func (b *Backup) EffectivePhase() BackupPhase {
+	if b.Status.Phase == "" {
+		return BackupPhaseNew
+	}
+	return b.Status.Phase
+}
+
+// +kubebuilder:object:root=true
+
+// BackupList is a list of Backups.
+type BackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Backup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Backup{}, &BackupList{})
+}

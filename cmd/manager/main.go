@@ -1,0 +1,96 @@
+// Command manager is Cairn's operator: every reconciler in one binary.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run starts the manager and returns the process exit code.
+func run(args []string) int {
+	opts, err := parseOptions(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Print(usage())
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := restConfig(opts.kubeconfig)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "manager: cannot load the cluster configuration: %v\n", err)
+		return 1
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cairnv1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
+		HealthProbeBindAddress:  opts.probeAddr,
+		LeaderElection:          opts.leaderElect,
+		LeaderElectionID:        "manager.cairn.dev",
+		LeaderElectionNamespace: opts.namespace,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "manager: cannot create the manager: %v\n", err)
+		return 1
+	}
+	if err := controller.SetupWithManager(mgr, controller.Config{
+		Namespace:            opts.namespace,
+		ConcurrentBackups:    opts.concurrentBackups,
+		ItemBlockWorkerCount: opts.itemBlockWorkerCount,
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
+		return 1
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: cannot add the health check: %v\n", err)
+		return 1
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: cannot add the ready check: %v\n", err)
+		return 1
+	}
+
+	log.Info("Starting manager", "namespace", opts.namespace,
+		"concurrentBackups", opts.concurrentBackups, "itemBlockWorkerCount", opts.itemBlockWorkerCount)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		return 1
+	}
+	return 0
+}
+
+// restConfig loads the cluster configuration from an explicit kubeconfig, or the usual places.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// options are the manager's command-line settings.
+type options struct {
+	namespace            string
+	concurrentBackups    int
+	itemBlockWorkerCount int
+	kubeconfig           string
+	metricsAddr          string
+	probeAddr            string
+	leaderElect          bool
+	zap                  zap.Options
+}
+
+// newFlagSet returns the manager's flags, bound to o, with their defaults.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("cairn-manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.namespace, "namespace", "cairn-system",
+		"Namespace of the operator: it holds the storage locations and the administrators' backups.")
+	fs.IntVar(&o.concurrentBackups, "concurrent-backups", 1,
+		"How many backups may be ReadyToStart or InProgress at once (at least 1).")
+	fs.IntVar(&o.itemBlockWorkerCount, "item-block-worker-count", 4,
+		"Goroutines in each running backup's own worker pool (at least 1).")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
+		"Path to a kubeconfig. Empty: $KUBECONFIG, the in-cluster config, or ~/.kube/config.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080",
+		"Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
+		"Address of the /healthz and /readyz endpoints; 0 disables them.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Elect a leader so that only one manager replica reconciles at a time.")
+	o.zap.BindFlags(fs)
+	return fs
+}
+
+// parseOptions parses and checks the manager's arguments. Its errors are one line that names
+// the offending flag. flag.ErrHelp means -h or --help was asked for.
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: the manager takes only flags", fs.Arg(0))
+	}
+	if o.concurrentBackups < 1 {
+		return o, fmt.Errorf("invalid value %d for --concurrent-backups: must be at least 1", o.concurrentBackups)
+	}
+	if o.itemBlockWorkerCount < 1 {
+		return o, fmt.Errorf("invalid value %d for --item-block-worker-count: must be at least 1", o.itemBlockWorkerCount)
+	}
+	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
+		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))
+	}
+	return o, nil
+}
+
+// usage is the manager's help text.
+func usage() string {
+	var o options
+	fs := newFlagSet(&o)
+	var b strings.Builder
+	b.WriteString("Usage: manager [flags]\n\nCairn's operator: every reconciler in one binary.\n\nFlags:\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"reflect"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+func TestParseOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // substring; empty means no error
+		check   func(t *testing.T, o options)
+	}{
+		{
+			name: "defaults",
+			args: nil,
+			check: func(t *testing.T, o options) {
+				if o.namespace != "cairn-system" || o.concurrentBackups != 1 || o.itemBlockWorkerCount != 4 {
+					t.Errorf("defaults = %+v", o)
+				}
+				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
+					t.Errorf("defaults = %+v", o)
+				}
+			},
+		},
+		{
+			name: "every flag set",
+			args: []string{"--namespace=backups", "--concurrent-backups=3", "--item-block-worker-count=8",
+				"--kubeconfig=/tmp/kc", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9",
+				"--leader-elect"},
+			check: func(t *testing.T, o options) {
+				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
+					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true}
+				o.zap, want.zap = zap.Options{}, zap.Options{}
+				if !reflect.DeepEqual(o, want) {
+					t.Errorf("got %+v, want %+v", o, want)
+				}
+			},
+		},
+		{name: "zero concurrent backups", args: []string{"--concurrent-backups=0"}, wantErr: "invalid value 0 for --concurrent-backups: must be at least 1"},
+		{name: "negative concurrent backups", args: []string{"--concurrent-backups", "-2"}, wantErr: "--concurrent-backups: must be at least 1"},
+		{name: "concurrent backups not a number", args: []string{"--concurrent-backups=two"}, wantErr: "-concurrent-backups"},
+		{name: "zero workers", args: []string{"--item-block-worker-count=0"}, wantErr: "invalid value 0 for --item-block-worker-count: must be at least 1"},
+		{name: "bad namespace", args: []string{"--namespace=Not_A_Namespace"}, wantErr: `invalid value "Not_A_Namespace" for --namespace`},
+		{name: "empty namespace", args: []string{"--namespace="}, wantErr: "--namespace"},
+		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
+		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseOptions(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error is not one line: %q", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	if _, err := parseOptions([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help gave %v, want flag.ErrHelp", err)
+	}
+	text := usage()
+	for _, f := range []string{"-namespace", "-concurrent-backups", "-item-block-worker-count", "-kubeconfig",
+		"-metrics-bind-address", "-health-probe-bind-address", "-leader-elect"} {
+		if !strings.Contains(text, f) {
+			t.Errorf("usage does not mention %s", f)
+		}
+	}
+}
