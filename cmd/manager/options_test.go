@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"flag"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
