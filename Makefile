@@ -15,11 +15,15 @@ export GOBIN := $(BIN)
 ## Pinned tool versions.
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+VERSITYGW_VERSION ?= v1.8.0
 KUBE_VERSION ?= 1.36.3
 ETCD_VERSION ?= v3.6.16
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# A real S3 server for the tests (posix backend, on 127.0.0.1).
+VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
+export VERSITYGW
 ENVTEST_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
 export KUBE_VERSION ETCD_VERSION
@@ -80,11 +84,11 @@ envtest: ## Build the envtest control-plane binaries into bin/k8s/ (once).
 test: test-unit test-e2e ## Run every test: unit, envtest integration and e2e.
 
 .PHONY: test-unit
-test-unit: envtest ## Unit and envtest integration tests.
+test-unit: envtest versitygw ## Unit and envtest integration tests.
 	go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/...
 
 .PHONY: test-e2e
-test-e2e: envtest build ## End-to-end tests: real manager binary, real kubectl.
+test-e2e: envtest versitygw build ## End-to-end tests: real manager binary, real kubectl.
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
 
 ##@ Local control plane
@@ -105,6 +109,10 @@ run-local: local-up build ## local-up, then run the operator in the foreground a
 
 ##@ Tools
 
+.PHONY: versitygw
+versitygw: $(VERSITYGW) ## Install the S3 server the tests run.
+
+
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.tmp-controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(BIN)/.tmp-controller-gen/controller-gen $@ && rmdir $(BIN)/.tmp-controller-gen
@@ -112,3 +120,7 @@ $(CONTROLLER_GEN):
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN)/.tmp-golangci-lint go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/.tmp-golangci-lint/golangci-lint $@ && rmdir $(BIN)/.tmp-golangci-lint
+
+$(VERSITYGW):
+	GOBIN=$(BIN)/.tmp-versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	mv $(BIN)/.tmp-versitygw/versitygw $@ && rmdir $(BIN)/.tmp-versitygw

@@ -158,7 +158,3 @@ type BackupStorageLocationList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []BackupStorageLocation `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&BackupStorageLocation{}, &BackupStorageLocationList{})
-}

@@ -50,7 +50,7 @@ var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 
 		// Re-applying an edited manifest is a spec change too.
 		edited := strings.Replace(readSample("cairn_v1alpha1_backup_team.yaml"), "configmaps", "secrets", 1)
-		_, stderr, err = kubectlStdin(edited, "apply", "-f", "-")
+		stderr, err = kubectlStdin(edited, "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
 		Expect(stderr).To(ContainSubstring("spec is immutable"))
 	})
@@ -68,7 +68,7 @@ var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 	})
 
 	It("rejects a storage location without what its provider needs", func() {
-		_, stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
+		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
 kind: BackupStorageLocation
 metadata:
   name: broken
@@ -128,11 +128,11 @@ func readSample(name string) string {
 	return string(data)
 }
 
-func kubectlStdin(stdin string, args ...string) (string, string, error) {
+func kubectlStdin(stdin string, args ...string) (stderr string, err error) {
 	cmd := exec.Command(kubectlBinary(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
+	var out bytes.Buffer
+	cmd.Stderr = &out
+	err = cmd.Run()
+	return out.String(), err
 }

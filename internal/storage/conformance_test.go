@@ -1,0 +1,267 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// runConformance checks the ObjectStore contract; every provider must pass it.
+func runConformance(t *testing.T, newStore func(t *testing.T) storage.ObjectStore) {
+	t.Run("put then get, exists", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		mustPut(t, s, "a/b/c.txt", "hello")
+		if got := mustGet(t, s, "a/b/c.txt"); got != "hello" {
+			t.Errorf("Get = %q, want hello", got)
+		}
+		if ok, err := s.Exists(ctx, "a/b/c.txt"); !ok || err != nil {
+			t.Errorf("Exists = %v, %v; want true", ok, err)
+		}
+		mustPut(t, s, "a/b/c.txt", "replaced")
+		if got := mustGet(t, s, "a/b/c.txt"); got != "replaced" {
+			t.Errorf("Get after overwrite = %q", got)
+		}
+	})
+
+	t.Run("missing objects", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		if _, err := s.Get(ctx, "nope/x"); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("Get of a missing object = %v, want ErrNotFound", err)
+		}
+		if ok, err := s.Exists(ctx, "nope/x"); ok || err != nil {
+			t.Errorf("Exists of a missing object = %v, %v", ok, err)
+		}
+		if err := s.Delete(ctx, "nope/x"); err != nil {
+			t.Errorf("Delete of a missing object = %v, want nil", err)
+		}
+	})
+
+	t.Run("list by prefix never crosses a name boundary", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		l := storage.Layout{Prefix: "p"}
+		b1, b10 := l.Backup("ns", "b1"), l.Backup("ns", "b10")
+		for _, k := range []string{b1.Archive, b1.Logs, b1.Metadata, b10.Archive, b10.Metadata, "p/other.txt"} {
+			mustPut(t, s, k, k)
+		}
+		got, err := s.List(ctx, b1.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"p/backups/ns/b1/b1-logs.gz", "p/backups/ns/b1/b1.tar.gz", "p/backups/ns/b1/cairn-backup.json"}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("List(%s) = %v, want %v", b1.Dir, got, want)
+		}
+		all, err := s.List(ctx, "")
+		if err != nil || len(all) != 6 {
+			t.Errorf("List(\"\") = %v, %v; want 6 keys", all, err)
+		}
+		partial, err := s.List(ctx, "p/backups/ns/b1")
+		if err != nil || len(partial) != 5 {
+			t.Errorf("List of a partial name = %v, %v; want the 5 keys of b1 and b10", partial, err)
+		}
+		none, err := s.List(ctx, "q/")
+		if err != nil || len(none) != 0 {
+			t.Errorf("List of an empty prefix = %v, %v", none, err)
+		}
+	})
+
+	t.Run("delete", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		mustPut(t, s, "d/one", "1")
+		mustPut(t, s, "d/two", "2")
+		if err := s.Delete(ctx, "d/one"); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := s.List(ctx, "d/")
+		if err != nil || strings.Join(keys, ",") != "d/two" {
+			t.Errorf("after delete List = %v, %v", keys, err)
+		}
+	})
+
+	t.Run("invalid keys are refused", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		for _, k := range []string{"", "/abs", "../up", "a/../../b", "a//b", "a/./b"} {
+			if err := s.Put(ctx, k, strings.NewReader("x")); !errors.Is(err, storage.ErrInvalidKey) {
+				t.Errorf("Put(%q) = %v, want ErrInvalidKey", k, err)
+			}
+			if _, err := s.Get(ctx, k); !errors.Is(err, storage.ErrInvalidKey) {
+				t.Errorf("Get(%q) = %v, want ErrInvalidKey", k, err)
+			}
+			if err := s.Delete(ctx, k); !errors.Is(err, storage.ErrInvalidKey) {
+				t.Errorf("Delete(%q) = %v, want ErrInvalidKey", k, err)
+			}
+		}
+	})
+
+	t.Run("a failed put leaves nothing under the key", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		boom := errors.New("reader broke")
+		r := io.MultiReader(bytes.NewReader(randomBytes(t, 3<<20)), errReader{boom})
+		if err := s.Put(ctx, "f/partial.tar.gz", r); err == nil {
+			t.Fatal("Put with a failing reader succeeded")
+		}
+		if ok, _ := s.Exists(ctx, "f/partial.tar.gz"); ok {
+			t.Error("a failed Put left an object under its key")
+		}
+		if keys, _ := s.List(ctx, "f/"); len(keys) != 0 {
+			t.Errorf("a failed Put left %v", keys)
+		}
+	})
+
+	t.Run("a cancelled put leaves nothing under the key", func(t *testing.T) {
+		s := newStore(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &cancelAfter{r: bytes.NewReader(randomBytes(t, 12<<20)), after: 1 << 20, cancel: cancel}
+		if err := s.Put(ctx, "c/cancelled", r); err == nil {
+			t.Fatal("a cancelled Put succeeded")
+		}
+		if ok, _ := s.Exists(context.Background(), "c/cancelled"); ok {
+			t.Error("a cancelled Put left an object under its key")
+		}
+	})
+
+	t.Run("a large archive round-trips and verifies", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		keys := storage.Layout{}.Backup("ns", "big")
+		data := randomBytes(t, 20<<20)
+		digest, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if digest.Size != int64(len(data)) {
+			t.Errorf("size = %d, want %d", digest.Size, len(data))
+		}
+		if _, err := storage.OpenArchive(ctx, s, keys); !errors.Is(err, storage.ErrNotCommitted) {
+			t.Errorf("OpenArchive before the metadata = %v, want ErrNotCommitted", err)
+		}
+		commit(t, s, keys, digest)
+		rc, err := storage.OpenArchive(ctx, s, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("read back %d bytes, err %v", len(got), err)
+		}
+	})
+
+	t.Run("a corrupted or truncated archive fails its checksum", func(t *testing.T) {
+		s, ctx := newStore(t), context.Background()
+		keys := storage.Layout{Prefix: "x"}.Backup("ns", "b")
+		data := randomBytes(t, 64<<10)
+		digest, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit(t, s, keys, digest)
+		for name, bad := range map[string][]byte{
+			"one byte flipped": flipByte(data),
+			"truncated":        data[:len(data)-1],
+			"extended":         append(append([]byte{}, data...), 0),
+		} {
+			mustPut(t, s, keys.Archive, string(bad))
+			rc, err := storage.OpenArchive(ctx, s, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.ReadAll(rc)
+			_ = rc.Close()
+			if !errors.Is(err, storage.ErrChecksumMismatch) {
+				t.Errorf("%s: read = %v, want ErrChecksumMismatch", name, err)
+			}
+		}
+	})
+
+	t.Run("read-only refuses writes and deletes", func(t *testing.T) {
+		inner, ctx := newStore(t), context.Background()
+		mustPut(t, inner, "r/x", "kept")
+		s := storage.ReadOnly(inner)
+		if err := s.Put(ctx, "r/y", strings.NewReader("no")); !errors.Is(err, storage.ErrReadOnly) {
+			t.Errorf("Put = %v, want ErrReadOnly", err)
+		}
+		if err := s.Delete(ctx, "r/x"); !errors.Is(err, storage.ErrReadOnly) {
+			t.Errorf("Delete = %v, want ErrReadOnly", err)
+		}
+		if got := mustGet(t, s, "r/x"); got != "kept" {
+			t.Errorf("Get through read-only = %q", got)
+		}
+	})
+}
+
+func commit(t *testing.T, s storage.ObjectStore, keys storage.BackupKeys, d storage.ArchiveDigest) {
+	t.Helper()
+	err := storage.WriteMetadata(context.Background(), s, keys, storage.BackupMetadata{
+		FormatVersion: "1.0.0", Namespace: "ns", Name: "b", Phase: "Completed", ArchiveSHA256: d.SHA256, ArchiveSize: d.Size,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := storage.ReadMetadata(context.Background(), s, keys)
+	if err != nil || m.ArchiveSHA256 != d.SHA256 || m.ArchiveSize != d.Size {
+		t.Fatalf("ReadMetadata = %+v, %v", m, err)
+	}
+}
+
+func mustPut(t *testing.T, s storage.ObjectStore, key, value string) {
+	t.Helper()
+	if err := s.Put(context.Background(), key, strings.NewReader(value)); err != nil {
+		t.Fatalf("Put(%s): %v", key, err)
+	}
+}
+
+func mustGet(t *testing.T, s storage.ObjectStore, key string) string {
+	t.Helper()
+	rc, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", key, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("reading %s: %v", key, err)
+	}
+	return string(data)
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func flipByte(b []byte) []byte {
+	c := append([]byte{}, b...)
+	c[len(c)/2] ^= 0xff
+	return c
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// cancelAfter cancels its context once `after` bytes were read, then keeps reading.
+type cancelAfter struct {
+	r      io.Reader
+	n      int
+	after  int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	if c.n >= c.after {
+		c.cancel()
+	}
+	return n, err
+}

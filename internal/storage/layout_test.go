@@ -1,0 +1,43 @@
+package storage_test
+
+import (
+	"testing"
+
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+func TestLayout(t *testing.T) {
+	tests := []struct {
+		prefix string
+		want   storage.BackupKeys
+	}{
+		{prefix: "", want: storage.BackupKeys{
+			Dir:            "backups/team-a/nightly/",
+			Archive:        "backups/team-a/nightly/nightly.tar.gz",
+			Logs:           "backups/team-a/nightly/nightly-logs.gz",
+			ResourceList:   "backups/team-a/nightly/nightly-resource-list.json.gz",
+			Results:        "backups/team-a/nightly/nightly-results.json.gz",
+			ItemOperations: "backups/team-a/nightly/nightly-itemoperations.json.gz",
+			Metadata:       "backups/team-a/nightly/cairn-backup.json",
+		}},
+		{prefix: "/cluster-a/", want: storage.BackupKeys{
+			Dir:            "cluster-a/backups/team-a/nightly/",
+			Archive:        "cluster-a/backups/team-a/nightly/nightly.tar.gz",
+			Logs:           "cluster-a/backups/team-a/nightly/nightly-logs.gz",
+			ResourceList:   "cluster-a/backups/team-a/nightly/nightly-resource-list.json.gz",
+			Results:        "cluster-a/backups/team-a/nightly/nightly-results.json.gz",
+			ItemOperations: "cluster-a/backups/team-a/nightly/nightly-itemoperations.json.gz",
+			Metadata:       "cluster-a/backups/team-a/nightly/cairn-backup.json",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.prefix, func(t *testing.T) {
+			if got := (storage.Layout{Prefix: tt.prefix}).Backup("team-a", "nightly"); got != tt.want {
+				t.Errorf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	if got := (storage.Layout{Prefix: "p/q"}).BackupsDir(); got != "p/q/backups/" {
+		t.Errorf("BackupsDir = %q", got)
+	}
+}

@@ -1,0 +1,136 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+)
+
+// BackupMetadata is the commit marker of a backup: the object written last, without which a
+// backup is never restorable nor shown as complete. It records the archive's checksum, which
+// every reader verifies.
+type BackupMetadata struct {
+	// FormatVersion is the version of the archive format.
+	FormatVersion string `json:"formatVersion"`
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	UID           string `json:"uid,omitempty"`
+	// Phase is the backup's terminal phase: Completed or PartiallyFailed.
+	Phase string `json:"phase"`
+	// ArchiveSHA256 is the hex SHA-256 of the archive object.
+	ArchiveSHA256 string `json:"archiveSHA256"`
+	// ArchiveSize is the archive's size in bytes.
+	ArchiveSize         int64     `json:"archiveSize"`
+	StartTimestamp      time.Time `json:"startTimestamp,omitzero"`
+	CompletionTimestamp time.Time `json:"completionTimestamp,omitzero"`
+	Warnings            int       `json:"warnings"`
+	Errors              int       `json:"errors"`
+}
+
+var (
+	// ErrNotCommitted means a backup has no metadata object: it never completed.
+	ErrNotCommitted = errors.New("backup is not committed: it has no metadata object")
+	// ErrChecksumMismatch means an archive's bytes do not match its metadata.
+	ErrChecksumMismatch = errors.New("archive checksum mismatch")
+)
+
+// ArchiveDigest is the checksum and size of an uploaded archive.
+type ArchiveDigest struct {
+	SHA256 string
+	Size   int64
+}
+
+// PutArchive streams r into the archive key and returns its digest, computed on the way.
+func PutArchive(ctx context.Context, s ObjectStore, key string, r io.Reader) (ArchiveDigest, error) {
+	h := sha256.New()
+	cr := &countingReader{r: io.TeeReader(r, h)}
+	if err := s.Put(ctx, key, cr); err != nil {
+		return ArchiveDigest{}, err
+	}
+	return ArchiveDigest{SHA256: hex.EncodeToString(h.Sum(nil)), Size: cr.n}, nil
+}
+
+// WriteMetadata writes the commit marker. Call it after every other object of the backup.
+func WriteMetadata(ctx context.Context, s ObjectStore, keys BackupKeys, m BackupMetadata) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the metadata of %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	return s.Put(ctx, keys.Metadata, bytes.NewReader(data))
+}
+
+// ReadMetadata reads the commit marker; ErrNotCommitted when the backup has none.
+func ReadMetadata(ctx context.Context, s ObjectStore, keys BackupKeys) (BackupMetadata, error) {
+	var m BackupMetadata
+	rc, err := s.Get(ctx, keys.Metadata)
+	if errors.Is(err, ErrNotFound) {
+		return m, fmt.Errorf("%s: %w", keys.Dir, ErrNotCommitted)
+	}
+	if err != nil {
+		return m, err
+	}
+	defer rc.Close()
+	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+		return m, fmt.Errorf("decoding %s: %w", keys.Metadata, err)
+	}
+	return m, nil
+}
+
+// OpenArchive opens a committed backup's archive. The reader verifies the archive against the
+// metadata as it is read: the Read that reaches the end returns ErrChecksumMismatch instead of
+// io.EOF when the bytes differ, so a corrupted archive is never taken for a good one.
+func OpenArchive(ctx context.Context, s ObjectStore, keys BackupKeys) (io.ReadCloser, error) {
+	m, err := ReadMetadata(ctx, s, keys)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := s.Get(ctx, keys.Archive)
+	if err != nil {
+		return nil, err
+	}
+	return &verifyingReader{rc: rc, h: sha256.New(), want: ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize}, key: keys.Archive}, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type verifyingReader struct {
+	rc   io.ReadCloser
+	h    hash.Hash
+	n    int64
+	want ArchiveDigest
+	key  string
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.rc.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if v.n > v.want.Size {
+		return n, fmt.Errorf("%s: %w: more than the %d bytes recorded", v.key, ErrChecksumMismatch, v.want.Size)
+	}
+	if errors.Is(err, io.EOF) {
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want.SHA256 || v.n != v.want.Size {
+			return n, fmt.Errorf("%s: %w: got sha256 %s (%d bytes), metadata says %s (%d bytes)",
+				v.key, ErrChecksumMismatch, got, v.n, v.want.SHA256, v.want.Size)
+		}
+	}
+	return n, err
+}
+
+func (v *verifyingReader) Close() error { return v.rc.Close() }

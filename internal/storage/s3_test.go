@@ -1,0 +1,145 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+func newS3(t *testing.T, server *testenv.S3Server, bucket string, creds storage.S3Credentials) *storage.S3 {
+	t.Helper()
+	s, err := storage.NewS3(storage.S3Config{
+		Bucket: bucket, Endpoint: server.Endpoint(), Region: "us-east-1", ForcePathStyle: true,
+		Credentials: creds, PartSize: 5 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func rootCreds(server *testenv.S3Server) storage.S3Credentials {
+	return storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}
+}
+
+func TestS3Conformance(t *testing.T) {
+	server := testenv.StartS3Server(t)
+	n := 0
+	runConformance(t, func(t *testing.T) storage.ObjectStore {
+		n++
+		bucket := "conformance-" + string(rune('a'+n%26)) + strings.Repeat("x", n/26)
+		server.CreateBucket(bucket)
+		return newS3(t, server, bucket, rootCreds(server))
+	})
+}
+
+func TestS3Validate(t *testing.T) {
+	server := testenv.StartS3Server(t)
+	server.CreateBucket("backups")
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		store   func() *storage.S3
+		wantErr string
+	}{
+		{name: "good", store: func() *storage.S3 { return newS3(t, server, "backups", rootCreds(server)) }},
+		{name: "missing bucket", store: func() *storage.S3 { return newS3(t, server, "nope", rootCreds(server)) },
+			wantErr: `bucket "nope" does not exist at ` + server.Endpoint()},
+		{name: "wrong secret", store: func() *storage.S3 {
+			return newS3(t, server, "backups", storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: "wrong-secret-value"})
+		}, wantErr: `access denied to bucket "backups"`},
+		{name: "unknown key id", store: func() *storage.S3 {
+			return newS3(t, server, "backups", storage.S3Credentials{AccessKeyID: "nobody", SecretAccessKey: "wrong-secret-value"})
+		}, wantErr: `access denied to bucket "backups"`},
+		{name: "unreachable endpoint", store: func() *storage.S3 {
+			s, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: "http://127.0.0.1:1", ForcePathStyle: true, Credentials: rootCreds(server)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, wantErr: "cannot reach the s3 endpoint http://127.0.0.1:1: connect: connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.store().Validate(ctx, "prefix/")
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want %q", err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "wrong-secret-value") || strings.Contains(err.Error(), server.SecretKey) {
+				t.Fatalf("the message quotes a secret: %v", err)
+			}
+		})
+	}
+}
+
+// TestS3ServerKilledMidUpload kills the server while an archive streams into it: the Put fails,
+// and once the server is back no archive and no metadata exist.
+func TestS3ServerKilledMidUpload(t *testing.T) {
+	server := testenv.StartS3Server(t)
+	server.CreateBucket("backups")
+	s := newS3(t, server, "backups", rootCreds(server))
+	keys := storage.Layout{}.Backup("ns", "killed")
+
+	r := &killingReader{r: bytes.NewReader(randomBytes(t, 40<<20)), after: 12 << 20, kill: server.Stop}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := storage.PutArchive(ctx, s, keys.Archive, r)
+	if err == nil {
+		t.Fatal("the upload succeeded although the server was killed")
+	}
+	if !r.killed() {
+		t.Fatal("the server was never killed: the test proves nothing")
+	}
+
+	server.Start()
+	if ok, err := s.Exists(context.Background(), keys.Archive); ok || err != nil {
+		t.Errorf("archive exists after a failed upload: %v, %v", ok, err)
+	}
+	if _, err := storage.ReadMetadata(context.Background(), s, keys); !errors.Is(err, storage.ErrNotCommitted) {
+		t.Errorf("ReadMetadata = %v, want ErrNotCommitted", err)
+	}
+}
+
+type killingReader struct {
+	r     io.Reader
+	n     int
+	after int
+	kill  func()
+	once  sync.Once
+	done  bool
+	mu    sync.Mutex
+}
+
+func (k *killingReader) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	k.n += n
+	if k.n >= k.after {
+		k.once.Do(func() {
+			k.kill()
+			k.mu.Lock()
+			k.done = true
+			k.mu.Unlock()
+		})
+	}
+	return n, err
+}
+
+func (k *killingReader) killed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.done
+}

@@ -1,0 +1,151 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// VersityGWVersion is the S3 server the tests run; the Makefile installs the same into bin/.
+const VersityGWVersion = "v1.8.0"
+
+// S3Server is a real S3 server (versitygw with its posix backend) listening on 127.0.0.1,
+// for tests. Its buckets are the directories under Dir. Stop kills it, as a crash would;
+// Start brings it back on the same address with the same data.
+type S3Server struct {
+	Dir       string
+	Addr      string
+	AccessKey string
+	SecretKey string
+	metaDir   string
+	binary    string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	t         testing.TB
+}
+
+// S3ServerBinary is the versitygw binary: $VERSITYGW, else bin/versitygw-<version>.
+func S3ServerBinary() string {
+	if b := os.Getenv("VERSITYGW"); b != "" {
+		return b
+	}
+	return filepath.Join(RepoRoot(), "bin", "versitygw-"+VersityGWVersion)
+}
+
+// StartS3Server starts a server for the test and stops it when the test ends.
+func StartS3Server(t testing.TB) *S3Server {
+	t.Helper()
+	binary := S3ServerBinary()
+	if _, err := os.Stat(binary); err != nil {
+		t.Fatalf("no S3 server at %s: run 'make versitygw' first", binary)
+	}
+	root := t.TempDir()
+	s := &S3Server{
+		Dir:       filepath.Join(root, "data"),
+		metaDir:   filepath.Join(root, "meta"),
+		AccessKey: "cairn" + randomHex(4),
+		SecretKey: randomHex(20),
+		binary:    binary,
+		t:         t,
+	}
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Endpoint is the server's URL, for config.endpoint.
+func (s *S3Server) Endpoint() string { return "http://" + s.Addr }
+
+// CredentialsFile is an AWS shared-credentials file with the server's root credentials, as a
+// credential Secret holds it.
+func (s *S3Server) CredentialsFile() string {
+	return fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", s.AccessKey, s.SecretKey)
+}
+
+// CreateBucket makes an empty bucket.
+func (s *S3Server) CreateBucket(name string) {
+	s.t.Helper()
+	if err := os.MkdirAll(filepath.Join(s.Dir, name), 0o750); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Start runs the server and waits until it accepts connections.
+func (s *S3Server) Start() {
+	s.t.Helper()
+	if s.cmd != nil {
+		return
+	}
+	cmd := exec.Command(s.binary, "--port", s.Addr, "--access", s.AccessKey, "--secret", s.SecretKey,
+		"--quiet", "posix", "--sidecar", s.metaDir, s.Dir)
+	for _, dir := range []string{s.Dir, s.metaDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	logFile, err := os.Create(filepath.Join(s.t.TempDir(), "versitygw.log"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("starting the S3 server: %v", err)
+	}
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(s.exited)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(logFile.Name())
+			s.cmd = nil
+			s.t.Fatalf("the S3 server exited at start:\n%s", log)
+		default:
+		}
+		if conn, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond); err == nil {
+			_ = conn.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("the S3 server did not listen on %s within 30s", s.Addr)
+}
+
+// Stop kills the server (SIGKILL, like a crash) and waits for it to exit.
+func (s *S3Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// FreePort returns a port on 127.0.0.1 that nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
