@@ -71,8 +71,8 @@ type ObjectStorage struct {
 
 // BackupStorageLocationSpec says where backups are stored.
 //
-// +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && self.objectStorage.bucket != ”)",message="an s3 location needs objectStorage.bucket"
-// +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && self.config['path'] != ”)",message="a filesystem location needs config.path"
+// +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an s3 location needs objectStorage.bucket"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && size(self.config['path']) > 0)",message="a filesystem location needs config.path"
 type BackupStorageLocationSpec struct {
 	// Provider is the kind of object store: filesystem or s3.
 	// +required

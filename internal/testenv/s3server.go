@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"testing"
 	"time"
 )
 
@@ -27,7 +26,16 @@ type S3Server struct {
 	binary    string
 	cmd       *exec.Cmd
 	exited    chan struct{}
-	t         testing.TB
+	t         TB
+}
+
+// TB is the part of testing.TB the helpers use; Ginkgo's GinkgoT() satisfies it too.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
 }
 
 // S3ServerBinary is the versitygw binary: $VERSITYGW, else bin/versitygw-<version>.
@@ -39,7 +47,7 @@ func S3ServerBinary() string {
 }
 
 // StartS3Server starts a server for the test and stops it when the test ends.
-func StartS3Server(t testing.TB) *S3Server {
+func StartS3Server(t TB) *S3Server {
 	t.Helper()
 	binary := S3ServerBinary()
 	if _, err := os.Stat(binary); err != nil {
@@ -134,7 +142,7 @@ func (s *S3Server) Stop() {
 }
 
 // FreePort returns a port on 127.0.0.1 that nothing listens on right now.
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

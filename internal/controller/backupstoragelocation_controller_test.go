@@ -1,0 +1,251 @@
+package controller_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+var locationCounter int
+
+func createLocation(spec cairnv1.BackupStorageLocationSpec) *cairnv1.BackupStorageLocation {
+	GinkgoHelper()
+	locationCounter++
+	bsl := &cairnv1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("loc-%d", locationCounter), Namespace: operatorNamespace},
+		Spec:       spec,
+	}
+	Expect(k8sClient.Create(suiteCtx, bsl)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(suiteCtx, bsl) })
+	return bsl
+}
+
+func filesystemSpec(path string) cairnv1.BackupStorageLocationSpec {
+	return cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": path}}
+}
+
+// eventuallyLocation waits until the location's status has phase and a message containing msg.
+func eventuallyLocation(bsl *cairnv1.BackupStorageLocation, phase cairnv1.StorageLocationPhase, msg string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var got cairnv1.BackupStorageLocation
+		g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(phase), "message: %s", got.Status.Message)
+		g.Expect(got.Status.Message).To(ContainSubstring(msg))
+		g.Expect(got.Status.LastValidationTime).NotTo(BeNil())
+	}).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+func createCredentialSecret(name, content string) *corev1.Secret {
+	GinkgoHelper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace},
+		Data:       map[string][]byte{"cloud": []byte(content)},
+	}
+	Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(suiteCtx, s) })
+	return s
+}
+
+func s3Spec(server *testenv.S3Server, bucket, secret string) cairnv1.BackupStorageLocationSpec {
+	return cairnv1.BackupStorageLocationSpec{
+		Provider:      cairnv1.StorageProviderS3,
+		ObjectStorage: &cairnv1.ObjectStorage{Bucket: bucket, Prefix: "cluster-a"},
+		Config:        map[string]string{"endpoint": server.Endpoint(), "region": "us-east-1", "forcePathStyle": "true"},
+		Credential:    &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "cloud"},
+	}
+}
+
+// eventsFor lists the events that regard a location.
+func eventsFor(bsl *cairnv1.BackupStorageLocation) []eventsv1.Event {
+	GinkgoHelper()
+	var list eventsv1.EventList
+	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(bsl.Namespace))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == bsl.Name && e.Regarding.Kind == "BackupStorageLocation" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+var _ = Describe("BackupStorageLocation reconciler", func() {
+	Context("filesystem", func() {
+		It("marks a writable directory Available, with an event", func() {
+			bsl := createLocation(filesystemSpec(GinkgoT().TempDir()))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			Eventually(func() []eventsv1.Event { return eventsFor(bsl) }).WithTimeout(10 * time.Second).Should(
+				ContainElement(HaveField("Reason", "Available")))
+		})
+
+		It("creates a missing directory of a ReadWrite location", func() {
+			dir := filepath.Join(GinkgoT().TempDir(), "new", "storage")
+			bsl := createLocation(filesystemSpec(dir))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			Expect(dir).To(BeADirectory())
+		})
+
+		It("says when the path is not writable", func() {
+			file := filepath.Join(GinkgoT().TempDir(), "a-file")
+			Expect(os.WriteFile(file, []byte("x"), 0o600)).To(Succeed())
+			bsl := createLocation(filesystemSpec(filepath.Join(file, "storage")))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "path "+filepath.Join(file, "storage")+" cannot be created: not a directory")
+			Eventually(func() []eventsv1.Event { return eventsFor(bsl) }).WithTimeout(10 * time.Second).Should(
+				ContainElement(And(HaveField("Reason", "Unavailable"), HaveField("Type", corev1.EventTypeWarning))))
+		})
+
+		It("says when a relative path is given", func() {
+			bsl := createLocation(filesystemSpec("relative/dir"))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `config.path "relative/dir" must be an absolute path`)
+		})
+
+		It("accepts a ReadOnly location on an existing directory, and refuses to write to it", func() {
+			spec := filesystemSpec(GinkgoT().TempDir())
+			spec.AccessMode = cairnv1.AccessModeReadOnly
+			bsl := createLocation(spec)
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			store, err := location.Open(suiteCtx, k8sClient, bsl)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(store.Put(suiteCtx, "x", strings.NewReader("y"))).To(MatchError(ContainSubstring("read-only")))
+			Expect(store.Delete(suiteCtx, "x")).To(MatchError(ContainSubstring("read-only")))
+		})
+
+		It("marks a ReadOnly location on a missing directory Unavailable", func() {
+			missing := filepath.Join(GinkgoT().TempDir(), "missing")
+			spec := filesystemSpec(missing)
+			spec.AccessMode = cairnv1.AccessModeReadOnly
+			bsl := createLocation(spec)
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "path "+missing+" does not exist")
+			Expect(missing).NotTo(BeADirectory())
+		})
+
+		It("validates again every validationFrequency", func() {
+			dir := GinkgoT().TempDir()
+			spec := filesystemSpec(filepath.Join(dir, "storage"))
+			spec.ValidationFrequency = &metav1.Duration{Duration: time.Second}
+			spec.AccessMode = cairnv1.AccessModeReadOnly
+			Expect(os.Mkdir(filepath.Join(dir, "storage"), 0o750)).To(Succeed())
+			bsl := createLocation(spec)
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			// The directory goes away without any change to the object: the next periodic
+			// validation notices.
+			Expect(os.Remove(filepath.Join(dir, "storage"))).To(Succeed())
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "does not exist")
+		})
+	})
+
+	Context("s3, against a real S3 server", func() {
+		var server *testenv.S3Server
+		BeforeEach(func() {
+			server = testenv.StartS3Server(GinkgoT())
+			server.CreateBucket("backups")
+		})
+
+		It("marks a good location Available", func() {
+			createCredentialSecret("s3-good", server.CredentialsFile())
+			bsl := createLocation(s3Spec(server, "backups", "s3-good"))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+		})
+
+		It("says when the bucket is missing", func() {
+			createCredentialSecret("s3-missing-bucket", server.CredentialsFile())
+			bsl := createLocation(s3Spec(server, "nope", "s3-missing-bucket"))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `bucket "nope" does not exist`)
+		})
+
+		It("says when the endpoint is unreachable", func() {
+			createCredentialSecret("s3-down", server.CredentialsFile())
+			server.Stop()
+			bsl := createLocation(s3Spec(server, "backups", "s3-down"))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "cannot reach the s3 endpoint "+server.Endpoint())
+		})
+
+		It("says when the credential secret is missing or malformed", func() {
+			bsl := createLocation(s3Spec(server, "backups", "no-such-secret"))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "credential secret cairn-system/no-such-secret does not exist")
+			createCredentialSecret("s3-malformed", "[default]\naws_access_key_id = x\n")
+			bsl2 := createLocation(s3Spec(server, "backups", "s3-malformed"))
+			eventuallyLocation(bsl2, cairnv1.StorageLocationPhaseUnavailable, "has no aws_secret_access_key")
+		})
+
+		It("says access denied for wrong credentials, picks up rotated ones without a restart, and never shows them", func() {
+			const wrongSecret = "definitely-not-the-secret-0123456789"
+			secret := createCredentialSecret("s3-rotated", fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", server.AccessKey, wrongSecret))
+			bsl := createLocation(s3Spec(server, "backups", "s3-rotated"))
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `access denied to bucket "backups"`)
+
+			secret.Data["cloud"] = []byte(server.CredentialsFile())
+			Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+
+			var got cairnv1.BackupStorageLocation
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
+			shown := fmt.Sprintf("%+v", got.Status)
+			for _, e := range eventsFor(bsl) {
+				shown += e.Note
+			}
+			Expect(shown).NotTo(ContainSubstring(wrongSecret))
+			Expect(shown).NotTo(ContainSubstring(server.SecretKey))
+		})
+	})
+
+	Context("the default location", func() {
+		It("flags two defaults on both, keeps the older one, and clears the flag when one steps back", func() {
+			older := createLocation(func() cairnv1.BackupStorageLocationSpec {
+				s := filesystemSpec(GinkgoT().TempDir())
+				s.Default = true
+				return s
+			}())
+			eventuallyLocation(older, cairnv1.StorageLocationPhaseAvailable, "")
+			time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
+			newer := createLocation(func() cairnv1.BackupStorageLocationSpec {
+				s := filesystemSpec(GinkgoT().TempDir())
+				s.Default = true
+				return s
+			}())
+
+			conflict := func(bsl *cairnv1.BackupStorageLocation) func(g Gomega) {
+				return func(g Gomega) {
+					var got cairnv1.BackupStorageLocation
+					g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
+					c := meta.FindStatusCondition(got.Status.Conditions, cairnv1.StorageLocationConditionDefaultConflict)
+					g.Expect(c).NotTo(BeNil())
+					g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+					g.Expect(c.Message).To(ContainSubstring("the oldest, %s, is the default", older.Name))
+				}
+			}
+			Eventually(conflict(older)).WithTimeout(20 * time.Second).Should(Succeed())
+			Eventually(conflict(newer)).WithTimeout(20 * time.Second).Should(Succeed())
+
+			var all cairnv1.BackupStorageLocationList
+			Expect(k8sClient.List(suiteCtx, &all, client.InNamespace(operatorNamespace))).To(Succeed())
+			def, err := location.Resolve(all.Items, operatorNamespace, "")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(def.Name).To(Equal(older.Name))
+
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(newer), newer)).To(Succeed())
+			newer.Spec.Default = false
+			Expect(k8sClient.Update(suiteCtx, newer)).To(Succeed())
+			Eventually(func(g Gomega) {
+				var got cairnv1.BackupStorageLocation
+				g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(older), &got)).To(Succeed())
+				g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, cairnv1.StorageLocationConditionDefaultConflict)).To(BeTrue())
+			}).WithTimeout(20 * time.Second).Should(Succeed())
+		})
+	})
+})

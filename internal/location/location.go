@@ -1,0 +1,181 @@
+// Package location turns BackupStorageLocation objects into object stores and makes the
+// decisions about them: which one is the default, which one a backup names, and whether one
+// can be used.
+package location
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// ErrConfig marks an error in a location's own configuration (not a passing fault): a person
+// has to change the location or its Secret.
+var ErrConfig = errors.New("invalid storage location")
+
+// Store is a location's object store, with the location's layout.
+type Store struct {
+	storage.ObjectStore
+	Layout storage.Layout
+	// validate checks that the provider can be used; see Validate.
+	validate func(ctx context.Context) error
+}
+
+// Validate checks that the location can be used now (bucket or directory there, credentials
+// accepted, writable when ReadWrite). Its error says what a person should fix.
+func (s *Store) Validate(ctx context.Context) error { return s.validate(ctx) }
+
+// Open builds the object store of a location, reading its credential Secret (in the location's
+// namespace) through r. A ReadOnly location's store refuses every write. The Secret is read
+// on every call, so rotated credentials are used without a restart.
+func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation) (*Store, error) {
+	writable := bsl.Spec.AccessMode != cairnv1.AccessModeReadOnly
+	var prefix string
+	if bsl.Spec.ObjectStorage != nil {
+		prefix = bsl.Spec.ObjectStorage.Prefix
+	}
+	layout := storage.Layout{Prefix: prefix}
+	var store storage.ObjectStore
+	var validate func(ctx context.Context) error
+
+	switch bsl.Spec.Provider {
+	case cairnv1.StorageProviderFilesystem:
+		path := bsl.Spec.Config[cairnv1.ConfigKeyPath]
+		if path == "" {
+			return nil, fmt.Errorf("%w: a filesystem location needs config.path", ErrConfig)
+		}
+		if !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("%w: config.path %q must be an absolute path", ErrConfig, path)
+		}
+		fs, err := storage.NewFilesystem(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		store, validate = fs, func(ctx context.Context) error { return fs.Validate(ctx, writable) }
+	case cairnv1.StorageProviderS3:
+		cfg, err := s3Config(ctx, r, bsl)
+		if err != nil {
+			return nil, err
+		}
+		s3, err := storage.NewS3(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		store, validate = s3, func(ctx context.Context) error { return s3.Validate(ctx, layout.BackupsDir()) }
+	default:
+		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem or s3)", ErrConfig, bsl.Spec.Provider)
+	}
+	if !writable {
+		store = storage.ReadOnly(store)
+	}
+	return &Store{ObjectStore: store, Layout: layout, validate: validate}, nil
+}
+
+func s3Config(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation) (storage.S3Config, error) {
+	cfg := storage.S3Config{
+		Region:   bsl.Spec.Config[cairnv1.ConfigKeyRegion],
+		Endpoint: bsl.Spec.Config[cairnv1.ConfigKeyEndpoint],
+	}
+	if bsl.Spec.ObjectStorage != nil {
+		cfg.Bucket = bsl.Spec.ObjectStorage.Bucket
+	}
+	if cfg.Bucket == "" {
+		return cfg, fmt.Errorf("%w: an s3 location needs objectStorage.bucket", ErrConfig)
+	}
+	for key, dst := range map[string]*bool{
+		cairnv1.ConfigKeyForcePathStyle:        &cfg.ForcePathStyle,
+		cairnv1.ConfigKeyInsecureSkipTLSVerify: &cfg.InsecureSkipTLSVerify,
+	} {
+		if v, ok := bsl.Spec.Config[key]; ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return cfg, fmt.Errorf("%w: config.%s must be true or false, not %q", ErrConfig, key, v)
+			}
+			*dst = b
+		}
+	}
+	if ref := bsl.Spec.Credential; ref != nil {
+		creds, err := readCredentials(ctx, r, bsl.Namespace, ref, bsl.Spec.Config["profile"])
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Credentials = creds
+	}
+	return cfg, nil
+}
+
+func readCredentials(ctx context.Context, r client.Reader, namespace string, ref *corev1.SecretKeySelector, profile string) (storage.S3Credentials, error) {
+	var secret corev1.Secret
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s does not exist", ErrConfig, namespace, ref.Name)
+	}
+	if err != nil {
+		return storage.S3Credentials{}, fmt.Errorf("reading credential secret %s/%s: %w", namespace, ref.Name, err)
+	}
+	data, ok := secret.Data[ref.Key]
+	if !ok {
+		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s has no key %q", ErrConfig, namespace, ref.Name, ref.Key)
+	}
+	creds, err := storage.ParseSharedCredentials(data, profile)
+	if err != nil {
+		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s key %q: %w", ErrConfig, namespace, ref.Name, ref.Key, err)
+	}
+	return creds, nil
+}
+
+// Defaults returns the default location among locs, and the names of every location that says
+// default: true when more than one does. The oldest one that says so stays the default (ties
+// go to the name that sorts first); nil when none does.
+func Defaults(locs []cairnv1.BackupStorageLocation) (def *cairnv1.BackupStorageLocation, conflicting []string) {
+	var candidates []*cairnv1.BackupStorageLocation
+	for i := range locs {
+		if locs[i].Spec.Default && locs[i].DeletionTimestamp == nil {
+			candidates = append(candidates, &locs[i])
+		}
+	}
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	sort.Slice(candidates, func(i, j int) bool {
+		ti, tj := candidates[i].CreationTimestamp, candidates[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return candidates[i].Name < candidates[j].Name
+	})
+	if len(candidates) > 1 {
+		for _, c := range candidates {
+			conflicting = append(conflicting, c.Name)
+		}
+	}
+	return candidates[0], conflicting
+}
+
+// Resolve returns the location a backup names: name, or the default when name is empty. Its
+// error says what a person should do.
+func Resolve(locs []cairnv1.BackupStorageLocation, namespace, name string) (*cairnv1.BackupStorageLocation, error) {
+	if name == "" {
+		def, _ := Defaults(locs)
+		if def == nil {
+			return nil, fmt.Errorf("no default storage location in namespace %s: name one in spec.storageLocation or mark one with spec.default: true", namespace)
+		}
+		return def, nil
+	}
+	for i := range locs {
+		if locs[i].Name == name {
+			return &locs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("storage location %q does not exist in namespace %s", name, namespace)
+}
