@@ -91,6 +91,10 @@ test-unit: envtest versitygw ## Unit and envtest integration tests.
 test-e2e: envtest versitygw build ## End-to-end tests: real manager binary, real kubectl.
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
 
+.PHONY: bench
+bench: envtest versitygw ## Run the benchmarks and write docs/benchmarks.md.
+	hack/bench.sh
+
 ##@ Local control plane
 
 .PHONY: local-up

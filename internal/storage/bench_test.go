@@ -1,0 +1,162 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+// benchSize is the stream each benchmark moves: the size of a mid-sized backup archive.
+const benchSize = 256 << 20
+
+// benchData is benchSize bytes of incompressible data, made once.
+var benchData = func() []byte {
+	b := make([]byte, benchSize)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < len(b); i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}()
+
+// onlyReader hides bytes.Reader's Seek and WriterTo, so the stores see a plain stream of
+// unknown length, as an archive being written is.
+type onlyReader struct{ io.Reader }
+
+func benchStores(b *testing.B) (fs *storage.Filesystem, s3store *storage.S3, raw *s3.Client, bucket string) {
+	b.Helper()
+	fs, err := storage.NewFilesystem(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	server := testenv.StartS3Server(b)
+	bucket = "bench"
+	server.CreateBucket(bucket)
+	s3store, err = storage.NewS3(storage.S3Config{Bucket: bucket, Endpoint: server.Endpoint(), ForcePathStyle: true,
+		Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw = s3.New(s3.Options{Region: "us-east-1", UsePathStyle: true, BaseEndpoint: aws.String(server.Endpoint()),
+		Credentials:                credentials.NewStaticCredentialsProvider(server.AccessKey, server.SecretKey, ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired})
+	return fs, s3store, raw, bucket
+}
+
+func BenchmarkUpload256MiB(b *testing.B) {
+	fs, s3store, raw, bucket := benchStores(b)
+	ctx := context.Background()
+	b.Run("plain-file-copy", func(b *testing.B) {
+		dir := b.TempDir()
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			f, err := os.Create(filepath.Join(dir, "copy"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.Copy(f, onlyReader{bytes.NewReader(benchData)}); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			_ = f.Close()
+		}
+	})
+	b.Run("filesystem", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			if _, err := storage.PutArchive(ctx, fs, "bench/archive.tar.gz", onlyReader{bytes.NewReader(benchData)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plain-sdk-put", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			_, err := raw.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("bench/plain"),
+				Body: bytes.NewReader(benchData), ContentLength: aws.Int64(benchSize)})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("s3", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			if _, err := storage.PutArchive(ctx, s3store, "bench/archive.tar.gz", onlyReader{bytes.NewReader(benchData)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkDownload256MiB(b *testing.B) {
+	fs, s3store, raw, bucket := benchStores(b)
+	ctx := context.Background()
+	keys := storage.Layout{}.Backup("bench", "b")
+	for _, s := range []storage.ObjectStore{fs, s3store} {
+		d, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(benchData))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := storage.WriteMetadata(ctx, s, keys, storage.BackupMetadata{Name: "b", Namespace: "bench", ArchiveSHA256: d.SHA256, ArchiveSize: d.Size}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	drain := func(b *testing.B, rc io.ReadCloser, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, rc)
+		_ = rc.Close()
+		if err != nil || n != benchSize {
+			b.Fatalf("read %d bytes: %v", n, err)
+		}
+	}
+	b.Run("plain-file-read", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			f, err := os.Open(filepath.Join(fs.Root, filepath.FromSlash(keys.Archive)))
+			drain(b, f, err)
+		}
+	})
+	b.Run("filesystem-verified", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			rc, err := storage.OpenArchive(ctx, fs, keys)
+			drain(b, rc, err)
+		}
+	})
+	b.Run("plain-sdk-get", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			out, err := raw.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &keys.Archive})
+			if err != nil {
+				b.Fatal(err)
+			}
+			drain(b, out.Body, nil)
+		}
+	})
+	b.Run("s3-verified", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			rc, err := storage.OpenArchive(ctx, s3store, keys)
+			drain(b, rc, err)
+		}
+	})
+}
