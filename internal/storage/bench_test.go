@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,8 +21,8 @@ import (
 // benchSize is the stream each benchmark moves: the size of a mid-sized backup archive.
 const benchSize = 256 << 20
 
-// benchData is benchSize bytes of incompressible data, made once.
-var benchData = func() []byte {
+// benchData is benchSize bytes of incompressible data, made once, when a benchmark first asks.
+var benchData = sync.OnceValue(func() []byte {
 	b := make([]byte, benchSize)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < len(b); i += 8 {
@@ -31,7 +32,7 @@ var benchData = func() []byte {
 		}
 	}
 	return b
-}()
+})
 
 // onlyReader hides bytes.Reader's Seek and WriterTo, so the stores see a plain stream of
 // unknown length, as an archive being written is.
@@ -68,7 +69,7 @@ func BenchmarkUpload256MiB(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := io.Copy(f, onlyReader{bytes.NewReader(benchData)}); err != nil {
+			if _, err := io.Copy(f, onlyReader{bytes.NewReader(benchData())}); err != nil {
 				b.Fatal(err)
 			}
 			if err := f.Sync(); err != nil {
@@ -80,7 +81,7 @@ func BenchmarkUpload256MiB(b *testing.B) {
 	b.Run("filesystem", func(b *testing.B) {
 		b.SetBytes(benchSize)
 		for b.Loop() {
-			if _, err := storage.PutArchive(ctx, fs, "bench/archive.tar.gz", onlyReader{bytes.NewReader(benchData)}); err != nil {
+			if _, err := storage.PutArchive(ctx, fs, "bench/archive.tar.gz", onlyReader{bytes.NewReader(benchData())}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -89,7 +90,7 @@ func BenchmarkUpload256MiB(b *testing.B) {
 		b.SetBytes(benchSize)
 		for b.Loop() {
 			_, err := raw.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("bench/plain"),
-				Body: bytes.NewReader(benchData), ContentLength: aws.Int64(benchSize)})
+				Body: bytes.NewReader(benchData()), ContentLength: aws.Int64(benchSize)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -98,7 +99,7 @@ func BenchmarkUpload256MiB(b *testing.B) {
 	b.Run("s3", func(b *testing.B) {
 		b.SetBytes(benchSize)
 		for b.Loop() {
-			if _, err := storage.PutArchive(ctx, s3store, "bench/archive.tar.gz", onlyReader{bytes.NewReader(benchData)}); err != nil {
+			if _, err := storage.PutArchive(ctx, s3store, "bench/archive.tar.gz", onlyReader{bytes.NewReader(benchData())}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -110,7 +111,7 @@ func BenchmarkDownload256MiB(b *testing.B) {
 	ctx := context.Background()
 	keys := storage.Layout{}.Backup("bench", "b")
 	for _, s := range []storage.ObjectStore{fs, s3store} {
-		d, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(benchData))
+		d, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(benchData()))
 		if err != nil {
 			b.Fatal(err)
 		}
