@@ -1,0 +1,124 @@
+// Package queue holds the decisions of the backup queue (DESIGN.md section 3): the order of
+// the queue, which queued backups may start now, why the others wait, and the early validation
+// of new backups. Everything here is a pure function; the queue reconciler fetches, calls and
+// writes.
+package queue
+
+import (
+	"fmt"
+	"sort"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/scope"
+)
+
+// Entry is a backup as the queue sees it.
+type Entry struct {
+	// Namespace and Name identify the backup.
+	Namespace, Name string
+	// Namespaces are the namespaces it selects, resolved against the cluster's.
+	Namespaces scope.NamespaceSet
+	// Location is the name of its storage location.
+	Location string
+}
+
+// Decision says what to do with one queued backup.
+type Decision struct {
+	// Start: move it to ReadyToStart now.
+	Start bool
+	// Reason and Message say why it waits (for the Queued condition); empty when it starts.
+	Reason, Message string
+}
+
+// Decide walks the queue in order and decides, for each queued backup, whether it starts now.
+// A backup starts only if all hold (DESIGN.md section 3):
+//   - fewer than limit backups are running (ReadyToStart or InProgress, counting those this
+//     call starts);
+//   - its namespaces overlap no running backup and no queued backup ahead of it;
+//   - no backup in its storage location is being deleted (deleting maps a location to the
+//     name of a backup being deleted there).
+//
+// Walking in order means that an earlier runnable backup always goes first.
+func Decide(limit int, running, queued []Entry, deleting map[string]string) []Decision {
+	decisions := make([]Decision, len(queued))
+	run := append([]Entry(nil), running...)
+	var ahead []Entry
+	for i, q := range queued {
+		d := decide(limit, run, ahead, deleting, q)
+		decisions[i] = d
+		if d.Start {
+			run = append(run, q)
+		} else {
+			ahead = append(ahead, q)
+		}
+	}
+	return decisions
+}
+
+func decide(limit int, running, ahead []Entry, deleting map[string]string, q Entry) Decision {
+	if len(running) >= limit {
+		return Decision{Reason: cairnv1.ReasonWaitingForConcurrencySlot,
+			Message: fmt.Sprintf("concurrency limit %d reached", limit)}
+	}
+	for _, r := range running {
+		if ok, ns := scope.Overlap(q.Namespaces, r.Namespaces); ok {
+			return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
+				Message: overlapMessage(ns, "running backup "+displayName(q, r))}
+		}
+	}
+	for _, a := range ahead {
+		if ok, ns := scope.Overlap(q.Namespaces, a.Namespaces); ok {
+			return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
+				Message: overlapMessage(ns, "backup "+displayName(q, a)+" queued ahead")}
+		}
+	}
+	if name, ok := deleting[q.Location]; ok {
+		return Decision{Reason: cairnv1.ReasonWaitingForDeletion,
+			Message: fmt.Sprintf("waiting for backup %s to be deleted from storage location %s", name, q.Location)}
+	}
+	return Decision{Start: true}
+}
+
+func overlapMessage(ns, other string) string {
+	if ns == "" {
+		return "namespaces overlap " + other + " (one of them selects every namespace)"
+	}
+	return fmt.Sprintf("namespace %s overlaps %s", ns, other)
+}
+
+// displayName names other as seen from q: its bare name in q's namespace, else namespace/name.
+func displayName(q, other Entry) string {
+	if q.Namespace == other.Namespace {
+		return other.Name
+	}
+	return other.Namespace + "/" + other.Name
+}
+
+// Order sorts backups into queue order: queued ones by their position, then new ones by
+// creation time; ties by creation time, then namespace and name. Positions may be stale
+// between renumberings; their relative order is always right, because renumbering only closes
+// gaps and a new backup always goes after the last position.
+func Order(backups []*cairnv1.Backup) {
+	sort.SliceStable(backups, func(i, j int) bool {
+		a, b := backups[i], backups[j]
+		pa, pb := queueRank(a), queueRank(b)
+		if pa != pb {
+			return pa < pb
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+}
+
+// queueRank is a backup's place: its position when queued, after every position when new.
+func queueRank(b *cairnv1.Backup) int64 {
+	if b.EffectivePhase() == cairnv1.BackupPhaseQueued && b.Status.QueuePosition > 0 {
+		return int64(b.Status.QueuePosition)
+	}
+	return 1 << 40
+}

@@ -1,0 +1,181 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/scope"
+)
+
+func entry(name string, namespaces ...string) Entry {
+	return Entry{Namespace: "cairn-system", Name: name, Namespaces: scope.NamespaceSet{Names: namespaces}, Location: "default"}
+}
+
+func everything(name string) Entry {
+	return Entry{Namespace: "cairn-system", Name: name, Namespaces: scope.NamespaceSet{All: true}, Location: "default"}
+}
+
+func at(e Entry, location string) Entry {
+	e.Location = location
+	return e
+}
+
+// started lists the names of the queued entries that Decide starts.
+func started(queued []Entry, ds []Decision) []string {
+	var out []string
+	for i, d := range ds {
+		if d.Start {
+			out = append(out, queued[i].Name)
+		}
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name     string
+		limit    int
+		running  []Entry
+		queued   []Entry
+		deleting map[string]string
+		want     []string
+		// wantWhy maps a waiting backup to its expected message.
+		wantWhy map[string]string
+	}{
+		{
+			name:    "the seed's five backups: only backup5 starts",
+			limit:   2,
+			running: []Entry{entry("backup1", "ns1", "ns2")},
+			queued: []Entry{
+				entry("backup2", "ns2", "ns3", "ns5"),
+				entry("backup3", "ns3", "ns4"),
+				entry("backup4", "ns5", "ns6"),
+				entry("backup5", "ns8", "ns9"),
+			},
+			want: []string{"backup5"},
+			wantWhy: map[string]string{
+				"backup2": "namespace ns2 overlaps running backup backup1",
+				"backup3": "namespace ns3 overlaps backup backup2 queued ahead",
+				"backup4": "namespace ns5 overlaps backup backup2 queued ahead",
+			},
+		},
+		{
+			name:    "concurrency limit counts running and just-started backups",
+			limit:   2,
+			running: []Entry{entry("r", "a")},
+			queued:  []Entry{entry("q1", "b"), entry("q2", "c")},
+			want:    []string{"q1"},
+			wantWhy: map[string]string{"q2": "concurrency limit 2 reached"},
+		},
+		{
+			name:   "several start in one pass when slots allow",
+			limit:  3,
+			queued: []Entry{entry("q1", "a"), entry("q2", "b"), entry("q3", "c"), entry("q4", "d")},
+			want:   []string{"q1", "q2", "q3"},
+		},
+		{
+			name:   "the earlier runnable backup goes first",
+			limit:  1,
+			queued: []Entry{entry("early", "a"), entry("late", "b")},
+			want:   []string{"early"},
+			wantWhy: map[string]string{"late": "concurrency limit 1 reached"},
+		},
+		{
+			name:    "a cluster-wide running backup blocks everything",
+			limit:   4,
+			running: []Entry{everything("full")},
+			queued:  []Entry{entry("q1", "a")},
+			wantWhy: map[string]string{"q1": "namespaces overlap running backup full (one of them selects every namespace)"},
+		},
+		{
+			name:    "a queued cluster-wide backup waits for every running one and blocks those behind it",
+			limit:   4,
+			running: []Entry{entry("r", "a")},
+			queued:  []Entry{everything("full"), entry("q2", "z")},
+			wantWhy: map[string]string{
+				"full": "namespaces overlap running backup r (one of them selects every namespace)",
+				"q2":   "namespaces overlap backup full queued ahead (one of them selects every namespace)",
+			},
+		},
+		{
+			name:   "a cluster-wide backup starts when nothing runs, then blocks the rest",
+			limit:  4,
+			queued: []Entry{everything("full"), entry("q2", "z")},
+			want:   []string{"full"},
+			wantWhy: map[string]string{"q2": "namespaces overlap running backup full (one of them selects every namespace)"},
+		},
+		{
+			name:     "deletion lock: a backup in a location being deleted from waits, others go",
+			limit:    4,
+			queued:   []Entry{at(entry("q1", "a"), "s3"), at(entry("q2", "b"), "default")},
+			deleting: map[string]string{"s3": "old-backup"},
+			want:     []string{"q2"},
+			wantWhy:  map[string]string{"q1": "waiting for backup old-backup to be deleted from storage location s3"},
+		},
+		{
+			name:     "a backup waiting for a deletion still blocks overlapping ones behind it",
+			limit:    4,
+			queued:   []Entry{at(entry("q1", "a"), "s3"), entry("q2", "a")},
+			deleting: map[string]string{"s3": "old"},
+			wantWhy:  map[string]string{"q2": "namespace a overlaps backup q1 queued ahead"},
+		},
+		{
+			name:    "backups in other namespaces are named with their namespace",
+			limit:   4,
+			running: []Entry{{Namespace: "team-a", Name: "mine", Namespaces: scope.NamespaceSet{Names: []string{"team-a"}}}},
+			queued:  []Entry{entry("admin", "team-a", "team-b")},
+			wantWhy: map[string]string{"admin": "namespace team-a overlaps running backup team-a/mine"},
+		},
+		{
+			name:   "empty queue",
+			limit:  1,
+			queued: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := Decide(tt.limit, tt.running, tt.queued, tt.deleting)
+			if got := started(tt.queued, ds); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("started %v, want %v", got, tt.want)
+			}
+			for i, q := range tt.queued {
+				if want, ok := tt.wantWhy[q.Name]; ok && ds[i].Message != want {
+					t.Errorf("%s waits because %q, want %q", q.Name, ds[i].Message, want)
+				}
+				if !ds[i].Start && ds[i].Reason == "" {
+					t.Errorf("%s waits with no reason", q.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := func(name string, phase cairnv1.BackupPhase, pos int32, age time.Duration) *cairnv1.Backup {
+		return &cairnv1.Backup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(t0.Add(-age))},
+			Status:     cairnv1.BackupStatus{Phase: phase, QueuePosition: pos},
+		}
+	}
+	list := []*cairnv1.Backup{
+		b("new-young", "", 0, time.Second),
+		b("q-pos7", cairnv1.BackupPhaseQueued, 7, time.Minute),
+		b("new-old", cairnv1.BackupPhaseNew, 0, time.Hour),
+		b("q-pos2", cairnv1.BackupPhaseQueued, 2, time.Second),
+		b("q-pos2-older", cairnv1.BackupPhaseQueued, 2, time.Hour),
+	}
+	Order(list)
+	var got []string
+	for _, x := range list {
+		got = append(got, x.Name)
+	}
+	want := []string{"q-pos2-older", "q-pos2", "q-pos7", "new-old", "new-young"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Order = %v, want %v", got, want)
+	}
+}

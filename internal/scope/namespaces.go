@@ -1,0 +1,165 @@
+// Package scope decides what a backup selects: which namespaces (with `*` wildcards), and
+// whether two backups' selections overlap. Every part of Cairn that resolves a backup's
+// namespaces calls this package.
+package scope
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+// NamespaceFilter is a backup's includedNamespaces and excludedNamespaces, as glob patterns
+// (`*` matches any run of characters, `?` one character).
+type NamespaceFilter struct {
+	Included []string
+	Excluded []string
+}
+
+// ForBackup returns the namespace filter of a backup. A backup outside the operator's namespace
+// with no includedNamespaces selects its own namespace (the tenancy rule).
+func ForBackup(b *cairnv1.Backup, operatorNamespace string) NamespaceFilter {
+	f := NamespaceFilter{Included: b.Spec.IncludedNamespaces, Excluded: b.Spec.ExcludedNamespaces}
+	if len(f.Included) == 0 && b.Namespace != operatorNamespace {
+		f.Included = []string{b.Namespace}
+	}
+	return f
+}
+
+// SelectsAll reports whether the filter includes every namespace (no includedNamespaces, or
+// `*`), whatever it excludes: such a backup may reach namespaces created while it runs.
+func (f NamespaceFilter) SelectsAll() bool {
+	if len(f.Included) == 0 {
+		return true
+	}
+	for _, p := range f.Included {
+		if p == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// Matches reports whether the namespace ns is selected.
+func (f NamespaceFilter) Matches(ns string) bool {
+	for _, p := range f.Excluded {
+		if match(p, ns) {
+			return false
+		}
+	}
+	if len(f.Included) == 0 {
+		return true
+	}
+	for _, p := range f.Included {
+		if match(p, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+func match(pattern, ns string) bool {
+	ok, err := path.Match(pattern, ns)
+	return err == nil && ok
+}
+
+// Validate returns one message per pattern that is neither a namespace name nor a valid
+// wildcard pattern.
+func (f NamespaceFilter) Validate() []string {
+	var errs []string
+	check := func(field string, patterns []string) {
+		for _, p := range patterns {
+			if msg := validatePattern(p); msg != "" {
+				errs = append(errs, fmt.Sprintf("spec.%s: %q %s", field, p, msg))
+			}
+		}
+	}
+	check("includedNamespaces", f.Included)
+	check("excludedNamespaces", f.Excluded)
+	return errs
+}
+
+func validatePattern(p string) string {
+	if p == "" {
+		return "is empty"
+	}
+	if _, err := path.Match(p, ""); err != nil {
+		return "is not a valid wildcard pattern"
+	}
+	if !strings.ContainsAny(p, "*?") {
+		if errs := validation.IsDNS1123Label(p); len(errs) > 0 {
+			return "is not a valid namespace name: " + strings.Join(errs, "; ")
+		}
+		return ""
+	}
+	for _, r := range p {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '*' && r != '?' {
+			return fmt.Sprintf("may contain only lowercase letters, digits, '-', '*' and '?', not %q", r)
+		}
+	}
+	return ""
+}
+
+// NamespaceSet is the namespaces a backup selects, resolved against the cluster's namespaces.
+type NamespaceSet struct {
+	// All means every namespace, including those not created yet.
+	All bool
+	// Names are the selected namespaces, sorted, when All is false.
+	Names []string
+}
+
+// Resolve resolves the filter against the cluster's namespaces.
+func (f NamespaceFilter) Resolve(clusterNamespaces []string) NamespaceSet {
+	if f.SelectsAll() {
+		return NamespaceSet{All: true}
+	}
+	var names []string
+	for _, ns := range clusterNamespaces {
+		if f.Matches(ns) {
+			names = append(names, ns)
+		}
+	}
+	// A namespace named outright is selected even if it does not exist yet: it may be
+	// created before the backup runs.
+	for _, p := range f.Included {
+		if !strings.ContainsAny(p, "*?") && f.Matches(p) && !contains(names, p) {
+			names = append(names, p)
+		}
+	}
+	sort.Strings(names)
+	return NamespaceSet{Names: names}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Overlap reports whether two sets share a namespace. shared is the first shared namespace,
+// or "" when one of them selects every namespace.
+func Overlap(a, b NamespaceSet) (overlaps bool, shared string) {
+	if a.All || b.All {
+		return true, ""
+	}
+	i, j := 0, 0
+	for i < len(a.Names) && j < len(b.Names) {
+		switch {
+		case a.Names[i] == b.Names[j]:
+			return true, a.Names[i]
+		case a.Names[i] < b.Names[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return false, ""
+}
