@@ -97,8 +97,10 @@ const (
 	ReasonNamespaceOverlap          = "NamespaceOverlap"
 	ReasonWaitingForDeletion        = "WaitingForDeletion"
 	ReasonWaitingForEarlierBackup   = "WaitingForEarlierBackup"
+	ReasonEnqueued                  = "Enqueued"
 	ReasonDequeued                  = "Dequeued"
 	ReasonCancelledByUser           = "CancelledByUser"
+	ReasonBackupDeleted             = "BackupDeleted"
 )
 
 // FailureReasonCancelled is the failureReason of every cancelled backup.
@@ -227,6 +229,11 @@ type BackupStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	QueuePosition int32 `json:"queuePosition,omitempty"`
 
+	// StorageLocation is the name of the storage location the backup was queued for: its
+	// spec.storageLocation, or the default location at that time.
+	// +optional
+	StorageLocation string `json:"storageLocation,omitempty"`
+
 	// ValidationErrors says what is wrong with a backup in FailedValidation.
 	// +optional
 	// +listType=atomic
@@ -304,7 +311,7 @@ type BackupStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`
-// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.storageLocation`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.storageLocation`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -66,6 +66,7 @@ func run(args []string) int {
 		Namespace:            opts.namespace,
 		ConcurrentBackups:    opts.concurrentBackups,
 		ItemBlockWorkerCount: opts.itemBlockWorkerCount,
+		QueueResyncPeriod:    opts.queueResyncPeriod,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/cairn-backup/cairn/internal/controller"
 )
 
 // options are the manager's command-line settings.
@@ -19,6 +22,7 @@ type options struct {
 	metricsAddr          string
 	probeAddr            string
 	leaderElect          bool
+	queueResyncPeriod    time.Duration
 	zap                  zap.Options
 }
 
@@ -40,6 +44,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Address of the /healthz and /readyz endpoints; 0 disables them.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader so that only one manager replica reconciles at a time.")
+	fs.DurationVar(&o.queueResyncPeriod, "queue-resync-period", controller.DefaultQueueResyncPeriod,
+		"How often the backup queue is reconciled without any event (a safety net; hand-offs are event-driven).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -60,6 +66,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.itemBlockWorkerCount < 1 {
 		return o, fmt.Errorf("invalid value %d for --item-block-worker-count: must be at least 1", o.itemBlockWorkerCount)
+	}
+	if o.queueResyncPeriod <= 0 {
+		return o, fmt.Errorf("invalid value %s for --queue-resync-period: must be greater than zero", o.queueResyncPeriod)
 	}
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -84,7 +85,11 @@ func eventsFor(bsl *cairnv1.BackupStorageLocation) []eventsv1.Event {
 	return out
 }
 
-var _ = Describe("BackupStorageLocation reconciler", func() {
+var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
+	BeforeAll(func() {
+		DeferCleanup(startManager(controller.Config{}))
+	})
+
 	Context("filesystem", func() {
 		It("marks a writable directory Available, with an event", func() {
 			bsl := createLocation(filesystemSpec(GinkgoT().TempDir()))

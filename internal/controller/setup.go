@@ -5,6 +5,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -24,6 +25,9 @@ type Config struct {
 	ConcurrentBackups int
 	// ItemBlockWorkerCount is the size of each running backup's own worker pool.
 	ItemBlockWorkerCount int
+	// QueueResyncPeriod is how often the queue is reconciled without any event; 0 means
+	// DefaultQueueResyncPeriod.
+	QueueResyncPeriod time.Duration
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
 	// RecoverySteps run once, in order, when this manager starts leading and before any
@@ -45,6 +49,20 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	recovery := NewStartupRecovery(cfg.RecoverySteps...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
+	}
+	if cfg.QueueResyncPeriod <= 0 {
+		cfg.QueueResyncPeriod = DefaultQueueResyncPeriod
+	}
+	if err := (&BackupQueueReconciler{
+		Client:            mgr.GetClient(),
+		Namespace:         cfg.Namespace,
+		ConcurrentBackups: cfg.ConcurrentBackups,
+		ResyncPeriod:      cfg.QueueResyncPeriod,
+		Clock:             cfg.Clock,
+		Recorder:          mgr.GetEventRecorder("cairn-queue"),
+		Gate:              recovery,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the queue reconciler: %w", err)
 	}
 	if err := (&BackupStorageLocationReconciler{
 		Client:    mgr.GetClient(),

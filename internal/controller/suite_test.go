@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -47,21 +49,43 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})).To(Succeed())
 
+})
+
+// startManager runs the manager's reconcilers with cfg (defaults filled in) until the
+// returned function is called, which stops the manager and waits for it to exit.
+func startManager(cfg controller.Config) (stop func()) {
+	GinkgoHelper()
+	if cfg.Namespace == "" {
+		cfg.Namespace = operatorNamespace
+	}
+	if cfg.ConcurrentBackups == 0 {
+		cfg.ConcurrentBackups = 1
+	}
+	if cfg.ItemBlockWorkerCount == 0 {
+		cfg.ItemBlockWorkerCount = 2
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Cache:                  controller.CacheOptions(operatorNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// Tests start several managers in one process; controller names repeat.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controller.SetupWithManager(mgr, controller.Config{
-		Namespace: operatorNamespace, ConcurrentBackups: 1, ItemBlockWorkerCount: 2,
-	})).To(Succeed())
+	Expect(controller.SetupWithManager(mgr, cfg)).To(Succeed())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
-		Expect(mgr.Start(suiteCtx)).To(Succeed())
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-})
+	return func() {
+		cancel()
+		<-done
+	}
+}
 
 var _ = AfterSuite(func() {
 	if stopSuite != nil {
@@ -71,3 +95,11 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// watchClient is a direct client that can also watch.
+func watchClient() client.WithWatch {
+	GinkgoHelper()
+	c, err := client.NewWithWatch(restCfg, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}

@@ -7,6 +7,7 @@ package queue
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/scope"
@@ -95,7 +96,9 @@ func displayName(q, other Entry) string {
 }
 
 // Order sorts backups into queue order: queued ones by their position, then new ones by
-// creation time; ties by creation time, then namespace and name. Positions may be stale
+// creation time; ties by creation time, then by resourceVersion (creation timestamps have
+// one-second resolution, and etcd's revisions order the creations within a second), then
+// namespace and name. Positions may be stale
 // between renumberings; their relative order is always right, because renumbering only closes
 // gaps and a new backup always goes after the last position.
 func Order(backups []*cairnv1.Backup) {
@@ -107,6 +110,11 @@ func Order(backups []*cairnv1.Backup) {
 		}
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		ra, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+		rb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+		if errA == nil && errB == nil && ra != rb {
+			return ra < rb
 		}
 		if a.Namespace != b.Namespace {
 			return a.Namespace < b.Namespace

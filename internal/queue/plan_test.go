@@ -78,10 +78,10 @@ func TestDecide(t *testing.T) {
 			want:   []string{"q1", "q2", "q3"},
 		},
 		{
-			name:   "the earlier runnable backup goes first",
-			limit:  1,
-			queued: []Entry{entry("early", "a"), entry("late", "b")},
-			want:   []string{"early"},
+			name:    "the earlier runnable backup goes first",
+			limit:   1,
+			queued:  []Entry{entry("early", "a"), entry("late", "b")},
+			want:    []string{"early"},
 			wantWhy: map[string]string{"late": "concurrency limit 1 reached"},
 		},
 		{
@@ -102,10 +102,10 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name:   "a cluster-wide backup starts when nothing runs, then blocks the rest",
-			limit:  4,
-			queued: []Entry{everything("full"), entry("q2", "z")},
-			want:   []string{"full"},
+			name:    "a cluster-wide backup starts when nothing runs, then blocks the rest",
+			limit:   4,
+			queued:  []Entry{everything("full"), entry("q2", "z")},
+			want:    []string{"full"},
 			wantWhy: map[string]string{"q2": "namespaces overlap running backup full (one of them selects every namespace)"},
 		},
 		{
@@ -168,14 +168,21 @@ func TestOrder(t *testing.T) {
 		b("new-old", cairnv1.BackupPhaseNew, 0, time.Hour),
 		b("q-pos2", cairnv1.BackupPhaseQueued, 2, time.Second),
 		b("q-pos2-older", cairnv1.BackupPhaseQueued, 2, time.Hour),
+		withRV(b("same-second-created-first-z", "", 0, time.Minute), "100"),
+		withRV(b("same-second-created-second-a", "", 0, time.Minute), "200"),
 	}
 	Order(list)
 	var got []string
 	for _, x := range list {
 		got = append(got, x.Name)
 	}
-	want := []string{"q-pos2-older", "q-pos2", "q-pos7", "new-old", "new-young"}
+	want := []string{"q-pos2-older", "q-pos2", "q-pos7", "new-old", "same-second-created-first-z", "same-second-created-second-a", "new-young"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Order = %v, want %v", got, want)
 	}
+}
+
+func withRV(b *cairnv1.Backup, rv string) *cairnv1.Backup {
+	b.ResourceVersion = rv
+	return b
 }

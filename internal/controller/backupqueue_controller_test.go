@@ -1,0 +1,438 @@
+package controller_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/scope"
+)
+
+// The test plays the backup runner: it moves ReadyToStart backups on by patching their status.
+
+func createBackup(namespace, name string, spec cairnv1.BackupSpec) *cairnv1.Backup {
+	GinkgoHelper()
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: spec}
+	Expect(k8sClient.Create(suiteCtx, b)).To(Succeed())
+	return b
+}
+
+func adminBackup(name string, namespaces ...string) {
+	GinkgoHelper()
+	createBackup(operatorNamespace, name, cairnv1.BackupSpec{IncludedNamespaces: namespaces})
+}
+
+func getBackup(namespace, name string) *cairnv1.Backup {
+	GinkgoHelper()
+	var b cairnv1.Backup
+	Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &b)).To(Succeed())
+	return &b
+}
+
+// expectQueue waits until the named admin backups have these phases and positions
+// ("Queued:2", "ReadyToStart").
+func expectQueue(want map[string]string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		got := map[string]string{}
+		for name := range want {
+			b := getBackup(operatorNamespace, name)
+			s := string(b.Status.Phase)
+			if b.Status.Phase == cairnv1.BackupPhaseQueued {
+				s = fmt.Sprintf("Queued:%d", b.Status.QueuePosition)
+			}
+			got[name] = s
+		}
+		g.Expect(got).To(Equal(want))
+	}).WithTimeout(15 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+}
+
+// runnerSetPhase moves a backup on, as the backup runner would.
+func runnerSetPhase(name string, phase cairnv1.BackupPhase) {
+	GinkgoHelper()
+	Eventually(func() error {
+		b := getBackup(operatorNamespace, name)
+		patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		b.Status.Phase = phase
+		return k8sClient.Status().Patch(suiteCtx, b, patch)
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+}
+
+func queuedCondition(name string) *metav1.Condition {
+	GinkgoHelper()
+	return meta.FindStatusCondition(getBackup(operatorNamespace, name).Status.Conditions, cairnv1.BackupConditionQueued)
+}
+
+// deleteAllBackups removes every backup and waits until they are gone.
+func deleteAllBackups() {
+	GinkgoHelper()
+	var list cairnv1.BackupList
+	Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
+	for i := range list.Items {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, &list.Items[i]))).To(Succeed())
+	}
+	Eventually(func() int {
+		Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
+		return len(list.Items)
+	}).WithTimeout(20 * time.Second).Should(BeZero())
+}
+
+func backupEvents(namespace, name string) []eventsv1.Event {
+	GinkgoHelper()
+	var list eventsv1.EventList
+	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(namespace))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Backup" && e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func ensureNamespace(name string) {
+	GinkgoHelper()
+	err := k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+var _ = Describe("Backup queue", Ordered, func() {
+	var stopManager func()
+
+	BeforeAll(func() {
+		spec := filesystemSpec(GinkgoT().TempDir())
+		spec.Default = true
+		def := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "queue-default", Namespace: operatorNamespace}, Spec: spec}
+		Expect(k8sClient.Create(suiteCtx, def)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, def)).To(Succeed()) })
+		second := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "queue-other", Namespace: operatorNamespace}, Spec: filesystemSpec(GinkgoT().TempDir())}
+		Expect(k8sClient.Create(suiteCtx, second)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, second)).To(Succeed()) })
+		ensureNamespace("team-a")
+	})
+
+	AfterEach(func() {
+		if stopManager != nil {
+			stopManager()
+			stopManager = nil
+		}
+		deleteAllBackups()
+	})
+
+	It("moves backups through the queue by concurrency and namespace overlap, in order", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
+		adminBackup("q1", "ns1")
+		adminBackup("q2", "ns1", "ns2")
+		adminBackup("q3", "ns3")
+		adminBackup("q4", "ns2")
+		expectQueue(map[string]string{"q1": "ReadyToStart", "q2": "Queued:1", "q3": "ReadyToStart", "q4": "Queued:2"})
+		Eventually(func() string { return queuedCondition("q2").Message }).Should(Equal("namespace ns1 overlaps running backup q1"))
+		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("concurrency limit 2 reached"))
+		Expect(getBackup(operatorNamespace, "q1").Status.StorageLocation).To(Equal("queue-default"))
+
+		runnerSetPhase("q1", cairnv1.BackupPhaseInProgress)
+		runnerSetPhase("q1", cairnv1.BackupPhaseCompleted)
+		expectQueue(map[string]string{"q1": "Completed", "q2": "ReadyToStart", "q3": "ReadyToStart", "q4": "Queued:1"})
+		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("concurrency limit 2 reached"))
+
+		// A slot frees, but q4 overlaps the running q2.
+		runnerSetPhase("q3", cairnv1.BackupPhaseInProgress)
+		runnerSetPhase("q3", cairnv1.BackupPhaseCompleted)
+		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps running backup q2"))
+		expectQueue(map[string]string{"q4": "Queued:1"})
+
+		// Leaving WaitingForPluginOperations frees the slot and the namespaces (DESIGN.md section 1).
+		runnerSetPhase("q2", cairnv1.BackupPhaseInProgress)
+		runnerSetPhase("q2", cairnv1.BackupPhaseWaitingForPluginOperations)
+		expectQueue(map[string]string{"q4": "ReadyToStart"})
+
+		c := queuedCondition("q4")
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Reason).To(Equal(cairnv1.ReasonDequeued))
+		Expect(c.Message).To(MatchRegexp(`^Dequeued after waiting [0-9.]+m?s$`))
+		Eventually(func() []eventsv1.Event { return backupEvents(operatorNamespace, "q4") }).Should(And(
+			ContainElement(HaveField("Reason", "Queued")), ContainElement(HaveField("Reason", "Dequeued"))))
+	})
+
+	It("fails a cancelled or deleted queued backup at once and renumbers the rest", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		adminBackup("run", "a")
+		adminBackup("w1", "a")
+		adminBackup("w2", "a")
+		adminBackup("w3", "a")
+		adminBackup("w4", "a")
+		expectQueue(map[string]string{"run": "ReadyToStart", "w1": "Queued:1", "w2": "Queued:2", "w3": "Queued:3", "w4": "Queued:4"})
+
+		Expect(k8sClient.Patch(suiteCtx, getBackup(operatorNamespace, "w2"), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)))).To(Succeed())
+		expectQueue(map[string]string{"run": "ReadyToStart", "w1": "Queued:1", "w2": "Failed", "w3": "Queued:2", "w4": "Queued:3"})
+		w2 := getBackup(operatorNamespace, "w2")
+		Expect(w2.Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+		Expect(w2.Status.QueuePosition).To(BeZero())
+		Expect(meta.IsStatusConditionTrue(w2.Status.Conditions, cairnv1.BackupConditionCancelled)).To(BeTrue())
+		Expect(w2.Status.CompletionTimestamp).NotTo(BeNil())
+
+		Expect(k8sClient.Delete(suiteCtx, getBackup(operatorNamespace, "w1"))).To(Succeed())
+		expectQueue(map[string]string{"run": "ReadyToStart", "w3": "Queued:1", "w4": "Queued:2"})
+
+		// Cancelling a ReadyToStart backup is the backup reconciler's job, not the queue's.
+		Expect(k8sClient.Patch(suiteCtx, getBackup(operatorNamespace, "run"), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)))).To(Succeed())
+		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "run").Status.Phase }).
+			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseReadyToStart))
+	})
+
+	It("cancels a New backup before it is queued", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		b := createBackup(operatorNamespace, "born-cancelled", cairnv1.BackupSpec{Cancel: true})
+		Eventually(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, b.Name).Status.Phase }).Should(Equal(cairnv1.BackupPhaseFailed))
+		Expect(getBackup(operatorNamespace, b.Name).Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+	})
+
+	It("keeps positions across a manager restart, and counts ReadyToStart backups as running", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
+		adminBackup("r1", "x")
+		adminBackup("r2", "y")
+		adminBackup("p1", "x")
+		adminBackup("p2", "y")
+		adminBackup("p3", "z")
+		expectQueue(map[string]string{"r1": "ReadyToStart", "r2": "ReadyToStart", "p1": "Queued:1", "p2": "Queued:2", "p3": "Queued:3"})
+		stopManager()
+		stopManager = nil
+
+		// While no manager runs: r1 finishes, and a new backup arrives.
+		runnerSetPhase("r1", cairnv1.BackupPhaseInProgress)
+		runnerSetPhase("r1", cairnv1.BackupPhaseCompleted)
+		adminBackup("p4", "w")
+
+		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
+		// p1 takes the free slot; r2 (ReadyToStart) still counts, so nothing else starts.
+		expectQueue(map[string]string{"r2": "ReadyToStart", "p1": "ReadyToStart", "p2": "Queued:1", "p3": "Queued:2", "p4": "Queued:3"})
+		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "p3").Status.Phase }).
+			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseQueued))
+	})
+
+	It("holds a backup while another backup in its location is being deleted", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 4})
+		adminBackup("old", "del")
+		expectQueue(map[string]string{"old": "ReadyToStart"})
+		runnerSetPhase("old", cairnv1.BackupPhaseDeleting) // as the deletion reconciler will
+		createBackup(operatorNamespace, "same-location", cairnv1.BackupSpec{IncludedNamespaces: []string{"s1"}})
+		createBackup(operatorNamespace, "other-location", cairnv1.BackupSpec{IncludedNamespaces: []string{"s2"}, StorageLocation: "queue-other"})
+		expectQueue(map[string]string{"same-location": "Queued:1", "other-location": "ReadyToStart"})
+		Eventually(func() string { return queuedCondition("same-location").Message }).
+			Should(Equal("waiting for backup cairn-system/old to be deleted from storage location queue-default"))
+
+		runnerSetPhase("old", cairnv1.BackupPhaseDeletionFailed)
+		expectQueue(map[string]string{"same-location": "ReadyToStart"})
+	})
+
+	It("fails validation with a message for each problem", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Maybe"}}}
+		cases := []struct {
+			namespace, name string
+			spec            cairnv1.BackupSpec
+			want            string
+		}{
+			{"team-a", "reach", cairnv1.BackupSpec{IncludedNamespaces: []string{"team-b"}}, `spec.includedNamespaces: a backup in namespace team-a may only back up its own namespace, not "team-b"`},
+			{"team-a", "cluster", cairnv1.BackupSpec{IncludeClusterResources: ptr.To(true)}, "spec.includeClusterResources: a backup in namespace team-a cannot include cluster-scoped resources"},
+			{operatorNamespace, "nolocation", cairnv1.BackupSpec{StorageLocation: "nowhere"}, `spec.storageLocation: storage location "nowhere" does not exist in namespace cairn-system`},
+			{operatorNamespace, "selector", cairnv1.BackupSpec{LabelSelector: bad}, `spec.labelSelector: "Maybe" is not a valid label selector operator`},
+			{operatorNamespace, "orselector", cairnv1.BackupSpec{OrLabelSelectors: []*metav1.LabelSelector{bad}}, "spec.orLabelSelectors[0]"},
+			{operatorNamespace, "both", cairnv1.BackupSpec{LabelSelector: &metav1.LabelSelector{}, OrLabelSelectors: []*metav1.LabelSelector{{}}}, "spec.labelSelector and spec.orLabelSelectors cannot be used together"},
+			{operatorNamespace, "pattern", cairnv1.BackupSpec{IncludedNamespaces: []string{"[x"}}, `spec.includedNamespaces: "[x" is not a valid wildcard pattern`},
+			{operatorNamespace, "resource", cairnv1.BackupSpec{IncludedResources: []string{"apps/Deployments"}}, `spec.includedResources: "apps/Deployments" is not a resource name`},
+		}
+		for _, c := range cases {
+			createBackup(c.namespace, c.name, c.spec)
+		}
+		for _, c := range cases {
+			Eventually(func(g Gomega) {
+				b := getBackup(c.namespace, c.name)
+				g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseFailedValidation))
+				g.Expect(strings.Join(b.Status.ValidationErrors, "\n")).To(ContainSubstring(c.want))
+			}).WithTimeout(10*time.Second).Should(Succeed(), c.name)
+		}
+		Eventually(func() []eventsv1.Event { return backupEvents("team-a", "reach") }).Should(
+			ContainElement(And(HaveField("Reason", "FailedValidation"), HaveField("Type", corev1.EventTypeWarning))))
+		// A valid team backup of its own namespace is queued and runs.
+		createBackup("team-a", "fine", cairnv1.BackupSpec{})
+		Eventually(func() cairnv1.BackupPhase { return getBackup("team-a", "fine").Status.Phase }).Should(Equal(cairnv1.BackupPhaseReadyToStart))
+	})
+
+	It("never runs two overlapping backups and keeps positions ordered, under random load", func() {
+		const n, concurrency = 100, 3
+		rng := rand.New(rand.NewPCG(7, 11))
+		sets := map[string]scope.NamespaceSet{}
+		for i := range n {
+			name := fmt.Sprintf("load-%03d", i)
+			var included []string
+			if rng.IntN(50) == 0 {
+				sets[name] = scope.NamespaceSet{All: true}
+			} else {
+				picked := map[string]bool{}
+				for range 1 + rng.IntN(3) {
+					picked[fmt.Sprintf("lns%d", rng.IntN(12))] = true
+				}
+				for ns := range picked {
+					included = append(included, ns)
+				}
+				sort.Strings(included)
+				sets[name] = scope.NamespaceSet{Names: included}
+			}
+		}
+
+		// The watcher sees every state change, in order.
+		w, err := watchClient().Watch(suiteCtx, &cairnv1.BackupList{}, client.InNamespace(operatorNamespace))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		var violations []string
+		var mu sync.Mutex
+		states := map[string]*cairnv1.Backup{}
+		watcherDone := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(watcherDone)
+			for ev := range w.ResultChan() {
+				b, ok := ev.Object.(*cairnv1.Backup)
+				if !ok || !strings.HasPrefix(b.Name, "load-") {
+					continue
+				}
+				mu.Lock()
+				if ev.Type == watch.Deleted {
+					delete(states, b.Name)
+				} else {
+					states[b.Name] = b
+				}
+				violations = append(violations, checkQueueInvariants(states, sets, concurrency)...)
+				mu.Unlock()
+			}
+		}()
+
+		stopManager = startManager(controller.Config{ConcurrentBackups: concurrency})
+		for i := range n {
+			name := fmt.Sprintf("load-%03d", i)
+			var spec cairnv1.BackupSpec
+			if !sets[name].All {
+				spec.IncludedNamespaces = sets[name].Names
+			}
+			createBackup(operatorNamespace, name, spec)
+		}
+
+		// The runner: finish a random running backup now and then, until all are done.
+		Eventually(func(g Gomega) {
+			var list cairnv1.BackupList
+			g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(operatorNamespace))).To(Succeed())
+			var running []string
+			done := 0
+			for _, b := range list.Items {
+				switch b.Status.Phase {
+				case cairnv1.BackupPhaseReadyToStart, cairnv1.BackupPhaseInProgress:
+					running = append(running, b.Name)
+				case cairnv1.BackupPhaseCompleted:
+					done++
+				}
+			}
+			if len(running) > 0 {
+				pick := running[rng.IntN(len(running))]
+				runnerSetPhase(pick, cairnv1.BackupPhaseInProgress)
+				runnerSetPhase(pick, cairnv1.BackupPhaseCompleted)
+			}
+			g.Expect(done).To(Equal(n))
+		}).WithTimeout(3 * time.Minute).WithPolling(5 * time.Millisecond).Should(Succeed())
+
+		w.Stop()
+		<-watcherDone
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(violations).To(BeEmpty())
+	})
+
+	It("writes exact positions 1..n once the queue is at rest", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		adminBackup("rest-run", "r")
+		for i := range 20 {
+			adminBackup(fmt.Sprintf("rest-%02d", i), "r")
+		}
+		want := map[string]string{"rest-run": "ReadyToStart"}
+		for i := range 20 {
+			want[fmt.Sprintf("rest-%02d", i)] = fmt.Sprintf("Queued:%d", i+1)
+		}
+		expectQueue(want)
+		// Dequeue five in a burst; the rest renumber to 1..15.
+		for i := range 5 {
+			running := "rest-run"
+			if i > 0 {
+				running = fmt.Sprintf("rest-%02d", i-1)
+			}
+			runnerSetPhase(running, cairnv1.BackupPhaseInProgress)
+			runnerSetPhase(running, cairnv1.BackupPhaseCompleted)
+			expectQueue(map[string]string{fmt.Sprintf("rest-%02d", i): "ReadyToStart"})
+		}
+		want = map[string]string{}
+		for i := 5; i < 20; i++ {
+			want[fmt.Sprintf("rest-%02d", i)] = fmt.Sprintf("Queued:%d", i-4)
+		}
+		expectQueue(want)
+	})
+})
+
+// checkQueueInvariants returns what is wrong with one observed state: overlapping running
+// backups, too many running, or queued positions that repeat or contradict the queue order.
+func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]scope.NamespaceSet, limit int) []string {
+	var problems []string
+	var running []string
+	positions := map[int32]string{}
+	var queued []*cairnv1.Backup
+	for name, b := range states {
+		switch b.Status.Phase {
+		case cairnv1.BackupPhaseReadyToStart, cairnv1.BackupPhaseInProgress:
+			running = append(running, name)
+		case cairnv1.BackupPhaseQueued:
+			if b.Status.QueuePosition < 1 {
+				problems = append(problems, fmt.Sprintf("%s is queued at position %d", name, b.Status.QueuePosition))
+			}
+			if other, dup := positions[b.Status.QueuePosition]; dup {
+				problems = append(problems, fmt.Sprintf("%s and %s share position %d", name, other, b.Status.QueuePosition))
+			}
+			positions[b.Status.QueuePosition] = name
+			queued = append(queued, b)
+		}
+	}
+	if len(running) > limit {
+		problems = append(problems, fmt.Sprintf("%d running backups: %v", len(running), running))
+	}
+	for i := range running {
+		for j := i + 1; j < len(running); j++ {
+			if ok, _ := scope.Overlap(sets[running[i]], sets[running[j]]); ok {
+				problems = append(problems, fmt.Sprintf("overlapping backups run together: %s and %s", running[i], running[j]))
+			}
+		}
+	}
+	// Names were created in order, so the queue order is the name order.
+	sort.Slice(queued, func(i, j int) bool { return queued[i].Name < queued[j].Name })
+	for i := 1; i < len(queued); i++ {
+		if queued[i].Status.QueuePosition <= queued[i-1].Status.QueuePosition {
+			problems = append(problems, fmt.Sprintf("%s is at %d, behind %s at %d", queued[i].Name, queued[i].Status.QueuePosition, queued[i-1].Name, queued[i-1].Status.QueuePosition))
+		}
+	}
+	return problems
+}
