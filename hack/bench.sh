@@ -10,6 +10,14 @@ BENCHTIME=${BENCHTIME:-3x}
 echo "bench: storage (256 MiB streams, $BENCHTIME)" >&2
 go test -run '^$' -bench . -benchtime "$BENCHTIME" -benchmem ./internal/storage/ | tee docs/bench/storage.txt >&2
 
+echo "bench: queue (500-backup drain, hand-off latency; envtest control plane)" >&2
+go test -run '^$' -bench Queue -benchtime 1x -timeout 20m ./test/bench/ | tee docs/bench/queue.txt >&2
+
+# metric FILE BENCH UNIT: the value a benchmark reported for a unit.
+metric() {
+  awk -v b="$2" -v u="$3" '$1 ~ "^Benchmark"b"(-[0-9]+)?$" { for (i=2; i<=NF; i++) if ($(i)==u) print $(i-1) }' "$1"
+}
+
 # table FILE: one markdown row per benchmark line: name, MB/s, ms/op, B/op.
 table() {
   awk '/^Benchmark/ {
@@ -50,5 +58,33 @@ How to read it:
 - Cairn's downloads go through \`storage.OpenArchive\`, which verifies the SHA-256 while
   reading; the plain rows read the same object without verifying. The plain file read comes
   from the page cache.
+MD
+cat >>docs/benchmarks.md <<MD
+
+## Queue: draining 500 backups, and hand-off latency
+
+Run against a real kube-apiserver + etcd (the envtest binaries) with the manager's
+reconcilers in the same process and a fake runner that moves backups on as soon as the queue
+hands them over. Status writes are counted by the API server itself (its
+\`apiserver_request_total\` for PATCH on \`backups/status\`), minus the runner's own.
+
+| measurement | result | goal |
+|---|---|---|
+| 500 backups created at once (one namespace each), \`--concurrent-backups=4\`: drain time (first create → last Completed) | $(metric docs/bench/queue.txt QueueDrain500 drain-s) s (creating them took $(metric docs/bench/queue.txt QueueDrain500 create-s) s) | — |
+| status writes by the queue | $(metric docs/bench/queue.txt QueueDrain500 queue-writes) ($(metric docs/bench/queue.txt QueueDrain500 queue-writes/backup) per backup) | ≤ 10 per backup |
+| hand-off, \`--concurrent-backups=1\`, 50 hand-offs: a backup leaves InProgress → the next is ReadyToStart, median | $(metric docs/bench/queue.txt QueueHandoff handoff-median-ms) ms | — |
+| the same, max | $(metric docs/bench/queue.txt QueueHandoff handoff-max-ms) ms | < 100 ms |
+
+How to read it:
+- Two writes per backup is the floor: New → Queued and Queued → ReadyToStart. Renumbering the
+  backups that stay queued is coalesced: it is written once the queue has been still for
+  0.5 s (or, under constant churn, every 30 s), at most 10 writes per pass, so a burst of
+  dequeues costs one renumbering and a renumbering never holds up a hand-off by more than
+  one small batch. A 500-backup drain on this machine usually finishes without needing one.
+- Hand-offs are event-driven: the backup leaving InProgress wakes the queue, which decides
+  from its informer cache and writes at once; the 30 s resync is only a safety net.
+- The drain is bound by the API server on two shared cores (each hand-off is a runner write,
+  an informer event, a queue pass and a queue write), not by the queue's own work: a pass
+  over 500 backups takes about 2 ms.
 MD
 echo "bench: wrote docs/benchmarks.md" >&2

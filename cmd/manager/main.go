@@ -90,9 +90,19 @@ func run(args []string) int {
 }
 
 // restConfig loads the cluster configuration from an explicit kubeconfig, or the usual places.
+// Client-side rate limiting is off, as controller-runtime's own loader does: the API server's
+// priority and fairness protects it, and client-go's default of 5 requests a second would make
+// the queue's hand-offs wait.
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
+	}
+	return cfg, nil
 }

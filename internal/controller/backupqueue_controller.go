@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,9 +36,14 @@ const (
 	// renumberQuietPeriod is how long the queue must be still before renumbered positions and
 	// changed wait reasons of backups that stay queued are written, so that a burst of
 	// dequeues costs one renumbering, not one per dequeue.
-	renumberQuietPeriod = 300 * time.Millisecond
+	renumberQuietPeriod = 500 * time.Millisecond
 	// renumberMaxDelay bounds how stale positions get while the queue never stands still.
-	renumberMaxDelay = 2 * time.Second
+	renumberMaxDelay = 30 * time.Second
+	// enqueueParallelism is how many New → Queued (or Queued → ReadyToStart) writes go out at once.
+	enqueueParallelism = 8
+	// renumberBatch is the most renumbering writes one pass makes; the rest follow in the next
+	// passes, so a long renumbering never delays a dequeue by more than one batch.
+	renumberBatch = 10
 	// cacheCatchUpTimeout bounds the wait for the cache to show the queue's own writes.
 	cacheCatchUpTimeout = 5 * time.Second
 )
@@ -67,9 +73,10 @@ type BackupQueueReconciler struct {
 		Wait(ctx context.Context) error
 	}
 
-	// lastChange and lastRenumber pace the coalesced renumbering. They are touched only by the
-	// single reconcile thread and hold no state about backups.
-	lastChange, lastRenumber time.Time
+	// lastChange (the last pass that moved a backup in or out of the queue) and staleSince (the
+	// first such pass since positions were last exact) pace the coalesced renumbering. They are
+	// touched only by the single reconcile thread and hold no state about backups.
+	lastChange, staleSince time.Time
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
@@ -84,7 +91,9 @@ type queuePass struct {
 	deleting map[string]string
 	// waiting are the New and Queued backups in queue order: queued ones by position, then
 	// new ones by creation.
-	waiting    []candidate
+	waiting []candidate
+
+	mu         sync.Mutex // guards the fields below, written by concurrent patches
 	structural bool
 	written    []client.Object
 }
@@ -183,29 +192,44 @@ func (r *BackupQueueReconciler) run(ctx context.Context, pass *queuePass) (ctrl.
 	}
 
 	decisions := queue.Decide(r.ConcurrentBackups, pass.running, entries, pass.deleting)
+
+	// New backups join the queue after the last position, in order. Their writes go out
+	// together: each takes a position no one else holds.
+	enqueue := make([]func() error, 0, len(order))
 	lastPosition := maxPosition(order)
+	for i, c := range order {
+		if c.backup.EffectivePhase() == cairnv1.BackupPhaseNew {
+			lastPosition++
+			c, position, d := c, lastPosition, decisions[i]
+			enqueue = append(enqueue, func() error { return r.enqueue(ctx, pass, c, position, d) })
+		}
+	}
+	if err := runBounded(enqueueParallelism, enqueue); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Those that may run leave the queue together (position 0 is no one's place).
 	position := int32(0)
 	var stay []staying
+	var dequeue []func() error
 	for i, c := range order {
 		b, d := c.backup, decisions[i]
-		if b.EffectivePhase() == cairnv1.BackupPhaseNew {
-			lastPosition++
-			if err := r.enqueue(ctx, pass, c, lastPosition, d); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
 		if d.Start {
-			if err := r.dequeue(ctx, pass, b); err != nil {
-				return ctrl.Result{}, err
-			}
+			dequeue = append(dequeue, func() error { return r.dequeue(ctx, pass, b) })
 			continue
 		}
 		position++
 		stay = append(stay, staying{backup: b, position: position, decision: d})
 	}
+	if err := runBounded(enqueueParallelism, dequeue); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	if pass.structural {
 		r.lastChange = pass.now
+		if r.staleSince.IsZero() {
+			r.staleSince = pass.now
+		}
 	}
 	return r.renumber(ctx, pass, stay)
 }
@@ -330,14 +354,23 @@ func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, s
 	}
 	result := ctrl.Result{RequeueAfter: r.ResyncPeriod}
 	if len(dirty) == 0 {
+		r.staleSince = time.Time{}
 		return result, nil
 	}
 	due := r.lastChange.Add(renumberQuietPeriod)
-	if latest := r.lastRenumber.Add(renumberMaxDelay); latest.Before(due) {
-		due = latest
+	if !r.staleSince.IsZero() {
+		if latest := r.staleSince.Add(renumberMaxDelay); latest.Before(due) {
+			due = latest
+		}
 	}
 	if wait := due.Sub(pass.now); wait > 0 {
 		return ctrl.Result{RequeueAfter: min(wait, r.ResyncPeriod)}, nil
+	}
+	if len(dirty) > renumberBatch {
+		// Come back at once for the rest, after whatever events arrived meanwhile.
+		dirty, result = dirty[:renumberBatch], ctrl.Result{RequeueAfter: time.Millisecond}
+	} else {
+		r.staleSince = time.Time{}
 	}
 	for _, s := range dirty {
 		err := r.patchBackupStatus(ctx, pass, s.backup, func(st *cairnv1.BackupStatus) {
@@ -348,7 +381,6 @@ func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, s
 			return ctrl.Result{}, err
 		}
 	}
-	r.lastRenumber = pass.now
 	return result, nil
 }
 
@@ -400,8 +432,34 @@ func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *que
 		}
 		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
 	}
+	pass.mu.Lock()
+	defer pass.mu.Unlock()
 	pass.structural = pass.structural || old.Status.Phase != b.Status.Phase
 	pass.written = append(pass.written, b)
+	return nil
+}
+
+// runBounded runs the jobs, at most limit at a time, and returns the first error.
+func runBounded(limit int, jobs []func() error) error {
+	sem := make(chan struct{}, limit)
+	errs := make(chan error, len(jobs))
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs <- job()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -146,19 +146,20 @@ var _ = Describe("Backup queue", Ordered, func() {
 		adminBackup("q4", "ns2")
 		expectQueue(map[string]string{"q1": "ReadyToStart", "q2": "Queued:1", "q3": "ReadyToStart", "q4": "Queued:2"})
 		Eventually(func() string { return queuedCondition("q2").Message }).Should(Equal("namespace ns1 overlaps running backup q1"))
-		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("concurrency limit 2 reached"))
+		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps backup q2 queued ahead"))
 		Expect(getBackup(operatorNamespace, "q1").Status.StorageLocation).To(Equal("queue-default"))
 
 		runnerSetPhase("q1", cairnv1.BackupPhaseInProgress)
 		runnerSetPhase("q1", cairnv1.BackupPhaseCompleted)
 		expectQueue(map[string]string{"q1": "Completed", "q2": "ReadyToStart", "q3": "ReadyToStart", "q4": "Queued:1"})
-		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("concurrency limit 2 reached"))
+		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps running backup q2"))
 
-		// A slot frees, but q4 overlaps the running q2.
+		// A slot frees, but q4 still overlaps the running q2.
 		runnerSetPhase("q3", cairnv1.BackupPhaseInProgress)
 		runnerSetPhase("q3", cairnv1.BackupPhaseCompleted)
-		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps running backup q2"))
-		expectQueue(map[string]string{"q4": "Queued:1"})
+		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "q4").Status.Phase }).
+			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseQueued))
+		Expect(queuedCondition("q4").Message).To(Equal("namespace ns2 overlaps running backup q2"))
 
 		// Leaving WaitingForPluginOperations frees the slot and the namespaces (DESIGN.md section 1).
 		runnerSetPhase("q2", cairnv1.BackupPhaseInProgress)
@@ -225,6 +226,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
 		// p1 takes the free slot; r2 (ReadyToStart) still counts, so nothing else starts.
 		expectQueue(map[string]string{"r2": "ReadyToStart", "p1": "ReadyToStart", "p2": "Queued:1", "p3": "Queued:2", "p4": "Queued:3"})
+		Eventually(func() string { return queuedCondition("p3").Message }).Should(Equal("concurrency limit 2 reached"))
 		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "p3").Status.Phase }).
 			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseQueued))
 	})

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -40,6 +41,8 @@ func TestControllers(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	suiteCtx, stopSuite = context.WithCancel(context.Background())
+	SetDefaultEventuallyTimeout(10 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	var err error
 	env, err = testenv.New()
 	Expect(err).NotTo(HaveOccurred())

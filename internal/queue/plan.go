@@ -56,11 +56,9 @@ func Decide(limit int, running, queued []Entry, deleting map[string]string) []De
 	return decisions
 }
 
+// decide gives the most specific reason first: an overlap or a deletion still holds a backup
+// back when a concurrency slot frees.
 func decide(limit int, running, ahead []Entry, deleting map[string]string, q Entry) Decision {
-	if len(running) >= limit {
-		return Decision{Reason: cairnv1.ReasonWaitingForConcurrencySlot,
-			Message: fmt.Sprintf("concurrency limit %d reached", limit)}
-	}
 	for _, r := range running {
 		if ok, ns := scope.Overlap(q.Namespaces, r.Namespaces); ok {
 			return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
@@ -76,6 +74,10 @@ func decide(limit int, running, ahead []Entry, deleting map[string]string, q Ent
 	if name, ok := deleting[q.Location]; ok {
 		return Decision{Reason: cairnv1.ReasonWaitingForDeletion,
 			Message: fmt.Sprintf("waiting for backup %s to be deleted from storage location %s", name, q.Location)}
+	}
+	if len(running) >= limit {
+		return Decision{Reason: cairnv1.ReasonWaitingForConcurrencySlot,
+			Message: fmt.Sprintf("concurrency limit %d reached", limit)}
 	}
 	return Decision{Start: true}
 }

@@ -1,0 +1,354 @@
+// Package bench measures Cairn against a real kube-apiserver (the envtest binaries), with the
+// reconcilers running in-process. Run with `make bench`; results go to docs/benchmarks.md.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+const operatorNamespace = "cairn-system"
+
+// cluster is a control plane with Cairn's manager running with the given concurrency.
+type cluster struct {
+	c    client.Client
+	cfg  *rest.Config
+	stop func()
+}
+
+func startCluster(b *testing.B, concurrency int) *cluster {
+	b.Helper()
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	env, err := testenv.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
+		b.Fatal(err)
+	}
+	loc := &cairnv1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: operatorNamespace},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true,
+			Config: map[string]string{"path": b.TempDir()}},
+	}
+	if err := c.Create(ctx, loc); err != nil {
+		b.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: testenv.Scheme(), Cache: controller.CacheOptions(operatorNamespace),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := controller.SetupWithManager(mgr, controller.Config{Namespace: operatorNamespace, ConcurrentBackups: concurrency, ItemBlockWorkerCount: 1}); err != nil {
+		b.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	return &cluster{c: c, cfg: cfg, stop: func() {
+		cancel()
+		<-done
+		_ = env.Stop()
+	}}
+}
+
+// watchBackups delivers every backup update (old and new object, and when it arrived) to fn
+// until stop is called. It runs an informer, which re-lists and re-watches by itself: a busy
+// machine may close a plain watch, and the runner must not lose a hand-off.
+func watchBackups(b *testing.B, cfg *rest.Config, fn func(old, cur *cairnv1.Backup, at time.Time)) (stop func()) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := cache.New(cfg, cache.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inf, err := c.GetInformer(ctx, &cairnv1.Backup{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*cairnv1.Backup)
+			cur, ok2 := newObj.(*cairnv1.Backup)
+			if ok1 && ok2 && old.ResourceVersion != cur.ResourceVersion {
+				fn(old, cur, time.Now())
+			}
+		},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Start(ctx)
+	}()
+	if !c.WaitForCacheSync(ctx) {
+		b.Fatal("the bench's cache did not sync")
+	}
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// backupStatusPatches is how many PATCH requests to backups/status the API server has served,
+// read from its own metrics.
+func backupStatusPatches(b *testing.B, cfg *rest.Config) float64 {
+	b.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="backups"`) ||
+			!strings.Contains(line, `subresource="status"`) || !strings.Contains(line, `verb="PATCH"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += v
+	}
+	return total
+}
+
+func setPhase(ctx context.Context, c client.Client, name string, phase cairnv1.BackupPhase) error {
+	for {
+		var bk cairnv1.Backup
+		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, &bk); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(bk.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		bk.Status.Phase = phase
+		err := c.Status().Patch(ctx, &bk, patch)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// BenchmarkQueueDrain500 creates 500 backups at once (one namespace each) with
+// --concurrent-backups=4; a fake runner completes each as soon as it is ReadyToStart. It
+// reports the drain time and the status writes the queue made per backup.
+func BenchmarkQueueDrain500(b *testing.B) {
+	const n, concurrency = 500, 4
+	cl := startCluster(b, concurrency)
+	defer cl.stop()
+	ctx := context.Background()
+
+	var completed atomic.Int64
+	allDone := make(chan struct{})
+	runnerWrites := atomic.Int64{}
+	var runner sync.WaitGroup
+	stopWatch := watchBackups(b, cl.cfg, func(old, bk *cairnv1.Backup, _ time.Time) {
+		if old.Status.Phase == bk.Status.Phase {
+			return
+		}
+		switch bk.Status.Phase {
+		case cairnv1.BackupPhaseReadyToStart:
+			runner.Add(1)
+			go func(name string) {
+				defer runner.Done()
+				if err := setPhase(ctx, cl.c, name, cairnv1.BackupPhaseCompleted); err != nil {
+					b.Error(err)
+				}
+				runnerWrites.Add(1)
+			}(bk.Name)
+		case cairnv1.BackupPhaseCompleted:
+			if completed.Add(1) == n {
+				close(allDone)
+			}
+		}
+	})
+
+	patchesBefore := backupStatusPatches(b, cl.cfg)
+	start := time.Now()
+	var creators sync.WaitGroup
+	names := make(chan int, n)
+	for i := range n {
+		names <- i
+	}
+	close(names)
+	for range 16 {
+		creators.Add(1)
+		go func() {
+			defer creators.Done()
+			for i := range names {
+				bk := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("drain-%03d", i), Namespace: operatorNamespace},
+					Spec: cairnv1.BackupSpec{IncludedNamespaces: []string{fmt.Sprintf("ns-%03d", i)}}}
+				if err := cl.c.Create(ctx, bk); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	creators.Wait()
+	created := time.Since(start)
+	select {
+	case <-allDone:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("only %d of %d backups completed", completed.Load(), n)
+	}
+	drain := time.Since(start)
+	runner.Wait()
+	// Let the queue settle (renumbering of a queue that is now empty writes nothing).
+	time.Sleep(time.Second)
+	stopWatch()
+
+	queueWrites := backupStatusPatches(b, cl.cfg) - patchesBefore - float64(runnerWrites.Load())
+	b.ReportMetric(drain.Seconds(), "drain-s")
+	b.ReportMetric(created.Seconds(), "create-s")
+	b.ReportMetric(queueWrites/n, "queue-writes/backup")
+	b.ReportMetric(queueWrites, "queue-writes")
+}
+
+// BenchmarkQueueHandoff measures, with --concurrent-backups=1, the time from a running backup
+// leaving InProgress to the next queued backup becoming ReadyToStart, over 50 hand-offs.
+func BenchmarkQueueHandoff(b *testing.B) {
+	const handoffs = 50
+	cl := startCluster(b, 1)
+	defer cl.stop()
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var lastLeft time.Time
+	var samples []time.Duration
+	finished := make(chan struct{})
+	// The first backup is held until every backup is queued, so that the hand-offs measured
+	// are those of a settled queue, not of one still taking in new backups.
+	release := make(chan struct{})
+	runCtx, stopRunner := context.WithCancel(ctx)
+	var runner sync.WaitGroup
+	defer func() {
+		stopRunner()
+		runner.Wait()
+	}()
+	stopWatch := watchBackups(b, cl.cfg, func(old, bk *cairnv1.Backup, at time.Time) {
+		if old.Status.Phase == bk.Status.Phase {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch bk.Status.Phase {
+		case cairnv1.BackupPhaseReadyToStart:
+			if !lastLeft.IsZero() {
+				samples = append(samples, at.Sub(lastLeft))
+				if len(samples) == handoffs {
+					close(finished)
+				}
+			}
+			if len(samples) >= handoffs {
+				return
+			}
+			runner.Add(1)
+			go func(name string) {
+				defer runner.Done()
+				if err := setPhase(runCtx, cl.c, name, cairnv1.BackupPhaseInProgress); err != nil {
+					b.Error(err)
+					return
+				}
+				<-release
+				time.Sleep(20 * time.Millisecond) // the "backup" runs
+				if err := setPhase(runCtx, cl.c, name, cairnv1.BackupPhaseCompleted); err != nil {
+					b.Error(err)
+				}
+			}(bk.Name)
+		case cairnv1.BackupPhaseCompleted:
+			lastLeft = at
+		}
+	})
+	defer stopWatch()
+
+	for i := range handoffs + 1 {
+		bk := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("handoff-%03d", i), Namespace: operatorNamespace},
+			Spec: cairnv1.BackupSpec{IncludedNamespaces: []string{fmt.Sprintf("ns-%03d", i)}}}
+		if err := cl.c.Create(ctx, bk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitQueued(b, cl.c, handoffs)
+	close(release)
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("only %d hand-offs in 5 minutes", len(samples))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "handoff-median-ms")
+	b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "handoff-max-ms")
+}
+
+// waitQueued waits until n backups are Queued at positions 1..n and the queue is still.
+func waitQueued(b *testing.B, c client.Client, n int) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var list cairnv1.BackupList
+		if err := c.List(context.Background(), &list, client.InNamespace(operatorNamespace)); err != nil {
+			b.Fatal(err)
+		}
+		seen := map[int32]bool{}
+		for _, bk := range list.Items {
+			if bk.Status.Phase == cairnv1.BackupPhaseQueued && bk.Status.QueuePosition >= 1 && int(bk.Status.QueuePosition) <= n {
+				seen[bk.Status.QueuePosition] = true
+			}
+		}
+		if len(seen) == n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("the %d backups were not queued at 1..%d within a minute", n, n)
+}
