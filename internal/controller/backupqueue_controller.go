@@ -322,11 +322,12 @@ func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c 
 // dequeue moves a Queued backup to ReadyToStart.
 func (r *BackupQueueReconciler) dequeue(ctx context.Context, pass *queuePass, b *cairnv1.Backup) error {
 	now := metav1.NewTime(pass.now)
-	waited := time.Duration(0)
-	if c := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionQueued); c != nil && c.Status == metav1.ConditionTrue {
-		waited = pass.now.Sub(c.LastTransitionTime.Time)
+	// Condition times have one-second resolution, and so has the wait reported.
+	message := "Dequeued without waiting"
+	if c := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionQueued); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason != cairnv1.ReasonEnqueued {
+		message = fmt.Sprintf("Dequeued after waiting %s", pass.now.Sub(c.LastTransitionTime.Time).Round(time.Second))
 	}
-	message := fmt.Sprintf("Dequeued after waiting %s", waited.Round(time.Millisecond))
 	err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseReadyToStart
 		s.QueuePosition = 0

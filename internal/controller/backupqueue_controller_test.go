@@ -169,7 +169,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 		c := queuedCondition("q4")
 		Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		Expect(c.Reason).To(Equal(cairnv1.ReasonDequeued))
-		Expect(c.Message).To(MatchRegexp(`^Dequeued after waiting [0-9.]+m?s$`))
+		Expect(c.Message).To(MatchRegexp(`^Dequeued after waiting [0-9hms]+$`))
 		Eventually(func() []eventsv1.Event { return backupEvents(operatorNamespace, "q4") }).Should(And(
 			ContainElement(HaveField("Reason", "Queued")), ContainElement(HaveField("Reason", "Dequeued"))))
 	})

@@ -27,14 +27,29 @@ var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 		Expect(out).To(ContainSubstring("backupstoragelocation.cairn.dev/archive-example created"))
 	})
 
-	It("prints the Phase, Queue, Progress, Location and Age columns", func() {
+	It("queues the sample backups and prints the Phase, Queue, Progress, Location and Age columns", func() {
+		// nightly-example selects default and team-*; team-example (in default) selects default:
+		// they overlap, so the second waits.
+		kubectlOK("wait", "backup/nightly-example", "-n", "cairn-system", "--for=jsonpath={.status.phase}=ReadyToStart", "--timeout=30s")
+		kubectlOK("wait", "backup/team-example", "-n", "default", "--for=jsonpath={.status.queuePosition}=1", "--timeout=30s")
+		// Progress is written by the backup runner; write some here to see the column.
 		kubectlOK("patch", "backup", "nightly-example", "-n", "cairn-system", "--subresource", "status",
-			"--type", "merge", "-p", `{"status":{"phase":"Queued","queuePosition":2,"progress":{"totalItems":10,"itemsBackedUp":3,"summary":"3/10"}}}`)
-		out := kubectlOK("get", "backups", "-n", "cairn-system")
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		Expect(lines).To(HaveLen(2))
-		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "PHASE", "QUEUE", "PROGRESS", "LOCATION", "AGE"}))
-		Expect(strings.Fields(lines[1])[:4]).To(Equal([]string{"nightly-example", "Queued", "2", "3/10"}))
+			"--type", "merge", "-p", `{"status":{"progress":{"totalItems":10,"itemsBackedUp":3,"summary":"3/10"}}}`)
+
+		out := kubectlOK("get", "backups", "-A")
+		header, rows := table(out)
+		Expect(header).To(Equal([]string{"NAMESPACE", "NAME", "PHASE", "QUEUE", "PROGRESS", "LOCATION", "AGE"}))
+		Expect(rows).To(HaveLen(2))
+		byName := map[string]map[string]string{}
+		for _, r := range rows {
+			byName[r["NAME"]] = r
+		}
+		Expect(byName["nightly-example"]).To(And(HaveKeyWithValue("PHASE", "ReadyToStart"), HaveKeyWithValue("QUEUE", ""),
+			HaveKeyWithValue("PROGRESS", "3/10"), HaveKeyWithValue("LOCATION", "default")))
+		Expect(byName["team-example"]).To(And(HaveKeyWithValue("PHASE", "Queued"), HaveKeyWithValue("QUEUE", "1"),
+			HaveKeyWithValue("PROGRESS", ""), HaveKeyWithValue("LOCATION", "default")))
+		Expect(kubectlOK("get", "backup", "team-example", "-n", "default", "-o",
+			`jsonpath={.status.conditions[?(@.type=="Queued")].message}`)).To(Equal("namespace default overlaps running backup cairn-system/nightly-example"))
 
 		out = kubectlOK("get", "bk", "-A")
 		Expect(out).To(ContainSubstring("team-example"))
@@ -55,11 +70,13 @@ var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 		Expect(stderr).To(ContainSubstring("spec is immutable"))
 	})
 
-	It("accepts cancel: true, then rejects cancel: false", func() {
+	It("accepts cancel: true on a queued backup, which fails at once, then rejects cancel: false", func() {
 		out := kubectlOK("patch", "backup", "team-example", "-n", "default", "--type", "merge",
 			"-p", `{"spec":{"cancel":true}}`)
 		Expect(out).To(ContainSubstring("backup.cairn.dev/team-example patched"))
 		Expect(kubectlOK("get", "backup", "team-example", "-n", "default", "-o", "jsonpath={.spec.cancel}")).To(Equal("true"))
+		kubectlOK("wait", "backup/team-example", "-n", "default", "--for=jsonpath={.status.phase}=Failed", "--timeout=30s")
+		Expect(kubectlOK("get", "backup", "team-example", "-n", "default", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))
 
 		_, stderr, err := kubectl("patch", "backup", "team-example", "-n", "default", "--type", "merge",
 			"-p", `{"spec":{"cancel":false}}`)
@@ -135,4 +152,34 @@ func kubectlStdin(stdin string, args ...string) (stderr string, err error) {
 	cmd.Stderr = &out
 	err = cmd.Run()
 	return out.String(), err
+}
+
+// table splits kubectl's table output into its header and rows, reading each cell at its
+// column's offset in the header, so that empty cells stay empty.
+func table(out string) (header []string, rows []map[string]string) {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	head := lines[0]
+	var starts []int
+	for i := 0; i < len(head); i++ {
+		if head[i] != ' ' && (i == 0 || head[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	header = strings.Fields(head)
+	for _, line := range lines[1:] {
+		row := map[string]string{}
+		for c, start := range starts {
+			end := len(line)
+			if c+1 < len(starts) && starts[c+1] < end {
+				end = starts[c+1]
+			}
+			cell := ""
+			if start < len(line) {
+				cell = strings.TrimSpace(line[start:end])
+			}
+			row[header[c]] = cell
+		}
+		rows = append(rows, row)
+	}
+	return header, rows
 }

@@ -28,6 +28,7 @@ var (
 	env        *envtest.Environment
 	workDir    string
 	kubeconfig string
+	storageDir string
 	manager    *managerProcess
 )
 
@@ -53,6 +54,20 @@ var _ = BeforeSuite(func() {
 	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
 
 	kubectlOK("create", "namespace", "cairn-system")
+	// The default location, as hack/local-up.sh makes it.
+	storageDir = filepath.Join(workDir, "storage")
+	stderr, err := kubectlStdin(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata:
+  name: default
+  namespace: cairn-system
+spec:
+  provider: filesystem
+  default: true
+  config:
+    path: %s
+`, storageDir), "apply", "-f", "-")
+	Expect(err).NotTo(HaveOccurred(), stderr)
 	manager = startManager()
 })
 
