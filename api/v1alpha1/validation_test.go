@@ -121,6 +121,19 @@ var _ = Describe("Backup CRD", func() {
 		Entry("removed", `{"spec":{"cancel":null}}`),
 	)
 
+	It("accepts a Go client's full update that keeps spec (durations written as 720h0m0s)", func() {
+		b := newBackup(cairnv1.BackupSpec{IncludedNamespaces: []string{"a"}, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}})
+		Expect(k8sClient.Create(ctx, b)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
+		b.Finalizers = []string{cairnv1.BackupDataFinalizer}
+		b.Labels = map[string]string{"team": "x"}
+		Expect(k8sClient.Update(ctx, b)).To(Succeed())
+		b.Spec.TTL = &metav1.Duration{Duration: 30 * 24 * time.Hour} // the same duration, written another way
+		Expect(k8sClient.Update(ctx, b)).To(Succeed())
+		b.Spec.TTL = &metav1.Duration{Duration: time.Hour}
+		Expect(k8sClient.Update(ctx, b)).To(MatchError(ContainSubstring(immutableMessage)))
+	})
+
 	It("allows metadata changes, which leave spec alone", func() {
 		b := newBackup(cairnv1.BackupSpec{IncludedNamespaces: []string{"a"}})
 		Expect(k8sClient.Create(ctx, b)).To(Succeed())

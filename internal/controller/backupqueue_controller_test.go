@@ -200,6 +200,25 @@ var _ = Describe("Backup queue", Ordered, func() {
 			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseReadyToStart))
 	})
 
+	It("fails a queued backup that is being deleted (held by a finalizer) and renumbers the rest", func() {
+		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		adminBackup("d-run", "d")
+		held := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "d-held", Namespace: operatorNamespace, Finalizers: []string{"test.cairn.dev/hold"}},
+			Spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"d"}}}
+		Expect(k8sClient.Create(suiteCtx, held)).To(Succeed())
+		adminBackup("d-last", "d")
+		expectQueue(map[string]string{"d-run": "ReadyToStart", "d-held": "Queued:1", "d-last": "Queued:2"})
+
+		Expect(k8sClient.Delete(suiteCtx, getBackup(operatorNamespace, "d-held"))).To(Succeed())
+		expectQueue(map[string]string{"d-held": "Failed", "d-last": "Queued:1"})
+		got := getBackup(operatorNamespace, "d-held")
+		Expect(got.Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+		Expect(meta.FindStatusCondition(got.Status.Conditions, cairnv1.BackupConditionCancelled).Reason).To(Equal(cairnv1.ReasonBackupDeleted))
+
+		got.Finalizers = nil
+		Expect(k8sClient.Update(suiteCtx, got)).To(Succeed())
+	})
+
 	It("cancels a New backup before it is queued", func() {
 		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
 		b := createBackup(operatorNamespace, "born-cancelled", cairnv1.BackupSpec{Cancel: true})

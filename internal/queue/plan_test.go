@@ -186,3 +186,22 @@ func withRV(b *cairnv1.Backup, rv string) *cairnv1.Backup {
 	b.ResourceVersion = rv
 	return b
 }
+
+// TestDecideWithWildcards resolves the namespace filters against a cluster first, as the queue
+// reconciler does, so wildcards take part in the overlap decision.
+func TestDecideWithWildcards(t *testing.T) {
+	cluster := []string{"team-a", "team-b", "tools", "prod-db"}
+	resolve := func(name string, included ...string) Entry {
+		return Entry{Namespace: "cairn-system", Name: name, Location: "default",
+			Namespaces: scope.NamespaceFilter{Included: included}.Resolve(cluster)}
+	}
+	running := []Entry{resolve("teams", "team-*")}
+	queued := []Entry{resolve("a-only", "team-a"), resolve("prod", "prod-*"), resolve("tools", "t?ols"), resolve("later-team", "team-c")}
+	ds := Decide(4, running, queued, nil)
+	if got := started(queued, ds); fmt.Sprint(got) != "[prod tools later-team]" {
+		t.Errorf("started %v", got)
+	}
+	if ds[0].Message != "namespace team-a overlaps running backup teams" {
+		t.Errorf("a-only waits because %q", ds[0].Message)
+	}
+}
