@@ -1,0 +1,54 @@
+package archive
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+func TestItemPath(t *testing.T) {
+	tests := []struct{ resource, group, ns, name, want string }{
+		{"configmaps", "", "team-a", "cfg", "resources/configmaps/namespaces/team-a/cfg.json"},
+		{"deployments", "apps", "team-a", "web", "resources/deployments.apps/namespaces/team-a/web.json"},
+		{"persistentvolumes", "", "", "pv-1", "resources/persistentvolumes/cluster/pv-1.json"},
+		{"customresourcedefinitions", "apiextensions.k8s.io", "", "widgets.example.com", "resources/customresourcedefinitions.apiextensions.k8s.io/cluster/widgets.example.com.json"},
+	}
+	for _, tt := range tests {
+		if got := ItemPath(tt.resource, tt.group, tt.ns, tt.name); got != tt.want {
+			t.Errorf("ItemPath = %s, want %s", got, tt.want)
+		}
+	}
+}
+
+func TestWriteRead(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddItem("configmaps", "", "ns", "a", []byte(`{"kind":"ConfigMap"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddItem("persistentvolumes", "", "", "pv", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddItem("x", "", "", "y", nil); err == nil {
+		t.Error("a write after Close succeeded")
+	}
+	entries, err := ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 || entries[0].Name != VersionPath || string(entries[0].Data) != FormatVersion+"\n" {
+		t.Fatalf("entries = %+v", entries)
+	}
+	if got := ItemNames(entries); len(got) != 2 || got[0] != "resources/configmaps/namespaces/ns/a.json" {
+		t.Errorf("ItemNames = %v", got)
+	}
+	if string(entries[1].Data) != `{"kind":"ConfigMap"}` {
+		t.Errorf("data = %s", entries[1].Data)
+	}
+}
