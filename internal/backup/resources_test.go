@@ -41,7 +41,7 @@ func TestResourcesFromDiscovery(t *testing.T) {
 }
 
 func TestResourceFilter(t *testing.T) {
-	gr := func(s string) schema.GroupResource { return schema.ParseGroupResource(s) }
+	gr := schema.ParseGroupResource
 	tests := []struct {
 		name               string
 		included, excluded []string

@@ -139,7 +139,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("moves backups through the queue by concurrency and namespace overlap, in order", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
 		adminBackup("q1", "ns1")
 		adminBackup("q2", "ns1", "ns2")
 		adminBackup("q3", "ns3")
@@ -175,7 +175,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("fails a cancelled or deleted queued backup at once and renumbers the rest", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		adminBackup("run", "a")
 		adminBackup("w1", "a")
 		adminBackup("w2", "a")
@@ -201,7 +201,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("fails a queued backup that is being deleted (held by a finalizer) and renumbers the rest", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		adminBackup("d-run", "d")
 		held := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "d-held", Namespace: operatorNamespace, Finalizers: []string{"test.cairn.dev/hold"}},
 			Spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"d"}}}
@@ -220,14 +220,14 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("cancels a New backup before it is queued", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		b := createBackup(operatorNamespace, "born-cancelled", cairnv1.BackupSpec{Cancel: true})
 		Eventually(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, b.Name).Status.Phase }).Should(Equal(cairnv1.BackupPhaseFailed))
 		Expect(getBackup(operatorNamespace, b.Name).Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
 	})
 
 	It("keeps positions across a manager restart, and counts ReadyToStart backups as running", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
 		adminBackup("r1", "x")
 		adminBackup("r2", "y")
 		adminBackup("p1", "x")
@@ -242,7 +242,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 		runnerSetPhase("r1", cairnv1.BackupPhaseCompleted)
 		adminBackup("p4", "w")
 
-		stopManager = startManager(controller.Config{ConcurrentBackups: 2})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
 		// p1 takes the free slot; r2 (ReadyToStart) still counts, so nothing else starts.
 		expectQueue(map[string]string{"r2": "ReadyToStart", "p1": "ReadyToStart", "p2": "Queued:1", "p3": "Queued:2", "p4": "Queued:3"})
 		Eventually(func() string { return queuedCondition("p3").Message }).Should(Equal("concurrency limit 2 reached"))
@@ -251,7 +251,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("holds a backup while another backup in its location is being deleted", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 4})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 4})
 		adminBackup("old", "del")
 		expectQueue(map[string]string{"old": "ReadyToStart"})
 		runnerSetPhase("old", cairnv1.BackupPhaseDeleting) // as the deletion reconciler will
@@ -266,7 +266,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("fails validation with a message for each problem", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Maybe"}}}
 		cases := []struct {
 			namespace, name string
@@ -348,7 +348,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 			}
 		}()
 
-		stopManager = startManager(controller.Config{ConcurrentBackups: concurrency})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: concurrency})
 		for i := range n {
 			name := fmt.Sprintf("load-%03d", i)
 			var spec cairnv1.BackupSpec
@@ -388,7 +388,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("writes exact positions 1..n once the queue is at rest", func() {
-		stopManager = startManager(controller.Config{ConcurrentBackups: 1})
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		adminBackup("rest-run", "r")
 		for i := range 20 {
 			adminBackup(fmt.Sprintf("rest-%02d", i), "r")
@@ -457,3 +457,6 @@ func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]sco
 	}
 	return problems
 }
+
+// queueOnly runs the queue alone: the test plays the backup runner.
+var queueOnly = []string{"queue"}

@@ -87,7 +87,7 @@ func eventsFor(bsl *cairnv1.BackupStorageLocation) []eventsv1.Event {
 
 var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 	BeforeAll(func() {
-		DeferCleanup(startManager(controller.Config{}))
+		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation"}}))
 	})
 
 	Context("filesystem", func() {

@@ -5,15 +5,19 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
 )
 
 // Config is what the reconcilers need from the manager's flags.
@@ -30,6 +34,11 @@ type Config struct {
 	QueueResyncPeriod time.Duration
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
+	// Controllers names the reconcilers to run ("queue", "backup", "finalizer",
+	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	Controllers []string
+	// OnWorkerPool, when set, is told when a backup's worker pool starts (+n) and stops (-n).
+	OnWorkerPool func(backup string, delta int)
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -46,31 +55,68 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	recovery := NewStartupRecovery(cfg.RecoverySteps...)
+	recovery := NewStartupRecovery(append([]RecoveryStep{
+		FailInProgressBackups(mgr.GetClient(), cfg.Namespace, cfg.Clock),
+	}, cfg.RecoverySteps...)...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
 	}
 	if cfg.QueueResyncPeriod <= 0 {
 		cfg.QueueResyncPeriod = DefaultQueueResyncPeriod
 	}
-	if err := (&BackupQueueReconciler{
-		Client:            mgr.GetClient(),
-		Namespace:         cfg.Namespace,
-		ConcurrentBackups: cfg.ConcurrentBackups,
-		ResyncPeriod:      cfg.QueueResyncPeriod,
-		Clock:             cfg.Clock,
-		Recorder:          mgr.GetEventRecorder("cairn-queue"),
-		Gate:              recovery,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the queue reconciler: %w", err)
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the dynamic client: %w", err)
 	}
-	if err := (&BackupStorageLocationReconciler{
-		Client:    mgr.GetClient(),
-		Namespace: cfg.Namespace,
-		Clock:     cfg.Clock,
-		Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the storage location reconciler: %w", err)
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the discovery client: %w", err)
+	}
+	reconcilers := []struct {
+		name string
+		r    interface{ SetupWithManager(ctrl.Manager) error }
+	}{
+		{"queue", &BackupQueueReconciler{
+			Client:            mgr.GetClient(),
+			Namespace:         cfg.Namespace,
+			ConcurrentBackups: cfg.ConcurrentBackups,
+			ResyncPeriod:      cfg.QueueResyncPeriod,
+			Clock:             cfg.Clock,
+			Recorder:          mgr.GetEventRecorder("cairn-queue"),
+			Gate:              recovery,
+		}},
+		{"backup", &BackupReconciler{
+			Client:            mgr.GetClient(),
+			APIReader:         mgr.GetAPIReader(),
+			Namespace:         cfg.Namespace,
+			Runner:            &backup.Runner{Dynamic: dyn, Workers: cfg.ItemBlockWorkerCount, OnWorkerPool: cfg.OnWorkerPool},
+			Discovery:         disco,
+			Clock:             cfg.Clock,
+			Recorder:          mgr.GetEventRecorder("cairn-backup"),
+			Gate:              recovery,
+			ConcurrentBackups: cfg.ConcurrentBackups,
+		}},
+		{"finalizer", &FinalizerReconciler{
+			Client:    mgr.GetClient(),
+			Namespace: cfg.Namespace,
+			Clock:     cfg.Clock,
+			Recorder:  mgr.GetEventRecorder("cairn-finalizer"),
+			Gate:      recovery,
+		}},
+		{"storagelocation", &BackupStorageLocationReconciler{
+			Client:    mgr.GetClient(),
+			Namespace: cfg.Namespace,
+			Clock:     cfg.Clock,
+			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
+		}},
+	}
+	for _, rc := range reconcilers {
+		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
+			continue
+		}
+		if err := rc.r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the %s reconciler: %w", rc.name, err)
+		}
 	}
 	return nil
 }

@@ -57,6 +57,16 @@ func PutArchive(ctx context.Context, s ObjectStore, key string, r io.Reader) (Ar
 	return ArchiveDigest{SHA256: hex.EncodeToString(h.Sum(nil)), Size: cr.n}, nil
 }
 
+// Digest reads r to the end and returns its checksum and size.
+func Digest(r io.Reader) (ArchiveDigest, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return ArchiveDigest{}, err
+	}
+	return ArchiveDigest{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
 // WriteMetadata writes the commit marker. Call it after every other object of the backup.
 func WriteMetadata(ctx context.Context, s ObjectStore, keys BackupKeys, m BackupMetadata) error {
 	data, err := json.MarshalIndent(m, "", "  ")

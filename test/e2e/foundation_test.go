@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 	It("applies the samples", func() {
+		kubectlOK("create", "configmap", "e2e-config", "-n", "default", "--from-literal=k=v")
 		out := kubectlOK("apply", "-f", "config/samples/")
 		Expect(out).To(ContainSubstring("backup.cairn.dev/nightly-example created"))
 		Expect(out).To(ContainSubstring("backup.cairn.dev/team-example created"))
@@ -27,30 +29,42 @@ var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 		Expect(out).To(ContainSubstring("backupstoragelocation.cairn.dev/archive-example created"))
 	})
 
-	It("queues the sample backups and prints the Phase, Queue, Progress, Location and Age columns", func() {
-		// nightly-example selects default and team-*; team-example (in default) selects default:
-		// they overlap, so the second waits.
-		kubectlOK("wait", "backup/nightly-example", "-n", "cairn-system", "--for=jsonpath={.status.phase}=ReadyToStart", "--timeout=30s")
-		kubectlOK("wait", "backup/team-example", "-n", "default", "--for=jsonpath={.status.queuePosition}=1", "--timeout=30s")
-		// Progress is written by the backup runner; write some here to see the column.
-		kubectlOK("patch", "backup", "nightly-example", "-n", "cairn-system", "--subresource", "status",
-			"--type", "merge", "-p", `{"status":{"progress":{"totalItems":10,"itemsBackedUp":3,"summary":"3/10"}}}`)
+	It("runs the sample backups to Completed and writes a restorable archive", func() {
+		waitBackupPhase("cairn-system", "nightly-example", "Completed")
+		waitBackupPhase("default", "team-example", "Completed")
 
+		dir := filepath.Join(storageDir, "backups", "cairn-system", "nightly-example")
+		Expect(filepath.Join(dir, "cairn-backup.json")).To(BeAnExistingFile())
+		Expect(filepath.Join(dir, "nightly-example-logs.gz")).To(BeAnExistingFile())
+		out, err := exec.Command("tar", "tzf", filepath.Join(dir, "nightly-example.tar.gz")).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		entries := strings.Fields(string(out))
+		Expect(entries).To(ContainElements(
+			"metadata/version",
+			"resources/configmaps/namespaces/default/e2e-config.json",
+			"resources/namespaces/cluster/default.json",
+			"resources/backups.cairn.dev/namespaces/default/team-example.json",
+			"resources/customresourcedefinitions.apiextensions.k8s.io/cluster/backups.cairn.dev.json",
+		))
+		for _, e := range entries {
+			Expect(e).NotTo(HavePrefix("resources/events"), "events are excluded by the sample")
+		}
+		// The team's backup holds only its own namespace, and no cluster-scoped items.
+		teamArchive := filepath.Join(storageDir, "backups", "default", "team-example", "team-example.tar.gz")
+		out, err = exec.Command("tar", "tzf", teamArchive).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(strings.Fields(string(out))).To(ConsistOf("metadata/version", "resources/configmaps/namespaces/default/e2e-config.json"))
+	})
+
+	It("prints the Phase, Queue, Progress, Location and Age columns", func() {
 		out := kubectlOK("get", "backups", "-A")
 		header, rows := table(out)
 		Expect(header).To(Equal([]string{"NAMESPACE", "NAME", "PHASE", "QUEUE", "PROGRESS", "LOCATION", "AGE"}))
 		Expect(rows).To(HaveLen(2))
-		byName := map[string]map[string]string{}
 		for _, r := range rows {
-			byName[r["NAME"]] = r
+			Expect(r).To(And(HaveKeyWithValue("PHASE", "Completed"), HaveKeyWithValue("QUEUE", ""), HaveKeyWithValue("LOCATION", "default")))
+			Expect(r["PROGRESS"]).To(MatchRegexp(`^([1-9][0-9]*)/([1-9][0-9]*)$`))
 		}
-		Expect(byName["nightly-example"]).To(And(HaveKeyWithValue("PHASE", "ReadyToStart"), HaveKeyWithValue("QUEUE", ""),
-			HaveKeyWithValue("PROGRESS", "3/10"), HaveKeyWithValue("LOCATION", "default")))
-		Expect(byName["team-example"]).To(And(HaveKeyWithValue("PHASE", "Queued"), HaveKeyWithValue("QUEUE", "1"),
-			HaveKeyWithValue("PROGRESS", ""), HaveKeyWithValue("LOCATION", "default")))
-		Expect(kubectlOK("get", "backup", "team-example", "-n", "default", "-o",
-			`jsonpath={.status.conditions[?(@.type=="Queued")].message}`)).To(Equal("namespace default overlaps running backup cairn-system/nightly-example"))
-
 		out = kubectlOK("get", "bk", "-A")
 		Expect(out).To(ContainSubstring("team-example"))
 		out = kubectlOK("get", "bsl", "-n", "cairn-system")
@@ -70,13 +84,26 @@ var _ = Describe("Cairn's API through kubectl", Ordered, func() {
 		Expect(stderr).To(ContainSubstring("spec is immutable"))
 	})
 
-	It("accepts cancel: true on a queued backup, which fails at once, then rejects cancel: false", func() {
+	It("fails a backup created cancelled without running it", func() {
+		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata:
+  name: never
+  namespace: cairn-system
+spec:
+  cancel: true
+`, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		waitBackupPhase("cairn-system", "never", "Failed")
+		Expect(kubectlOK("get", "backup", "never", "-n", "cairn-system", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))
+		Expect(filepath.Join(storageDir, "backups", "cairn-system", "never")).NotTo(BeADirectory())
+	})
+
+	It("accepts cancel: true, then rejects cancel: false", func() {
 		out := kubectlOK("patch", "backup", "team-example", "-n", "default", "--type", "merge",
 			"-p", `{"spec":{"cancel":true}}`)
 		Expect(out).To(ContainSubstring("backup.cairn.dev/team-example patched"))
 		Expect(kubectlOK("get", "backup", "team-example", "-n", "default", "-o", "jsonpath={.spec.cancel}")).To(Equal("true"))
-		kubectlOK("wait", "backup/team-example", "-n", "default", "--for=jsonpath={.status.phase}=Failed", "--timeout=30s")
-		Expect(kubectlOK("get", "backup", "team-example", "-n", "default", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))
 
 		_, stderr, err := kubectl("patch", "backup", "team-example", "-n", "default", "--type", "merge",
 			"-p", `{"spec":{"cancel":false}}`)
@@ -182,4 +209,15 @@ func table(out string) (header []string, rows []map[string]string) {
 		rows = append(rows, row)
 	}
 	return header, rows
+}
+
+// waitBackupPhase waits with kubectl for a backup's phase; on failure it shows the backup and
+// the manager's log.
+func waitBackupPhase(namespace, name, phase string) {
+	GinkgoHelper()
+	_, stderr, err := kubectl("wait", "backup/"+name, "-n", namespace, "--for=jsonpath={.status.phase}="+phase, "--timeout=60s")
+	if err != nil {
+		yaml, _, _ := kubectl("get", "backup", name, "-n", namespace, "-o", "yaml")
+		Fail(fmt.Sprintf("backup %s/%s did not reach %s: %s\n%s\nmanager log:\n%s", namespace, name, phase, stderr, yaml, manager.log.String()))
+	}
 }

@@ -1,0 +1,186 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+// ItemID names one item.
+type ItemID struct {
+	schema.GroupResource
+	Namespace string
+	Name      string
+}
+
+func (id ItemID) String() string {
+	if id.Namespace == "" {
+		return id.GroupResource.String() + "/" + id.Name
+	}
+	return id.GroupResource.String() + "/" + id.Namespace + "/" + id.Name
+}
+
+// ExecuteResult is what a BackupItemAction returns for one item.
+type ExecuteResult struct {
+	// Item is the item to write (the input, possibly changed).
+	Item *unstructured.Unstructured
+	// AdditionalItems are backed up with this item, by the same worker (PVCs of a pod).
+	AdditionalItems []ItemID
+	// OperationID, when set, names an async operation that keeps running after Execute.
+	OperationID string
+	// PostOperationItems are added to the backup once the operation completes.
+	PostOperationItems []ItemID
+}
+
+// OperationProgress is what Progress reports of an async operation.
+type OperationProgress struct {
+	Completed   bool
+	Err         string
+	NCompleted  int64
+	NTotal      int64
+	Units       string
+	Description string
+	Started     time.Time
+	Updated     time.Time
+}
+
+// BackupItemAction is a plugin that sees every item of the resources it applies to (v2 of
+// DESIGN.md section 6). Actions are registered in-process.
+type BackupItemAction interface {
+	// Name identifies the action in logs and recorded operations.
+	Name() string
+	// AppliesTo lists the resources the action sees; empty means every resource.
+	AppliesTo() []schema.GroupResource
+	Execute(ctx context.Context, item *unstructured.Unstructured, b *cairnv1.Backup) (ExecuteResult, error)
+	Progress(ctx context.Context, operationID string, b *cairnv1.Backup) (OperationProgress, error)
+	Cancel(ctx context.Context, operationID string, b *cairnv1.Backup) error
+}
+
+// Registry holds the actions, in registration order.
+type Registry struct {
+	actions []BackupItemAction
+}
+
+// NewRegistry returns a registry with the built-in actions (which know the cluster's
+// resources) and then extra.
+func NewRegistry(resources []Resource, extra ...BackupItemAction) *Registry {
+	plural := map[schema.GroupKind]string{}
+	for _, res := range resources {
+		plural[schema.GroupKind{Group: res.Group, Kind: res.Kind}] = res.Resource
+	}
+	r := &Registry{}
+	r.Register(podVolumesAction{}, pvcVolumeAction{}, customResourceDefinitionAction{plural: plural})
+	r.Register(extra...)
+	return r
+}
+
+// Register adds actions.
+func (r *Registry) Register(actions ...BackupItemAction) { r.actions = append(r.actions, actions...) }
+
+// For returns the actions that apply to gr.
+func (r *Registry) For(gr schema.GroupResource) []BackupItemAction {
+	var out []BackupItemAction
+	for _, a := range r.actions {
+		applies := a.AppliesTo()
+		if len(applies) == 0 {
+			out = append(out, a)
+			continue
+		}
+		for _, x := range applies {
+			if x == gr {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Named returns the action called name, or nil.
+func (r *Registry) Named(name string) BackupItemAction {
+	for _, a := range r.actions {
+		if a.Name() == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// syncAction is the part of the built-in actions that have no async operations.
+type syncAction struct{}
+
+func (syncAction) Progress(context.Context, string, *cairnv1.Backup) (OperationProgress, error) {
+	return OperationProgress{}, fmt.Errorf("this action starts no operations")
+}
+
+func (syncAction) Cancel(context.Context, string, *cairnv1.Backup) error { return nil }
+
+var (
+	podsGR = schema.GroupResource{Resource: "pods"}
+	pvcsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
+	pvsGR  = schema.GroupResource{Resource: "persistentvolumes"}
+	crdsGR = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+	nsGR   = schema.GroupResource{Resource: "namespaces"}
+)
+
+// podVolumesAction adds the PVCs a pod mounts.
+type podVolumesAction struct{ syncAction }
+
+func (podVolumesAction) Name() string                      { return "cairn.dev/pod-volumes" }
+func (podVolumesAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{podsGR} }
+func (podVolumesAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (ExecuteResult, error) {
+	res := ExecuteResult{Item: item}
+	volumes, _, _ := unstructured.NestedSlice(item.Object, "spec", "volumes")
+	for _, v := range volumes {
+		vm, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		claim, _, _ := unstructured.NestedString(vm, "persistentVolumeClaim", "claimName")
+		if claim != "" {
+			res.AdditionalItems = append(res.AdditionalItems, ItemID{GroupResource: pvcsGR, Namespace: item.GetNamespace(), Name: claim})
+		}
+	}
+	return res, nil
+}
+
+// pvcVolumeAction adds the PV a PVC is bound to.
+type pvcVolumeAction struct{ syncAction }
+
+func (pvcVolumeAction) Name() string                      { return "cairn.dev/pvc-volume" }
+func (pvcVolumeAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{pvcsGR} }
+func (pvcVolumeAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (ExecuteResult, error) {
+	res := ExecuteResult{Item: item}
+	if pv, _, _ := unstructured.NestedString(item.Object, "spec", "volumeName"); pv != "" {
+		res.AdditionalItems = append(res.AdditionalItems, ItemID{GroupResource: pvsGR, Name: pv})
+	}
+	return res, nil
+}
+
+// customResourceDefinitionAction adds the CRD of a custom resource. It names the CRD as the API
+// server requires (<plural>.<group>); for a resource no CRD serves (an aggregated API), the
+// additional item is simply not found.
+type customResourceDefinitionAction struct {
+	syncAction
+	plural map[schema.GroupKind]string
+}
+
+func (customResourceDefinitionAction) Name() string                      { return "cairn.dev/custom-resource-definition" }
+func (customResourceDefinitionAction) AppliesTo() []schema.GroupResource { return nil }
+func (a customResourceDefinitionAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (ExecuteResult, error) {
+	res := ExecuteResult{Item: item}
+	gvk := item.GroupVersionKind()
+	if gvk.Group == "" || !strings.Contains(gvk.Group, ".") || gvk.Group == crdsGR.Group {
+		return res, nil // core and built-in unqualified groups (apps, batch, ...) have no CRDs
+	}
+	if resource, ok := a.plural[gvk.GroupKind()]; ok {
+		res.AdditionalItems = append(res.AdditionalItems, ItemID{GroupResource: crdsGR, Name: resource + "." + gvk.Group})
+	}
+	return res, nil
+}

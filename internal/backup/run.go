@@ -1,0 +1,533 @@
+package backup
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// DefaultPageSize is the page size of every LIST.
+const DefaultPageSize = 500
+
+// Runner runs backups. One Runner serves every backup; each Run has its own worker pool.
+type Runner struct {
+	Dynamic dynamic.Interface
+	// Workers is the size of each backup's own worker pool (--item-block-worker-count).
+	Workers int
+	// PageSize is the LIST page size; 0 means DefaultPageSize.
+	PageSize int64
+	// ExtraActions are registered after the built-in ones.
+	ExtraActions []BackupItemAction
+	// OnWorkerPool, when set, is told when a backup's pool starts and stops (for tests and
+	// metrics): delta is +Workers or -Workers.
+	OnWorkerPool func(backup string, delta int)
+}
+
+// Request is one backup to run.
+type Request struct {
+	Backup            *cairnv1.Backup
+	OperatorNamespace string
+	// Resources are the cluster's resources (ResourcesFromDiscovery).
+	Resources []Resource
+	// ClusterNamespaces are the cluster's namespaces, to resolve wildcards.
+	ClusterNamespaces []string
+	Store             storage.ObjectStore
+	Keys              storage.BackupKeys
+	// Log is the backup's own log; its warnings and errors are counted by the caller's hook.
+	Log logrus.FieldLogger
+	// Progress receives the counts as they change, from several goroutines.
+	Progress *Progress
+}
+
+// Progress counts a backup's items; safe for concurrent use.
+type Progress struct {
+	total, done atomic.Int64
+}
+
+// Counts returns items backed up and items found.
+func (p *Progress) Counts() (done, total int64) { return p.done.Load(), p.total.Load() }
+
+// Operation is an async operation an action started.
+type Operation struct {
+	Action             string    `json:"action"`
+	OperationID        string    `json:"operationID"`
+	Item               ItemID    `json:"item"`
+	PostOperationItems []ItemID  `json:"postOperationItems,omitempty"`
+	Started            time.Time `json:"started"`
+}
+
+// ItemResult is a warning or error about one item.
+type ItemResult struct {
+	Item    string `json:"item"`
+	Message string `json:"message"`
+}
+
+// Results are the per-item warnings and errors of a backup (the -results.json.gz object).
+type Results struct {
+	Warnings []ItemResult `json:"warnings,omitempty"`
+	Errors   []ItemResult `json:"errors,omitempty"`
+}
+
+// Outcome is what a Run produced.
+type Outcome struct {
+	Digest     storage.ArchiveDigest
+	Operations []Operation
+	Results    Results
+	// ResourceList maps "resource.group" to the "namespace/name" of every item written.
+	ResourceList map[string][]string
+}
+
+// run is the state of one Run.
+type run struct {
+	*Runner
+	req        Request
+	registry   *Registry
+	byGR       map[schema.GroupResource]Resource
+	nsFilter   scope.NamespaceFilter
+	namespaces scope.NamespaceSet
+	resFilter  ResourceFilter
+	selectors  []labels.Selector
+	// clusterScope: "all", "none" or "needed" (includeClusterResources true/false/nil).
+	clusterScope string
+
+	mu         sync.Mutex
+	seen       map[ItemID]bool
+	operations []Operation
+	results    Results
+	resources  map[string][]string
+
+	out chan writtenItem
+}
+
+type writtenItem struct {
+	id   ItemID
+	data []byte
+}
+
+// Run backs up the items the backup selects into the archive object, streaming: items are
+// listed a page at a time, handed to the backup's own workers, and written by one writer into
+// one upload. It returns when everything is written or ctx ends. Problems with single items
+// are warnings or errors in the outcome and the log; a returned error means the backup failed.
+func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
+	ru, err := r.newRun(req)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The upload: the archive streams through a pipe into the store.
+	pr, pw := io.Pipe()
+	uploaded := make(chan error, 1)
+	var digest storage.ArchiveDigest
+	go func() {
+		d, err := storage.PutArchive(ctx, req.Store, req.Keys.Archive, pr)
+		digest = d
+		_ = pr.CloseWithError(err)
+		uploaded <- err
+	}()
+
+	// The single writer.
+	aw, err := archive.NewWriter(pw, time.Now())
+	if err != nil {
+		_ = pw.CloseWithError(err)
+		return Outcome{}, firstError(err, <-uploaded)
+	}
+	ru.out = make(chan writtenItem, 64)
+	written := make(chan error, 1)
+	go func() {
+		var werr error
+		for it := range ru.out {
+			if werr != nil {
+				continue // drain, so workers never block
+			}
+			if werr = aw.AddItem(it.id.Resource, it.id.Group, it.id.Namespace, it.id.Name, it.data); werr != nil {
+				cancel()
+				continue
+			}
+			req.Progress.done.Add(1)
+			ru.recordResource(it.id)
+		}
+		written <- werr
+	}()
+
+	// The backup's own worker pool.
+	blocks := make(chan *unstructured.Unstructured, 2*r.Workers)
+	var workers sync.WaitGroup
+	if r.OnWorkerPool != nil {
+		r.OnWorkerPool(req.Backup.Namespace+"/"+req.Backup.Name, r.Workers)
+	}
+	for range r.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for item := range blocks {
+				ru.backUpBlock(ctx, item)
+			}
+		}()
+	}
+
+	collectErr := ru.collect(ctx, blocks)
+	close(blocks)
+	workers.Wait()
+	if r.OnWorkerPool != nil {
+		r.OnWorkerPool(req.Backup.Namespace+"/"+req.Backup.Name, -r.Workers)
+	}
+	close(ru.out)
+	writeErr := <-written
+	if writeErr == nil {
+		writeErr = aw.Close()
+	}
+	_ = pw.CloseWithError(firstError(collectErr, writeErr, ctx.Err()))
+	uploadErr := <-uploaded
+
+	if err := firstError(collectErr, writeErr, uploadErr); err != nil {
+		return Outcome{}, err
+	}
+	if ctx.Err() != nil {
+		return Outcome{}, ctx.Err()
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	for k := range ru.resources {
+		sort.Strings(ru.resources[k])
+	}
+	return Outcome{Digest: digest, Operations: ru.operations, Results: ru.results, ResourceList: ru.resources}, nil
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runner) newRun(req Request) (*run, error) {
+	b := req.Backup
+	ru := &run{
+		Runner:    r,
+		req:       req,
+		registry:  NewRegistry(req.Resources, r.ExtraActions...),
+		byGR:      map[schema.GroupResource]Resource{},
+		nsFilter:  scope.ForBackup(b, req.OperatorNamespace),
+		seen:      map[ItemID]bool{},
+		resources: map[string][]string{},
+	}
+	for _, res := range req.Resources {
+		ru.byGR[res.GroupResource()] = res
+	}
+	ru.namespaces = ru.nsFilter.Resolve(req.ClusterNamespaces)
+	var warnings []string
+	ru.resFilter, warnings = NewResourceFilter(b.Spec.IncludedResources, b.Spec.ExcludedResources, req.Resources)
+	for _, w := range warnings {
+		req.Log.Warn(w)
+	}
+	switch {
+	case b.Namespace != req.OperatorNamespace:
+		ru.clusterScope = "none" // tenancy: a team's backup never holds cluster-scoped items
+	case b.Spec.IncludeClusterResources == nil:
+		ru.clusterScope = "needed"
+	case *b.Spec.IncludeClusterResources:
+		ru.clusterScope = "all"
+	default:
+		ru.clusterScope = "none"
+	}
+	selectors := b.Spec.OrLabelSelectors
+	if b.Spec.LabelSelector != nil {
+		selectors = []*metav1.LabelSelector{b.Spec.LabelSelector}
+	}
+	for _, s := range selectors {
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		if err != nil {
+			return nil, fmt.Errorf("label selector: %w", err)
+		}
+		ru.selectors = append(ru.selectors, sel)
+	}
+	return ru, nil
+}
+
+// collect lists every selected resource a page at a time and hands each selected item to the
+// workers as the root of an ItemBlock.
+func (ru *run) collect(ctx context.Context, blocks chan<- *unstructured.Unstructured) error {
+	for _, res := range ru.req.Resources {
+		gr := res.GroupResource()
+		if !ru.resFilter.Includes(gr) {
+			continue
+		}
+		if !res.Namespaced && gr != nsGR && ru.clusterScope != "all" {
+			continue // cluster-scoped items come in only as items that namespaced ones need
+		}
+		if err := ru.listResource(ctx, res, blocks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listResource lists one resource: across all namespaces when the backup selects every
+// namespace, else namespace by namespace.
+func (ru *run) listResource(ctx context.Context, res Resource, blocks chan<- *unstructured.Unstructured) error {
+	client := ru.Dynamic.Resource(res.GroupVersionResource)
+	switch {
+	case res.GroupResource() == nsGR:
+		if ru.clusterScope == "none" && ru.req.Backup.Namespace == ru.req.OperatorNamespace {
+			return nil
+		}
+		return ru.listPages(ctx, client, res, blocks)
+	case !res.Namespaced || ru.namespaces.All:
+		return ru.listPages(ctx, client, res, blocks)
+	}
+	for _, ns := range ru.namespaces.Names {
+		if err := ru.listPages(ctx, client.Namespace(ns), res, blocks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ru *run) listPages(ctx context.Context, client dynamic.ResourceInterface, res Resource, blocks chan<- *unstructured.Unstructured) error {
+	pageSize := ru.PageSize
+	if pageSize == 0 {
+		pageSize = DefaultPageSize
+	}
+	opts := metav1.ListOptions{Limit: pageSize}
+	if len(ru.selectors) == 1 {
+		opts.LabelSelector = ru.selectors[0].String()
+	}
+	for {
+		list, err := client.List(ctx, opts)
+		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
+			// The continue token expired on a long backup: start the list again; items
+			// already seen are skipped.
+			opts.Continue = ""
+			continue
+		}
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
+			ru.req.Log.WithField("resource", res.GroupResource().String()).Warnf("Skipped a resource that cannot be listed: %v", err)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", res.GroupResource(), err)
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			if !ru.selected(res, item) {
+				continue
+			}
+			select {
+			case blocks <- item:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if list.GetContinue() == "" {
+			return nil
+		}
+		opts.Continue = list.GetContinue()
+	}
+}
+
+// selected applies the namespace, label and exclusion filters to a listed item.
+func (ru *run) selected(res Resource, item *unstructured.Unstructured) bool {
+	if item.GetLabels()[cairnv1.ExcludeFromBackupLabel] == "true" {
+		return false
+	}
+	if res.GroupResource() == nsGR {
+		return ru.nsFilter.Matches(item.GetName()) && (ru.clusterScope != "none" || ru.req.Backup.Namespace != ru.req.OperatorNamespace)
+	}
+	if res.Namespaced && !ru.nsFilter.Matches(item.GetNamespace()) {
+		return false
+	}
+	if len(ru.selectors) > 1 {
+		set := labels.Set(item.GetLabels())
+		for _, s := range ru.selectors {
+			if s.Matches(set) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// backUpBlock backs up a root item and, on the same worker, the items its actions say belong
+// with it (a pod's PVCs, a PVC's PV, a custom resource's CRD), each item once per backup.
+func (ru *run) backUpBlock(ctx context.Context, root *unstructured.Unstructured) {
+	gr := schema.GroupResource{Group: root.GroupVersionKind().Group, Resource: ru.resourceOf(root)}
+	queue := []pending{{id: ItemID{GroupResource: gr, Namespace: root.GetNamespace(), Name: root.GetName()}, item: root}}
+	for len(queue) > 0 && ctx.Err() == nil {
+		next := queue[0]
+		queue = queue[1:]
+		if !ru.claim(next.id) {
+			continue
+		}
+		ru.req.Progress.total.Add(1)
+		item := next.item
+		if item == nil {
+			var ok bool
+			if item, ok = ru.fetch(ctx, next.id); !ok {
+				continue
+			}
+		}
+		for _, extra := range ru.backUpItem(ctx, next.id, item) {
+			queue = append(queue, pending{id: extra})
+		}
+	}
+}
+
+type pending struct {
+	id   ItemID
+	item *unstructured.Unstructured
+}
+
+// claim marks an item as taken by this worker; false when another block already has it.
+func (ru *run) claim(id ItemID) bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if ru.seen[id] {
+		return false
+	}
+	ru.seen[id] = true
+	return true
+}
+
+// resourceOf finds the plural resource of an item from its kind.
+func (ru *run) resourceOf(item *unstructured.Unstructured) string {
+	gvk := item.GroupVersionKind()
+	for gr, res := range ru.byGR {
+		if gr.Group == gvk.Group && res.Kind == gvk.Kind {
+			return gr.Resource
+		}
+	}
+	return ""
+}
+
+// fetch gets an additional item. An item that is gone, or that the backup may not include
+// (cluster-scoped in a team's backup, excluded by resource or label), is skipped.
+func (ru *run) fetch(ctx context.Context, id ItemID) (*unstructured.Unstructured, bool) {
+	res, ok := ru.byGR[id.GroupResource]
+	if !ok || !ru.resFilter.Includes(id.GroupResource) {
+		return nil, false
+	}
+	if !res.Namespaced && ru.clusterScope == "none" {
+		return nil, false
+	}
+	if res.Namespaced && !ru.nsFilter.Matches(id.Namespace) {
+		return nil, false
+	}
+	client := ru.Dynamic.Resource(res.GroupVersionResource)
+	var item *unstructured.Unstructured
+	var err error
+	if res.Namespaced {
+		item, err = client.Namespace(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
+	} else {
+		item, err = client.Get(ctx, id.Name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		if id.GroupResource != crdsGR { // a CRD is looked up by name and may well not exist
+			ru.itemWarning(id, "the item is gone: it was deleted during the backup, or never existed")
+		}
+		return nil, false
+	}
+	if err != nil {
+		ru.itemError(id, fmt.Sprintf("getting the item: %v", err))
+		return nil, false
+	}
+	if item.GetLabels()[cairnv1.ExcludeFromBackupLabel] == "true" {
+		return nil, false
+	}
+	return item, true
+}
+
+// backUpItem runs the item through its actions, hands it to the writer, and returns the
+// additional items the actions named.
+func (ru *run) backUpItem(ctx context.Context, id ItemID, item *unstructured.Unstructured) []ItemID {
+	var additional []ItemID
+	for _, action := range ru.registry.For(id.GroupResource) {
+		res, err := action.Execute(ctx, item, ru.req.Backup)
+		if err != nil {
+			ru.itemError(id, fmt.Sprintf("action %s: %v", action.Name(), err))
+			return nil
+		}
+		if res.Item != nil {
+			item = res.Item
+		}
+		additional = append(additional, res.AdditionalItems...)
+		if res.OperationID != "" {
+			ru.mu.Lock()
+			ru.operations = append(ru.operations, Operation{Action: action.Name(), OperationID: res.OperationID, Item: id,
+				PostOperationItems: res.PostOperationItems, Started: time.Now()})
+			ru.mu.Unlock()
+		}
+	}
+	data, err := json.Marshal(item.Object)
+	if err != nil {
+		ru.itemError(id, fmt.Sprintf("encoding the item: %v", err))
+		return nil
+	}
+	select {
+	case ru.out <- writtenItem{id: id, data: data}:
+	case <-ctx.Done():
+	}
+	return additional
+}
+
+func (ru *run) itemError(id ItemID, message string) {
+	ru.mu.Lock()
+	ru.results.Errors = append(ru.results.Errors, ItemResult{Item: id.String(), Message: message})
+	ru.mu.Unlock()
+	ru.req.Log.WithField("item", id.String()).Error(message)
+}
+
+func (ru *run) itemWarning(id ItemID, message string) {
+	ru.mu.Lock()
+	ru.results.Warnings = append(ru.results.Warnings, ItemResult{Item: id.String(), Message: message})
+	ru.mu.Unlock()
+	ru.req.Log.WithField("item", id.String()).Warn(message)
+}
+
+func (ru *run) recordResource(id ItemID) {
+	key := id.GroupResource.String()
+	name := id.Name
+	if id.Namespace != "" {
+		name = id.Namespace + "/" + id.Name
+	}
+	ru.mu.Lock()
+	ru.resources[key] = append(ru.resources[key], name)
+	ru.mu.Unlock()
+}
+
+// GzipJSON encodes v as gzipped JSON, for the resource list, results and operations objects.
+func GzipJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	if err := json.NewEncoder(gz).Encode(v); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,395 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// progressInterval is how often a running backup's progress is written, at most.
+const progressInterval = time.Second
+
+// FailureReasonRestarted is the failureReason of a backup that was running when the operator
+// stopped.
+const FailureReasonRestarted = "the operator restarted during the backup"
+
+// BackupReconciler runs backups (DESIGN.md section 4). It owns ReadyToStart and InProgress: it
+// checks the storage location (→ FailedValidation), moves the backup to InProgress, runs it to
+// the end on the backup's own worker pool inside the reconcile (MaxConcurrentReconciles =
+// --concurrent-backups), and hands it on: WaitingForPluginOperations[PartiallyFailed] when
+// async operations are pending, else Finalizing[PartiallyFailed]; Failed on a fatal error.
+type BackupReconciler struct {
+	client.Client
+	// APIReader reads around the cache, where a stale phase would mislead.
+	APIReader client.Reader
+	Namespace string
+	Runner    *backup.Runner
+	Discovery discovery.DiscoveryInterface
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
+		Wait(ctx context.Context) error
+	}
+	// ConcurrentBackups is MaxConcurrentReconciles.
+	ConcurrentBackups int
+}
+
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list
+
+// Reconcile starts a ReadyToStart backup and runs it; it fails an InProgress backup that no
+// longer runs anywhere.
+func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.Gate.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var b cairnv1.Backup
+	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	switch b.Status.Phase {
+	case cairnv1.BackupPhaseReadyToStart:
+		return r.start(ctx, &b)
+	case cairnv1.BackupPhaseInProgress:
+		return r.orphaned(ctx, &b)
+	}
+	return ctrl.Result{}, nil
+}
+
+// start moves a ReadyToStart backup on: cancelled → Failed; bad location → FailedValidation;
+// else InProgress, and runs it.
+func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+	now := metav1.NewTime(r.Clock.Now())
+	if b.Spec.Cancel || b.DeletionTimestamp != nil {
+		reason, message := cairnv1.ReasonCancelledByUser, "Backup cancelled by user before it started"
+		if b.DeletionTimestamp != nil {
+			reason, message = cairnv1.ReasonBackupDeleted, "Backup deleted before it started"
+		}
+		return ctrl.Result{}, r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+			cancelledStatus(s, b.Generation, reason, message, now)
+		})
+	}
+	bsl, problem, err := r.usableLocation(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if errors.Is(problem, errNotValidatedYet) {
+		// A location created a moment ago: wait for its first validation rather than fail.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if problem != nil {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
+		return ctrl.Result{}, r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+			s.Phase = cairnv1.BackupPhaseFailedValidation
+			s.ValidationErrors = []string{problem.Error()}
+			s.CompletionTimestamp = &now
+		})
+	}
+	expiration := metav1.NewTime(now.Add(b.Spec.GetTTL()))
+	if err := r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseInProgress
+		s.StartTimestamp = &now
+		s.Expiration = &expiration
+		s.FormatVersion = archive.FormatVersion
+		s.Progress = cairnv1.NewBackupProgress(0, 0)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
+	return ctrl.Result{}, r.run(ctx, b, bsl)
+}
+
+// errNotValidatedYet: the location exists but was not validated yet.
+var errNotValidatedYet = errors.New("the storage location has not been validated yet")
+
+// usableLocation finds the backup's storage location. problem says what keeps it from being
+// used (errNotValidatedYet for a location still waiting for its first validation); err is a
+// failure to read.
+func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup) (bsl *cairnv1.BackupStorageLocation, problem, err error) {
+	var locations cairnv1.BackupStorageLocationList
+	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
+		return nil, nil, err
+	}
+	name := b.Status.StorageLocation
+	if name == "" {
+		name = b.Spec.StorageLocation
+	}
+	bsl, problem = location.Resolve(locations.Items, r.Namespace, name)
+	switch {
+	case problem != nil:
+		return nil, problem, nil
+	case bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly:
+		return nil, fmt.Errorf("storage location %s is ReadOnly", bsl.Name), nil
+	case bsl.Status.Phase == "":
+		return nil, errNotValidatedYet, nil
+	case bsl.Status.Phase != cairnv1.StorageLocationPhaseAvailable:
+		return nil, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message), nil
+	}
+	return bsl, nil, nil
+}
+
+// run runs an InProgress backup to the end of InProgress.
+func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) error {
+	log := backup.NewLog()
+	log.WithField("backup", qualifiedName(b)).WithField("storageLocation", bsl.Name).Info("Backup started")
+	store, err := location.Open(ctx, r.Client, bsl)
+	if err != nil {
+		return r.fail(ctx, b, log, nil, fmt.Sprintf("opening storage location %s: %v", bsl.Name, err))
+	}
+	keys := store.Layout.Backup(b.Namespace, b.Name)
+	resources, err := r.discover(log)
+	if err != nil {
+		return r.fail(ctx, b, log, store, err.Error())
+	}
+	var namespaces corev1.NamespaceList
+	if err := r.List(ctx, &namespaces); err != nil {
+		return err
+	}
+	clusterNamespaces := make([]string, 0, len(namespaces.Items))
+	for _, ns := range namespaces.Items {
+		clusterNamespaces = append(clusterNamespaces, ns.Name)
+	}
+
+	progress := &backup.Progress{}
+	stopProgress := r.reportProgress(ctx, b, progress)
+	outcome, runErr := r.Runner.Run(ctx, backup.Request{
+		Backup: b, OperatorNamespace: r.Namespace, Resources: resources, ClusterNamespaces: clusterNamespaces,
+		Store: store, Keys: keys, Log: log, Progress: progress,
+	})
+	stopProgress()
+	if runErr != nil {
+		return r.fail(ctx, b, log, store, fmt.Sprintf("backing up items: %v", runErr))
+	}
+
+	if err := r.putSidecars(ctx, store, keys, outcome); err != nil {
+		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading to storage location %s: %v", bsl.Name, err))
+	}
+	done, total := progress.Counts()
+	log.WithField("itemsBackedUp", done).WithField("totalItems", total).Info("Backup items written")
+	warnings, errs := log.Counts()
+	if err := r.putLogs(ctx, store, keys, log); err != nil {
+		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading the log to storage location %s: %v", bsl.Name, err))
+	}
+	next := nextAfterInProgress(errs > 0, len(outcome.Operations) > 0)
+	return r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = next
+		s.Progress = cairnv1.NewBackupProgress(done, total)
+		s.Warnings, s.Errors = warnings, errs
+		s.BackupItemOperationsAttempted = int32(len(outcome.Operations))
+	})
+}
+
+// nextAfterInProgress is the phase a backup goes to when its items are written.
+func nextAfterInProgress(hadErrors, operationsPending bool) cairnv1.BackupPhase {
+	switch {
+	case operationsPending && hadErrors:
+		return cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+	case operationsPending:
+		return cairnv1.BackupPhaseWaitingForPluginOperations
+	case hadErrors:
+		return cairnv1.BackupPhaseFinalizingPartiallyFailed
+	}
+	return cairnv1.BackupPhaseFinalizing
+}
+
+// discover lists the cluster's resources at their preferred versions. Groups whose discovery
+// failed are skipped with a warning.
+func (r *BackupReconciler) discover(log *backup.Log) ([]backup.Resource, error) {
+	lists, err := r.Discovery.ServerPreferredResources()
+	if err != nil {
+		var partial *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(err, &partial) || len(lists) == 0 {
+			return nil, fmt.Errorf("discovering the cluster's resources: %w", err)
+		}
+		for gv, gerr := range partial.Groups {
+			log.WithField("groupVersion", gv.String()).Warnf("Skipped an API group whose discovery failed: %v", gerr)
+		}
+	}
+	return backup.ResourcesFromDiscovery(lists), nil
+}
+
+// putSidecars uploads the resource list, the results and, when there are any, the operations.
+func (r *BackupReconciler) putSidecars(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, outcome backup.Outcome) error {
+	objects := []struct {
+		key   string
+		value any
+	}{{keys.ResourceList, outcome.ResourceList}, {keys.Results, outcome.Results}}
+	if len(outcome.Operations) > 0 {
+		objects = append(objects, struct {
+			key   string
+			value any
+		}{keys.ItemOperations, outcome.Operations})
+	}
+	for _, o := range objects {
+		data, err := backup.GzipJSON(o.value)
+		if err != nil {
+			return err
+		}
+		if err := store.Put(ctx, o.key, bytes.NewReader(data)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *BackupReconciler) putLogs(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, log *backup.Log) error {
+	data, err := log.Gzipped()
+	if err != nil {
+		return err
+	}
+	return store.Put(ctx, keys.Logs, bytes.NewReader(data))
+}
+
+// fail ends a backup in Failed, keeping its log where the store allows and removing whatever
+// else it wrote.
+func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, reason string) error {
+	log.Error("Backup failed: " + reason)
+	if store != nil {
+		keys := store.Layout.Backup(b.Namespace, b.Name)
+		removePartialBackup(ctx, store, keys)
+		_ = r.putLogs(ctx, store, keys, log)
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", reason)
+	now := metav1.NewTime(r.Clock.Now())
+	warnings, errs := log.Counts()
+	return r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFailed
+		s.FailureReason = reason
+		s.CompletionTimestamp = &now
+		s.Warnings, s.Errors = warnings, errs
+	})
+}
+
+// removePartialBackup deletes every object of a backup but its log.
+func removePartialBackup(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) {
+	for _, key := range []string{keys.Metadata, keys.Archive, keys.ResourceList, keys.Results, keys.ItemOperations} {
+		_ = store.Delete(ctx, key)
+	}
+}
+
+// reportProgress writes the backup's progress at most once per progressInterval until stopped.
+func (r *BackupReconciler) reportProgress(ctx context.Context, b *cairnv1.Backup, p *backup.Progress) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var lastDone, lastTotal int64 = -1, -1
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.Clock.After(progressInterval):
+			}
+			d, t := p.Counts()
+			if d == lastDone && t == lastTotal {
+				continue
+			}
+			lastDone, lastTotal = d, t
+			current := b.DeepCopy()
+			patch := client.MergeFrom(current.DeepCopy())
+			current.Status.Progress = cairnv1.NewBackupProgress(d, t)
+			if err := r.Status().Patch(ctx, current, patch); err != nil && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).V(1).Info("Could not write backup progress", "error", err.Error())
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// orphaned fails an InProgress backup that this process is not running: the process that ran
+// it stopped. The API server is asked, not the cache, which may still show InProgress for a
+// backup that this process just finished.
+func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+	var fresh cairnv1.Backup
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if fresh.Status.Phase != cairnv1.BackupPhaseInProgress {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, failRestarted(ctx, r.Client, r.Namespace, &fresh, r.Clock.Now())
+}
+
+// failRestarted fails a backup that was InProgress when the operator stopped, removing its
+// partial uploads and keeping its log.
+func failRestarted(ctx context.Context, c client.Client, namespace string, b *cairnv1.Backup, now time.Time) error {
+	var locations cairnv1.BackupStorageLocationList
+	if err := c.List(ctx, &locations, client.InNamespace(namespace)); err == nil {
+		if bsl, err := location.Resolve(locations.Items, namespace, b.Status.StorageLocation); err == nil {
+			if store, err := location.Open(ctx, c, bsl); err == nil {
+				removePartialBackup(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+			}
+		}
+	}
+	old := b.DeepCopy()
+	t := metav1.NewTime(now)
+	b.Status.Phase = cairnv1.BackupPhaseFailed
+	b.Status.FailureReason = FailureReasonRestarted
+	b.Status.CompletionTimestamp = &t
+	return c.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}))
+}
+
+// FailInProgressBackups is the restart-recovery step for InProgress backups (DESIGN.md
+// section 7): they fail, with their partial uploads removed.
+func FailInProgressBackups(c client.Client, namespace string, clk clock.PassiveClock) RecoveryStep {
+	return RecoveryStep{Name: "fail-in-progress-backups", Run: func(ctx context.Context) error {
+		var list cairnv1.BackupList
+		if err := c.List(ctx, &list); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if b := &list.Items[i]; b.Status.Phase == cairnv1.BackupPhaseInProgress {
+				if err := failRestarted(ctx, c, namespace, b, clk.Now()); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("failing backup %s: %w", qualifiedName(b), err)
+				}
+			}
+		}
+		return nil
+	}}
+}
+
+func (r *BackupReconciler) patchStatus(ctx context.Context, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
+	old := b.DeepCopy()
+	mutate(&b.Status)
+	if err := r.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler for backups in its phases.
+func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		b, ok := obj.(*cairnv1.Backup)
+		return ok && (b.Status.Phase == cairnv1.BackupPhaseReadyToStart || b.Status.Phase == cairnv1.BackupPhaseInProgress)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("backup").
+		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups}).
+		Complete(r)
+}

@@ -1,0 +1,245 @@
+package controller_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+func createObject(obj client.Object) {
+	GinkgoHelper()
+	err := k8sClient.Create(suiteCtx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+func configMap(ns, name string, labels map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Data: map[string]string{"k": "v"}}
+}
+
+// waitPhase waits until an admin backup reaches phase and returns it.
+func waitPhase(name string, phase cairnv1.BackupPhase) *cairnv1.Backup {
+	GinkgoHelper()
+	var b *cairnv1.Backup
+	Eventually(func(g Gomega) {
+		b = getBackup(operatorNamespace, name)
+		g.Expect(b.Status.Phase).To(Equal(phase), "failureReason %q, validationErrors %v", b.Status.FailureReason, b.Status.ValidationErrors)
+	}).WithTimeout(60 * time.Second).Should(Succeed())
+	return b
+}
+
+// archiveItems opens a backup's committed archive (verifying its checksum) and lists its items.
+func archiveItems(store storage.ObjectStore, namespace, name string) []string {
+	GinkgoHelper()
+	rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(namespace, name))
+	Expect(err).NotTo(HaveOccurred())
+	defer rc.Close()
+	entries, err := archive.ReadAll(rc)
+	Expect(err).NotTo(HaveOccurred())
+	names := archive.ItemNames(entries)
+	sort.Strings(names)
+	return names
+}
+
+func gunzipJSON(store storage.ObjectStore, key string, v any) {
+	GinkgoHelper()
+	rc, err := store.Get(context.Background(), key)
+	Expect(err).NotTo(HaveOccurred())
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := io.ReadAll(gz)
+	Expect(err).NotTo(HaveOccurred())
+	if v != nil {
+		Expect(json.NewDecoder(bytes.NewReader(data)).Decode(v)).To(Succeed())
+	}
+}
+
+var _ = Describe("Backup execution", Ordered, func() {
+	var store *storage.Filesystem
+	var pools *poolRecorder
+
+	BeforeAll(func() {
+		dir := GinkgoT().TempDir()
+		var err error
+		store, err = storage.NewFilesystem(dir)
+		Expect(err).NotTo(HaveOccurred())
+		spec := filesystemSpec(dir)
+		spec.Default = true
+		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-default", Namespace: operatorNamespace}, Spec: spec}
+		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
+
+		// The cluster: two app namespaces with config, a secret, labelled and excluded items,
+		// a pod with a PVC bound to a PV.
+		for _, ns := range []string{"app-1", "app-2", "other"} {
+			ensureNamespace(ns)
+		}
+		createObject(configMap("app-1", "plain", nil))
+		createObject(configMap("app-1", "tier-web", map[string]string{"tier": "web"}))
+		createObject(configMap("app-1", "skipped", map[string]string{cairnv1.ExcludeFromBackupLabel: "true"}))
+		createObject(configMap("app-2", "tier-db", map[string]string{"tier": "db"}))
+		createObject(configMap("other", "elsewhere", nil))
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app-1", Name: "token"}, StringData: map[string]string{"t": "x"}})
+		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data"}, Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv"}},
+		}})
+		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-data",
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}})
+		createObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "db"}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "db", Image: "db"}},
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		}})
+
+		pools = &poolRecorder{}
+		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record}))
+		Eventually(func() cairnv1.StorageLocationPhase {
+			var l cairnv1.BackupStorageLocation
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
+			return l.Status.Phase
+		}).Should(Equal(cairnv1.StorageLocationPhaseAvailable))
+	})
+
+	AfterAll(func() { deleteAllBackups() })
+
+	It("backs up the selected items into a committed, verified archive with its side objects", func() {
+		createBackup(operatorNamespace, "exec-basic", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps", "secrets"}})
+		b := waitPhase("exec-basic", cairnv1.BackupPhaseCompleted)
+		Expect(archiveItems(store, operatorNamespace, "exec-basic")).To(Equal([]string{
+			"resources/configmaps/namespaces/app-1/plain.json",
+			"resources/configmaps/namespaces/app-1/tier-web.json",
+			"resources/secrets/namespaces/app-1/token.json",
+		}))
+		Expect(b.Status.Progress).To(Equal(cairnv1.NewBackupProgress(3, 3)))
+		Expect(b.Status.StartTimestamp).NotTo(BeNil())
+		Expect(b.Status.CompletionTimestamp).NotTo(BeNil())
+		Expect(b.Status.Expiration.Sub(b.Status.StartTimestamp.Time)).To(Equal(720 * time.Hour))
+		Expect(b.Status.FormatVersion).To(Equal(archive.FormatVersion))
+		keys := storage.Layout{}.Backup(operatorNamespace, "exec-basic")
+		var list map[string][]string
+		gunzipJSON(store, keys.ResourceList, &list)
+		Expect(list).To(Equal(map[string][]string{"configmaps": {"app-1/plain", "app-1/tier-web"}, "secrets": {"app-1/token"}}))
+		gunzipJSON(store, keys.Results, nil)
+		gunzipJSON(store, keys.Logs, nil)
+	})
+
+	DescribeTable("selects exactly the items the spec selects",
+		func(name string, spec cairnv1.BackupSpec, want []string) {
+			createBackup(operatorNamespace, name, spec)
+			waitPhase(name, cairnv1.BackupPhaseCompleted)
+			Expect(archiveItems(store, operatorNamespace, name)).To(Equal(want))
+		},
+		Entry("a label selector", "f-label", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-*"}, IncludedResources: []string{"cm"},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}},
+			[]string{"resources/configmaps/namespaces/app-1/tier-web.json"}),
+		Entry("or-selectors", "f-or", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-*"}, IncludedResources: []string{"configmap"},
+			OrLabelSelectors: []*metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "web"}}, {MatchLabels: map[string]string{"tier": "db"}}}},
+			[]string{"resources/configmaps/namespaces/app-1/tier-web.json", "resources/configmaps/namespaces/app-2/tier-db.json"}),
+		Entry("wildcard include with an exclusion", "f-wild", cairnv1.BackupSpec{IncludedNamespaces: []string{"*"}, ExcludedNamespaces: []string{"app-*", "cairn-system", "default", "kube-*", "team-*"},
+			IncludedResources: []string{"configmaps"}},
+			[]string{"resources/configmaps/namespaces/other/elsewhere.json"}),
+		Entry("a pod brings its PVC and, with cluster resources unset, the PV", "f-pod", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
+			IncludedResources: []string{"pods", "persistentvolumeclaims", "persistentvolumes"}},
+			[]string{"resources/persistentvolumeclaims/namespaces/app-2/data.json", "resources/persistentvolumes/cluster/pv-data.json", "resources/pods/namespaces/app-2/db.json"}),
+		Entry("no cluster resources at all", "f-nocluster", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
+			IncludedResources: []string{"pods", "persistentvolumeclaims", "persistentvolumes"}, IncludeClusterResources: ptr.To(false)},
+			[]string{"resources/persistentvolumeclaims/namespaces/app-2/data.json", "resources/pods/namespaces/app-2/db.json"}),
+		Entry("excluded resources", "f-exclude", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, ExcludedResources: []string{"secrets"}},
+			[]string{"resources/configmaps/namespaces/app-1/plain.json", "resources/configmaps/namespaces/app-1/tier-web.json", "resources/namespaces/cluster/app-1.json"}),
+	)
+
+	It("runs two backups at once, each on its own worker pool", func() {
+		createBackup(operatorNamespace, "par-1", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps"}})
+		createBackup(operatorNamespace, "par-2", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"}, IncludedResources: []string{"configmaps"}})
+		waitPhase("par-1", cairnv1.BackupPhaseCompleted)
+		waitPhase("par-2", cairnv1.BackupPhaseCompleted)
+		Expect(archiveItems(store, operatorNamespace, "par-2")).To(Equal([]string{"resources/configmaps/namespaces/app-2/tier-db.json"}))
+		started, running := pools.snapshot()
+		Expect(started).To(ContainElements("cairn-system/par-1", "cairn-system/par-2"))
+		Expect(running).To(BeZero(), "every worker pool stopped")
+	})
+
+	It("fails validation when the storage location is not usable at start", func() {
+		spec := filesystemSpec(GinkgoT().TempDir())
+		spec.AccessMode = cairnv1.AccessModeReadOnly
+		ro := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-readonly", Namespace: operatorNamespace}, Spec: spec}
+		Expect(k8sClient.Create(suiteCtx, ro)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, ro)).To(Succeed()) })
+		createBackup(operatorNamespace, "exec-ro", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, StorageLocation: "exec-readonly"})
+		b := waitPhase("exec-ro", cairnv1.BackupPhaseFailedValidation)
+		Expect(b.Status.ValidationErrors).To(ConsistOf("storage location exec-readonly is ReadOnly"))
+	})
+})
+
+var _ = Describe("Backup restart recovery", Ordered, func() {
+	It("fails a backup that was InProgress when the operator stopped", func() {
+		dir := GinkgoT().TempDir()
+		spec := filesystemSpec(dir)
+		spec.Default = true
+		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "restart-default", Namespace: operatorNamespace}, Spec: spec}
+		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
+		DeferCleanup(deleteAllBackups)
+
+		b := createBackup(operatorNamespace, "was-running", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}})
+		b.Status.Phase = cairnv1.BackupPhaseInProgress
+		b.Status.StorageLocation = "restart-default"
+		Expect(k8sClient.Status().Update(suiteCtx, b)).To(Succeed())
+		// What the stopped operator had uploaded: an archive without metadata, and its log.
+		fs, _ := storage.NewFilesystem(dir)
+		keys := storage.Layout{}.Backup(operatorNamespace, "was-running")
+		Expect(fs.Put(suiteCtx, keys.Archive, bytes.NewReader([]byte("partial")))).To(Succeed())
+		Expect(fs.Put(suiteCtx, keys.Logs, bytes.NewReader([]byte("log")))).To(Succeed())
+
+		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation"}}))
+		got := waitPhase("was-running", cairnv1.BackupPhaseFailed)
+		Expect(got.Status.FailureReason).To(Equal(controller.FailureReasonRestarted))
+		Expect(fs.List(suiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
+	})
+})
+
+// poolRecorder records the worker pools the runner starts and stops.
+type poolRecorder struct {
+	mu      sync.Mutex
+	started []string
+	running int
+}
+
+func (p *poolRecorder) record(backup string, delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if delta > 0 {
+		p.started = append(p.started, backup)
+	}
+	p.running += delta
+}
+
+func (p *poolRecorder) snapshot() ([]string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.started...), p.running
+}
