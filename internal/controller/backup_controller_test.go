@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -110,6 +112,13 @@ var _ = Describe("Backup execution", Ordered, func() {
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-data",
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}})
+		ensureNamespace("crs")
+		createObject(&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "crs", Name: "cr-1"}, Spec: cairnv1.BackupSpec{Cancel: true}})
+		ensureNamespace("orphans")
+		createObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "orphans", Name: "lost"}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Image: "c"}},
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "gone"}}}},
+		}})
 		createObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "db"}, Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "db", Image: "db"}},
 			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
@@ -168,9 +177,56 @@ var _ = Describe("Backup execution", Ordered, func() {
 		Entry("no cluster resources at all", "f-nocluster", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
 			IncludedResources: []string{"pods", "persistentvolumeclaims", "persistentvolumes"}, IncludeClusterResources: ptr.To(false)},
 			[]string{"resources/persistentvolumeclaims/namespaces/app-2/data.json", "resources/pods/namespaces/app-2/db.json"}),
+		Entry("all cluster resources", "f-cluster", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
+			IncludedResources: []string{"pv", "pvc"}, IncludeClusterResources: ptr.To(true)},
+			[]string{"resources/persistentvolumeclaims/namespaces/app-2/data.json", "resources/persistentvolumes/cluster/pv-data.json"}),
+		Entry("cluster resources unset: a PV alone is not listed", "f-pv-alone", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
+			IncludedResources: []string{"persistentvolumes"}},
+			nil),
+		Entry("a custom resource brings its CRD", "f-crd", cairnv1.BackupSpec{IncludedNamespaces: []string{"crs"},
+			IncludedResources: []string{"backups.cairn.dev", "customresourcedefinitions"}},
+			[]string{"resources/backups.cairn.dev/namespaces/crs/cr-1.json", "resources/customresourcedefinitions.apiextensions.k8s.io/cluster/backups.cairn.dev.json"}),
+		Entry("a custom resource without cluster resources: no CRD", "f-crd-none", cairnv1.BackupSpec{IncludedNamespaces: []string{"crs"},
+			IncludedResources: []string{"backups.cairn.dev", "customresourcedefinitions"}, IncludeClusterResources: ptr.To(false)},
+			[]string{"resources/backups.cairn.dev/namespaces/crs/cr-1.json"}),
+		Entry("the exclude label on a namespaced item", "f-excluded-label", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"},
+			IncludedResources: []string{"configmaps"}, LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}},
+			[]string{"resources/configmaps/namespaces/app-1/plain.json"}),
+		Entry("several namespaces by name", "f-names", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2", "other"}, IncludedResources: []string{"configmaps"}},
+			[]string{"resources/configmaps/namespaces/app-2/tier-db.json", "resources/configmaps/namespaces/other/elsewhere.json"}),
 		Entry("excluded resources", "f-exclude", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, ExcludedResources: []string{"secrets"}},
 			[]string{"resources/configmaps/namespaces/app-1/plain.json", "resources/configmaps/namespaces/app-1/tier-web.json", "resources/namespaces/cluster/app-1.json"}),
 	)
+
+	It("counts an item that is gone as a warning, not a failure", func() {
+		createBackup(operatorNamespace, "exec-gone", cairnv1.BackupSpec{IncludedNamespaces: []string{"orphans"}, IncludedResources: []string{"pods", "pvc"}})
+		b := waitPhase("exec-gone", cairnv1.BackupPhaseCompleted)
+		Expect(b.Status.Warnings).To(Equal(int32(1)))
+		Expect(b.Status.Errors).To(BeZero())
+		var results struct {
+			Warnings []struct{ Item, Message string }
+		}
+		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "exec-gone").Results, &results)
+		Expect(results.Warnings).To(HaveLen(1))
+		Expect(results.Warnings[0].Item).To(Equal("persistentvolumeclaims/orphans/gone"))
+		Expect(archiveItems(store, operatorNamespace, "exec-gone")).To(Equal([]string{"resources/pods/namespaces/orphans/lost.json"}))
+	})
+
+	It("fails validation when the storage location is Unavailable at start", func() {
+		file := filepath.Join(GinkgoT().TempDir(), "file")
+		Expect(os.WriteFile(file, []byte("x"), 0o600)).To(Succeed())
+		bad := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-broken", Namespace: operatorNamespace}, Spec: filesystemSpec(filepath.Join(file, "dir"))}
+		Expect(k8sClient.Create(suiteCtx, bad)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, bad)).To(Succeed()) })
+		Eventually(func() cairnv1.StorageLocationPhase {
+			var l cairnv1.BackupStorageLocation
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bad), &l)).To(Succeed())
+			return l.Status.Phase
+		}).Should(Equal(cairnv1.StorageLocationPhaseUnavailable))
+		createBackup(operatorNamespace, "exec-broken", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, StorageLocation: "exec-broken"})
+		b := waitPhase("exec-broken", cairnv1.BackupPhaseFailedValidation)
+		Expect(b.Status.ValidationErrors).To(ConsistOf(ContainSubstring("storage location exec-broken is not Available: path")))
+	})
 
 	It("runs two backups at once, each on its own worker pool", func() {
 		createBackup(operatorNamespace, "par-1", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps"}})
