@@ -51,9 +51,9 @@ func waitPhase(name string, phase cairnv1.BackupPhase) *cairnv1.Backup {
 }
 
 // archiveItems opens a backup's committed archive (verifying its checksum) and lists its items.
-func archiveItems(store storage.ObjectStore, namespace, name string) []string {
+func archiveItems(store storage.ObjectStore, name string) []string {
 	GinkgoHelper()
-	rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(namespace, name))
+	rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(operatorNamespace, name))
 	Expect(err).NotTo(HaveOccurred())
 	defer rc.Close()
 	entries, err := archive.ReadAll(rc)
@@ -138,7 +138,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 	It("backs up the selected items into a committed, verified archive with its side objects", func() {
 		createBackup(operatorNamespace, "exec-basic", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps", "secrets"}})
 		b := waitPhase("exec-basic", cairnv1.BackupPhaseCompleted)
-		Expect(archiveItems(store, operatorNamespace, "exec-basic")).To(Equal([]string{
+		Expect(archiveItems(store, "exec-basic")).To(Equal([]string{
 			"resources/configmaps/namespaces/app-1/plain.json",
 			"resources/configmaps/namespaces/app-1/tier-web.json",
 			"resources/secrets/namespaces/app-1/token.json",
@@ -160,7 +160,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 		func(name string, spec cairnv1.BackupSpec, want []string) {
 			createBackup(operatorNamespace, name, spec)
 			waitPhase(name, cairnv1.BackupPhaseCompleted)
-			Expect(archiveItems(store, operatorNamespace, name)).To(Equal(want))
+			Expect(archiveItems(store, name)).To(Equal(want))
 		},
 		Entry("a label selector", "f-label", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-*"}, IncludedResources: []string{"cm"},
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}},
@@ -209,7 +209,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "exec-gone").Results, &results)
 		Expect(results.Warnings).To(HaveLen(1))
 		Expect(results.Warnings[0].Item).To(Equal("persistentvolumeclaims/orphans/gone"))
-		Expect(archiveItems(store, operatorNamespace, "exec-gone")).To(Equal([]string{"resources/pods/namespaces/orphans/lost.json"}))
+		Expect(archiveItems(store, "exec-gone")).To(Equal([]string{"resources/pods/namespaces/orphans/lost.json"}))
 	})
 
 	It("fails validation when the storage location is Unavailable at start", func() {
@@ -233,7 +233,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 		createBackup(operatorNamespace, "par-2", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"}, IncludedResources: []string{"configmaps"}})
 		waitPhase("par-1", cairnv1.BackupPhaseCompleted)
 		waitPhase("par-2", cairnv1.BackupPhaseCompleted)
-		Expect(archiveItems(store, operatorNamespace, "par-2")).To(Equal([]string{"resources/configmaps/namespaces/app-2/tier-db.json"}))
+		Expect(archiveItems(store, "par-2")).To(Equal([]string{"resources/configmaps/namespaces/app-2/tier-db.json"}))
 		started, running := pools.snapshot()
 		Expect(started).To(ContainElements("cairn-system/par-1", "cairn-system/par-2"))
 		Expect(running).To(BeZero(), "every worker pool stopped")
