@@ -268,9 +268,18 @@ func (r *Runner) newRun(req Request) (*run, error) {
 	return ru, nil
 }
 
+// listers is how many LISTs a backup runs at once: most (resource, namespace) pairs are empty,
+// so their round trips, not their items, would dominate a sequential walk.
+const listers = 8
+
 // collect lists every selected resource a page at a time and hands each selected item to the
 // workers as the root of an ItemBlock.
 func (ru *run) collect(ctx context.Context, blocks chan<- *unstructured.Unstructured) error {
+	type listTask struct {
+		res    Resource
+		client dynamic.ResourceInterface
+	}
+	var tasks []listTask
 	for _, res := range ru.req.Resources {
 		gr := res.GroupResource()
 		if !ru.resFilter.Includes(gr) {
@@ -279,32 +288,55 @@ func (ru *run) collect(ctx context.Context, blocks chan<- *unstructured.Unstruct
 		if !res.Namespaced && gr != nsGR && ru.clusterScope != "all" {
 			continue // cluster-scoped items come in only as items that namespaced ones need
 		}
-		if err := ru.listResource(ctx, res, blocks); err != nil {
-			return err
+		client := ru.Dynamic.Resource(res.GroupVersionResource)
+		switch {
+		case gr == nsGR:
+			if ru.clusterScope == "none" && ru.req.Backup.Namespace == ru.req.OperatorNamespace {
+				continue
+			}
+			tasks = append(tasks, listTask{res, client})
+		case !res.Namespaced || ru.namespaces.All:
+			tasks = append(tasks, listTask{res, client})
+		default:
+			for _, ns := range ru.namespaces.Names {
+				tasks = append(tasks, listTask{res, client.Namespace(ns)})
+			}
 		}
 	}
-	return nil
-}
-
-// listResource lists one resource: across all namespaces when the backup selects every
-// namespace, else namespace by namespace.
-func (ru *run) listResource(ctx context.Context, res Resource, blocks chan<- *unstructured.Unstructured) error {
-	client := ru.Dynamic.Resource(res.GroupVersionResource)
-	switch {
-	case res.GroupResource() == nsGR:
-		if ru.clusterScope == "none" && ru.req.Backup.Namespace == ru.req.OperatorNamespace {
-			return nil
-		}
-		return ru.listPages(ctx, client, res, blocks)
-	case !res.Namespaced || ru.namespaces.All:
-		return ru.listPages(ctx, client, res, blocks)
+	work := make(chan listTask)
+	errs := make(chan error, listers)
+	var wg sync.WaitGroup
+	for range listers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				if err := ru.listPages(ctx, t.client, t.res, blocks); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
 	}
-	for _, ns := range ru.namespaces.Names {
-		if err := ru.listPages(ctx, client.Namespace(ns), res, blocks); err != nil {
-			return err
+	var err error
+feed:
+	for _, t := range tasks {
+		select {
+		case work <- t:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
 		}
 	}
-	return nil
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err != nil {
+		return err
+	}
+	return <-errs // nil when the channel is empty and closed
 }
 
 func (ru *run) listPages(ctx context.Context, client dynamic.ResourceInterface, res Resource, blocks chan<- *unstructured.Unstructured) error {

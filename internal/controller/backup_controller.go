@@ -178,6 +178,10 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 		Store: store, Keys: keys, Log: log, Progress: progress,
 	})
 	stopProgress()
+	// The progress writes moved the object on: the final write starts from what is stored.
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		return err
+	}
 	if runErr != nil {
 		return r.fail(ctx, b, log, store, fmt.Sprintf("backing up items: %v", runErr))
 	}
