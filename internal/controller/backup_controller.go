@@ -26,8 +26,8 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// progressInterval is how often a running backup's progress is written, at most.
-const progressInterval = time.Second
+// DefaultProgressInterval is how often a running backup's progress is written, at most.
+const DefaultProgressInterval = time.Second
 
 // FailureReasonRestarted is the failureReason of a backup that was running when the operator
 // stopped.
@@ -52,6 +52,8 @@ type BackupReconciler struct {
 	}
 	// ConcurrentBackups is MaxConcurrentReconciles.
 	ConcurrentBackups int
+	// ProgressInterval is how often progress is written, at most.
+	ProgressInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
@@ -292,7 +294,7 @@ func removePartialBackup(ctx context.Context, store storage.ObjectStore, keys st
 	}
 }
 
-// reportProgress writes the backup's progress at most once per progressInterval until stopped.
+// reportProgress writes the backup's progress at most once per ProgressInterval until stopped.
 func (r *BackupReconciler) reportProgress(ctx context.Context, b *cairnv1.Backup, p *backup.Progress) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -303,7 +305,7 @@ func (r *BackupReconciler) reportProgress(ctx context.Context, b *cairnv1.Backup
 			select {
 			case <-ctx.Done():
 				return
-			case <-r.Clock.After(progressInterval):
+			case <-r.Clock.After(r.ProgressInterval):
 			}
 			d, t := p.Counts()
 			if d == lastDone && t == lastTotal {

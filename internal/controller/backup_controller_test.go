@@ -125,7 +125,10 @@ var _ = Describe("Backup execution", Ordered, func() {
 		}})
 
 		pools = &poolRecorder{}
-		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record}))
+		// Progress is written every few milliseconds, so that it lands in the middle of every
+		// backup and the final write must start from the stored object.
+		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record,
+			ProgressInterval: 2 * time.Millisecond}))
 		Eventually(func() cairnv1.StorageLocationPhase {
 			var l cairnv1.BackupStorageLocation
 			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())

@@ -37,6 +37,9 @@ type Config struct {
 	// Controllers names the reconcilers to run ("queue", "backup", "finalizer",
 	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
 	Controllers []string
+	// ProgressInterval is how often a running backup's progress is written, at most; 0 means
+	// DefaultProgressInterval.
+	ProgressInterval time.Duration
 	// OnWorkerPool, when set, is told when a backup's worker pool starts (+n) and stops (-n).
 	OnWorkerPool func(backup string, delta int)
 	// RecoverySteps run once, in order, when this manager starts leading and before any
@@ -60,6 +63,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}, cfg.RecoverySteps...)...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
 	}
 	if cfg.QueueResyncPeriod <= 0 {
 		cfg.QueueResyncPeriod = DefaultQueueResyncPeriod
@@ -95,6 +101,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
 			Gate:              recovery,
 			ConcurrentBackups: cfg.ConcurrentBackups,
+			ProgressInterval:  cfg.ProgressInterval,
 		}},
 		{"finalizer", &FinalizerReconciler{
 			Client:    mgr.GetClient(),
