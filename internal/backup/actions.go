@@ -3,7 +3,6 @@ package backup
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,15 +66,21 @@ type Registry struct {
 	actions []BackupItemAction
 }
 
-// NewRegistry returns a registry with the built-in actions (which know the cluster's
-// resources) and then extra.
-func NewRegistry(resources []Resource, extra ...BackupItemAction) *Registry {
-	plural := map[schema.GroupKind]string{}
-	for _, res := range resources {
-		plural[schema.GroupKind{Group: res.Group, Kind: res.Kind}] = res.Resource
-	}
+// CustomResource is a resource that a CRD serves, and the CRD's name.
+type CustomResource struct {
+	schema.GroupResource
+	Kind string
+	CRD  string
+}
+
+// NewRegistry returns a registry with the built-in actions and then extra. customResources
+// are the resources CRDs serve, for the action that backs up a custom resource's CRD.
+func NewRegistry(customResources []CustomResource, extra ...BackupItemAction) *Registry {
 	r := &Registry{}
-	r.Register(podVolumesAction{}, pvcVolumeAction{}, customResourceDefinitionAction{plural: plural})
+	r.Register(podVolumesAction{}, pvcVolumeAction{})
+	if len(customResources) > 0 {
+		r.Register(newCustomResourceDefinitionAction(customResources))
+	}
 	r.Register(extra...)
 	return r
 }
@@ -163,24 +168,31 @@ func (pvcVolumeAction) Execute(_ context.Context, item *unstructured.Unstructure
 	return res, nil
 }
 
-// customResourceDefinitionAction adds the CRD of a custom resource. It names the CRD as the API
-// server requires (<plural>.<group>); for a resource no CRD serves (an aggregated API), the
-// additional item is simply not found.
+// customResourceDefinitionAction adds the CRD of a custom resource.
 type customResourceDefinitionAction struct {
 	syncAction
-	plural map[schema.GroupKind]string
+	resources []schema.GroupResource
+	crds      map[schema.GroupKind]string
 }
 
-func (customResourceDefinitionAction) Name() string                      { return "cairn.dev/custom-resource-definition" }
-func (customResourceDefinitionAction) AppliesTo() []schema.GroupResource { return nil }
+func newCustomResourceDefinitionAction(customResources []CustomResource) customResourceDefinitionAction {
+	a := customResourceDefinitionAction{crds: map[schema.GroupKind]string{}}
+	for _, cr := range customResources {
+		a.resources = append(a.resources, cr.GroupResource)
+		a.crds[schema.GroupKind{Group: cr.Group, Kind: cr.Kind}] = cr.CRD
+	}
+	return a
+}
+
+func (customResourceDefinitionAction) Name() string { return "cairn.dev/custom-resource-definition" }
+
+// AppliesTo is exactly the resources CRDs serve.
+func (a customResourceDefinitionAction) AppliesTo() []schema.GroupResource { return a.resources }
+
 func (a customResourceDefinitionAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (ExecuteResult, error) {
 	res := ExecuteResult{Item: item}
-	gvk := item.GroupVersionKind()
-	if gvk.Group == "" || !strings.Contains(gvk.Group, ".") || gvk.Group == crdsGR.Group {
-		return res, nil // core and built-in unqualified groups (apps, batch, ...) have no CRDs
-	}
-	if resource, ok := a.plural[gvk.GroupKind()]; ok {
-		res.AdditionalItems = append(res.AdditionalItems, ItemID{GroupResource: crdsGR, Name: resource + "." + gvk.Group})
+	if crd, ok := a.crds[item.GroupVersionKind().GroupKind()]; ok {
+		res.AdditionalItems = append(res.AdditionalItems, ItemID{GroupResource: crdsGR, Name: crd})
 	}
 	return res, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
@@ -32,6 +34,9 @@ const DefaultPageSize = 500
 // Runner runs backups. One Runner serves every backup; each Run has its own worker pool.
 type Runner struct {
 	Dynamic dynamic.Interface
+	// Raw is a REST client for any path (the discovery client's): LIST pages are read as raw
+	// JSON, and items no action needs to see are written without ever being decoded.
+	Raw rest.Interface
 	// Workers is the size of each backup's own worker pool (--item-block-worker-count).
 	Workers int
 	// PageSize is the LIST page size; 0 means DefaultPageSize.
@@ -49,6 +54,8 @@ type Request struct {
 	OperatorNamespace string
 	// Resources are the cluster's resources (ResourcesFromDiscovery).
 	Resources []Resource
+	// CustomResources are the resources CRDs serve (CustomResources).
+	CustomResources []CustomResource
 	// ClusterNamespaces are the cluster's namespaces, to resolve wildcards.
 	ClusterNamespaces []string
 	Store             storage.ObjectStore
@@ -172,7 +179,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	}()
 
 	// The backup's own worker pool.
-	blocks := make(chan *unstructured.Unstructured, 2*r.Workers)
+	blocks := make(chan listedItem, 2*r.Workers)
 	var workers sync.WaitGroup
 	if r.OnWorkerPool != nil {
 		r.OnWorkerPool(req.Backup.Namespace+"/"+req.Backup.Name, r.Workers)
@@ -229,7 +236,7 @@ func (r *Runner) newRun(req Request) (*run, error) {
 	ru := &run{
 		Runner:    r,
 		req:       req,
-		registry:  NewRegistry(req.Resources, r.ExtraActions...),
+		registry:  NewRegistry(req.CustomResources, r.ExtraActions...),
 		byGR:      map[schema.GroupResource]Resource{},
 		nsFilter:  scope.ForBackup(b, req.OperatorNamespace),
 		seen:      map[ItemID]bool{},
@@ -274,10 +281,10 @@ const listers = 8
 
 // collect lists every selected resource a page at a time and hands each selected item to the
 // workers as the root of an ItemBlock.
-func (ru *run) collect(ctx context.Context, blocks chan<- *unstructured.Unstructured) error {
+func (ru *run) collect(ctx context.Context, blocks chan<- listedItem) error {
 	type listTask struct {
-		res    Resource
-		client dynamic.ResourceInterface
+		res       Resource
+		namespace string
 	}
 	var tasks []listTask
 	for _, res := range ru.req.Resources {
@@ -288,18 +295,17 @@ func (ru *run) collect(ctx context.Context, blocks chan<- *unstructured.Unstruct
 		if !res.Namespaced && gr != nsGR && ru.clusterScope != "all" {
 			continue // cluster-scoped items come in only as items that namespaced ones need
 		}
-		client := ru.Dynamic.Resource(res.GroupVersionResource)
 		switch {
 		case gr == nsGR:
 			if ru.clusterScope == "none" && ru.req.Backup.Namespace == ru.req.OperatorNamespace {
 				continue
 			}
-			tasks = append(tasks, listTask{res, client})
+			tasks = append(tasks, listTask{res, ""})
 		case !res.Namespaced || ru.namespaces.All:
-			tasks = append(tasks, listTask{res, client})
+			tasks = append(tasks, listTask{res, ""})
 		default:
 			for _, ns := range ru.namespaces.Names {
-				tasks = append(tasks, listTask{res, client.Namespace(ns)})
+				tasks = append(tasks, listTask{res, ns})
 			}
 		}
 	}
@@ -311,7 +317,7 @@ func (ru *run) collect(ctx context.Context, blocks chan<- *unstructured.Unstruct
 		go func() {
 			defer wg.Done()
 			for t := range work {
-				if err := ru.listPages(ctx, t.client, t.res, blocks); err != nil {
+				if err := ru.listPages(ctx, t.res, t.namespace, blocks); err != nil {
 					errs <- err
 					return
 				}
@@ -339,21 +345,51 @@ feed:
 	return <-errs // nil when the channel is empty and closed
 }
 
-func (ru *run) listPages(ctx context.Context, client dynamic.ResourceInterface, res Resource, blocks chan<- *unstructured.Unstructured) error {
+// listedItem is an item as a LIST page returned it: raw JSON (with apiVersion and kind set),
+// and the few fields the filters need.
+type listedItem struct {
+	res       Resource
+	raw       []byte
+	namespace string
+	name      string
+	labels    map[string]string
+}
+
+// listPath is the API path of a resource's collection, in namespace ns ("" for all or none).
+func listPath(res Resource, ns string) string {
+	path := "/apis/" + res.Group + "/" + res.Version
+	if res.Group == "" {
+		path = "/api/" + res.Version
+	}
+	if ns != "" {
+		path += "/namespaces/" + ns
+	}
+	return path + "/" + res.Resource
+}
+
+// listPages reads a resource's collection page by page as raw JSON, decoding only each item's
+// metadata for the filters.
+func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks chan<- listedItem) error {
 	pageSize := ru.PageSize
 	if pageSize == 0 {
 		pageSize = DefaultPageSize
 	}
-	opts := metav1.ListOptions{Limit: pageSize}
-	if len(ru.selectors) == 1 {
-		opts.LabelSelector = ru.selectors[0].String()
-	}
+	apiVersion := res.GroupVersion().String()
+	continueToken := ""
 	for {
-		list, err := client.List(ctx, opts)
-		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
+		req := ru.Raw.Get().AbsPath(listPath(res, ns)).Param("limit", strconv.FormatInt(pageSize, 10)).
+			SetHeader("Accept", "application/json")
+		if continueToken != "" {
+			req = req.Param("continue", continueToken)
+		}
+		if len(ru.selectors) == 1 {
+			req = req.Param("labelSelector", ru.selectors[0].String())
+		}
+		data, err := req.DoRaw(ctx)
+		if apierrors.IsResourceExpired(err) && continueToken != "" {
 			// The continue token expired on a long backup: start the list again; items
 			// already seen are skipped.
-			opts.Continue = ""
+			continueToken = ""
 			continue
 		}
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
@@ -363,9 +399,22 @@ func (ru *run) listPages(ctx context.Context, client dynamic.ResourceInterface, 
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", res.GroupResource(), err)
 		}
-		for i := range list.Items {
-			item := &list.Items[i]
-			if !ru.selected(res, item) {
+		var page struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(data, &page); err != nil {
+			return fmt.Errorf("decoding the list of %s: %w", res.GroupResource(), err)
+		}
+		for _, raw := range page.Items {
+			item, err := parseListed(res, apiVersion, raw)
+			if err != nil {
+				ru.req.Log.WithField("resource", res.GroupResource().String()).Errorf("Skipped an item that could not be read: %v", err)
+				continue
+			}
+			if !ru.selected(res, item.namespace, item.name, item.labels) {
 				continue
 			}
 			select {
@@ -374,26 +423,54 @@ func (ru *run) listPages(ctx context.Context, client dynamic.ResourceInterface, 
 				return ctx.Err()
 			}
 		}
-		if list.GetContinue() == "" {
+		if page.Metadata.Continue == "" {
 			return nil
 		}
-		opts.Continue = list.GetContinue()
+		continueToken = page.Metadata.Continue
 	}
 }
 
+// parseListed reads an item's metadata and makes sure its JSON carries apiVersion and kind,
+// which the items of a LIST of built-in types leave out.
+func parseListed(res Resource, apiVersion string, raw []byte) (listedItem, error) {
+	var head struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string            `json:"name"`
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return listedItem{}, err
+	}
+	if head.Kind == "" {
+		if len(raw) < 2 || raw[0] != '{' {
+			return listedItem{}, fmt.Errorf("an item of %s is not a JSON object", res.GroupResource())
+		}
+		prefix := fmt.Sprintf(`{"apiVersion":%q,"kind":%q`, apiVersion, res.Kind)
+		rest := raw[1:]
+		if len(bytes.TrimSpace(rest)) > 1 { // not "{}"
+			prefix += ","
+		}
+		raw = append([]byte(prefix), rest...)
+	}
+	return listedItem{res: res, raw: raw, namespace: head.Metadata.Namespace, name: head.Metadata.Name, labels: head.Metadata.Labels}, nil
+}
+
 // selected applies the namespace, label and exclusion filters to a listed item.
-func (ru *run) selected(res Resource, item *unstructured.Unstructured) bool {
-	if item.GetLabels()[cairnv1.ExcludeFromBackupLabel] == "true" {
+func (ru *run) selected(res Resource, namespace, name string, itemLabels map[string]string) bool {
+	if itemLabels[cairnv1.ExcludeFromBackupLabel] == "true" {
 		return false
 	}
 	if res.GroupResource() == nsGR {
-		return ru.nsFilter.Matches(item.GetName()) && (ru.clusterScope != "none" || ru.req.Backup.Namespace != ru.req.OperatorNamespace)
+		return ru.nsFilter.Matches(name) && (ru.clusterScope != "none" || ru.req.Backup.Namespace != ru.req.OperatorNamespace)
 	}
-	if res.Namespaced && !ru.nsFilter.Matches(item.GetNamespace()) {
+	if res.Namespaced && !ru.nsFilter.Matches(namespace) {
 		return false
 	}
 	if len(ru.selectors) > 1 {
-		set := labels.Set(item.GetLabels())
+		set := labels.Set(itemLabels)
 		for _, s := range ru.selectors {
 			if s.Matches(set) {
 				return true
@@ -404,11 +481,28 @@ func (ru *run) selected(res Resource, item *unstructured.Unstructured) bool {
 	return true
 }
 
-// backUpBlock backs up a root item and, on the same worker, the items its actions say belong
-// with it (a pod's PVCs, a PVC's PV, a custom resource's CRD), each item once per backup.
-func (ru *run) backUpBlock(ctx context.Context, root *unstructured.Unstructured) {
-	gr := schema.GroupResource{Group: root.GroupVersionKind().Group, Resource: ru.resourceOf(root)}
-	queue := []pending{{id: ItemID{GroupResource: gr, Namespace: root.GetNamespace(), Name: root.GetName()}, item: root}}
+// backUpBlock backs up a listed item and, on the same worker, the items its actions say
+// belong with it (a pod's PVCs, a PVC's PV, a custom resource's CRD), each item once per
+// backup. An item no action applies to is written as listed, never decoded.
+func (ru *run) backUpBlock(ctx context.Context, root listedItem) {
+	rootID := ItemID{GroupResource: root.res.GroupResource(), Namespace: root.namespace, Name: root.name}
+	if !ru.claim(rootID) {
+		return
+	}
+	ru.req.Progress.total.Add(1)
+	if len(ru.registry.For(rootID.GroupResource)) == 0 {
+		ru.write(ctx, rootID, root.raw)
+		return
+	}
+	var item unstructured.Unstructured
+	if err := item.UnmarshalJSON(root.raw); err != nil {
+		ru.itemError(rootID, fmt.Sprintf("decoding the item: %v", err))
+		return
+	}
+	var queue []pending
+	for _, extra := range ru.backUpItem(ctx, rootID, &item) {
+		queue = append(queue, pending{id: extra})
+	}
 	for len(queue) > 0 && ctx.Err() == nil {
 		next := queue[0]
 		queue = queue[1:]
@@ -416,22 +510,18 @@ func (ru *run) backUpBlock(ctx context.Context, root *unstructured.Unstructured)
 			continue
 		}
 		ru.req.Progress.total.Add(1)
-		item := next.item
-		if item == nil {
-			var ok bool
-			if item, ok = ru.fetch(ctx, next.id); !ok {
-				continue
-			}
+		fetched, ok := ru.fetch(ctx, next.id)
+		if !ok {
+			continue
 		}
-		for _, extra := range ru.backUpItem(ctx, next.id, item) {
+		for _, extra := range ru.backUpItem(ctx, next.id, fetched) {
 			queue = append(queue, pending{id: extra})
 		}
 	}
 }
 
 type pending struct {
-	id   ItemID
-	item *unstructured.Unstructured
+	id ItemID
 }
 
 // claim marks an item as taken by this worker; false when another block already has it.
@@ -443,17 +533,6 @@ func (ru *run) claim(id ItemID) bool {
 	}
 	ru.seen[id] = true
 	return true
-}
-
-// resourceOf finds the plural resource of an item from its kind.
-func (ru *run) resourceOf(item *unstructured.Unstructured) string {
-	gvk := item.GroupVersionKind()
-	for gr, res := range ru.byGR {
-		if gr.Group == gvk.Group && res.Kind == gvk.Kind {
-			return gr.Resource
-		}
-	}
-	return ""
 }
 
 // fetch gets an additional item. An item that is gone, or that the backup may not include
@@ -519,11 +598,16 @@ func (ru *run) backUpItem(ctx context.Context, id ItemID, item *unstructured.Uns
 		ru.itemError(id, fmt.Sprintf("encoding the item: %v", err))
 		return nil
 	}
+	ru.write(ctx, id, data)
+	return additional
+}
+
+// write hands an item's JSON to the archive writer.
+func (ru *run) write(ctx context.Context, id ItemID, data []byte) {
 	select {
 	case ru.out <- writtenItem{id: id, data: data}:
 	case <-ctx.Done():
 	}
-	return additional
 }
 
 func (ru *run) itemError(id ItemID, message string) {
@@ -562,4 +646,27 @@ func GzipJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// CustomResources lists the CRDs and returns the resources they serve.
+func CustomResources(ctx context.Context, dyn dynamic.Interface) ([]CustomResource, error) {
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	var out []CustomResource
+	opts := metav1.ListOptions{Limit: DefaultPageSize}
+	for {
+		list, err := dyn.Resource(gvr).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, crd := range list.Items {
+			group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+			plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+			out = append(out, CustomResource{GroupResource: schema.GroupResource{Group: group, Resource: plural}, Kind: kind, CRD: crd.GetName()})
+		}
+		if list.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = list.GetContinue()
+	}
 }

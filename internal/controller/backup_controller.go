@@ -164,6 +164,10 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 	if err != nil {
 		return r.fail(ctx, b, log, store, err.Error())
 	}
+	customResources, err := backup.CustomResources(ctx, r.Runner.Dynamic)
+	if err != nil {
+		log.Warnf("Could not list the CRDs; custom resources are backed up without their CRDs: %v", err)
+	}
 	var namespaces corev1.NamespaceList
 	if err := r.List(ctx, &namespaces); err != nil {
 		return err
@@ -176,7 +180,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 	progress := &backup.Progress{}
 	stopProgress := r.reportProgress(ctx, b, progress)
 	outcome, runErr := r.Runner.Run(ctx, backup.Request{
-		Backup: b, OperatorNamespace: r.Namespace, Resources: resources, ClusterNamespaces: clusterNamespaces,
+		Backup: b, OperatorNamespace: r.Namespace, Resources: resources, CustomResources: customResources, ClusterNamespaces: clusterNamespaces,
 		Store: store, Keys: keys, Log: log, Progress: progress,
 	})
 	stopProgress()

@@ -146,6 +146,22 @@ var _ = Describe("Backup execution", Ordered, func() {
 			"resources/configmaps/namespaces/app-1/tier-web.json",
 			"resources/secrets/namespaces/app-1/token.json",
 		}))
+		// Items are whole objects, with apiVersion and kind, as a restore needs them.
+		rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(operatorNamespace, "exec-basic"))
+		Expect(err).NotTo(HaveOccurred())
+		entries, err := archive.ReadAll(rc)
+		_ = rc.Close()
+		Expect(err).NotTo(HaveOccurred())
+		for _, e := range entries {
+			if e.Name == "resources/configmaps/namespaces/app-1/plain.json" {
+				var cm corev1.ConfigMap
+				Expect(json.Unmarshal(e.Data, &cm)).To(Succeed())
+				Expect(cm.APIVersion).To(Equal("v1"))
+				Expect(cm.Kind).To(Equal("ConfigMap"))
+				Expect(cm.Name).To(Equal("plain"))
+				Expect(cm.Data).To(Equal(map[string]string{"k": "v"}))
+			}
+		}
 		Expect(b.Status.Progress).To(Equal(cairnv1.NewBackupProgress(3, 3)))
 		Expect(b.Status.StartTimestamp).NotTo(BeNil())
 		Expect(b.Status.CompletionTimestamp).NotTo(BeNil())

@@ -95,7 +95,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Client:            mgr.GetClient(),
 			APIReader:         mgr.GetAPIReader(),
 			Namespace:         cfg.Namespace,
-			Runner:            &backup.Runner{Dynamic: dyn, Workers: cfg.ItemBlockWorkerCount, OnWorkerPool: cfg.OnWorkerPool},
+			Runner:            &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount, OnWorkerPool: cfg.OnWorkerPool},
 			Discovery:         disco,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
