@@ -18,11 +18,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -128,7 +131,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 		// Progress is written every few milliseconds, so that it lands in the middle of every
 		// backup and the final write must start from the stored object.
 		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record,
-			ProgressInterval: 2 * time.Millisecond}))
+			ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{asyncSecretAction{}}}))
 		Eventually(func() cairnv1.StorageLocationPhase {
 			var l cairnv1.BackupStorageLocation
 			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
@@ -247,6 +250,23 @@ var _ = Describe("Backup execution", Ordered, func() {
 		Expect(b.Status.ValidationErrors).To(ConsistOf(ContainSubstring("storage location exec-broken is not Available: path")))
 	})
 
+	It("records the async operations an action starts, before leaving InProgress", func() {
+		ensureNamespace("ops")
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "snap-me"}, StringData: map[string]string{"a": "b"}})
+		createBackup(operatorNamespace, "exec-ops", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops"}, IncludedResources: []string{"secrets"}})
+		b := waitPhase("exec-ops", cairnv1.BackupPhaseWaitingForPluginOperations)
+		Expect(b.Status.BackupItemOperationsAttempted).To(Equal(int32(1)))
+		var ops []struct {
+			Action, OperationID string
+			Item                struct{ Namespace, Name string }
+		}
+		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "exec-ops").ItemOperations, &ops)
+		Expect(ops).To(HaveLen(1))
+		Expect(ops[0].Action).To(Equal("test/async-secret"))
+		Expect(ops[0].OperationID).To(Equal("op-ops-snap-me"))
+		Expect(ops[0].Item.Name).To(Equal("snap-me"))
+	})
+
 	It("runs two backups at once, each on its own worker pool", func() {
 		createBackup(operatorNamespace, "par-1", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps"}})
 		createBackup(operatorNamespace, "par-2", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"}, IncludedResources: []string{"configmaps"}})
@@ -318,3 +338,22 @@ func (p *poolRecorder) snapshot() ([]string, int) {
 	defer p.mu.Unlock()
 	return append([]string(nil), p.started...), p.running
 }
+
+// asyncSecretAction starts an (imaginary) async operation for every secret in namespace ops.
+type asyncSecretAction struct{}
+
+func (asyncSecretAction) Name() string { return "test/async-secret" }
+func (asyncSecretAction) AppliesTo() []schema.GroupResource {
+	return []schema.GroupResource{{Resource: "secrets"}}
+}
+func (asyncSecretAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (backup.ExecuteResult, error) {
+	res := backup.ExecuteResult{Item: item}
+	if item.GetNamespace() == "ops" {
+		res.OperationID = "op-ops-" + item.GetName()
+	}
+	return res, nil
+}
+func (asyncSecretAction) Progress(context.Context, string, *cairnv1.Backup) (backup.OperationProgress, error) {
+	return backup.OperationProgress{}, nil
+}
+func (asyncSecretAction) Cancel(context.Context, string, *cairnv1.Backup) error { return nil }

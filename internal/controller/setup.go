@@ -40,6 +40,8 @@ type Config struct {
 	// ProgressInterval is how often a running backup's progress is written, at most; 0 means
 	// DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// Actions are BackupItemActions registered in-process after the built-in ones.
+	Actions []backup.BackupItemAction
 	// OnWorkerPool, when set, is told when a backup's worker pool starts (+n) and stops (-n).
 	OnWorkerPool func(backup string, delta int)
 	// RecoverySteps run once, in order, when this manager starts leading and before any
@@ -92,10 +94,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:              recovery,
 		}},
 		{"backup", &BackupReconciler{
-			Client:            mgr.GetClient(),
-			APIReader:         mgr.GetAPIReader(),
-			Namespace:         cfg.Namespace,
-			Runner:            &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount, OnWorkerPool: cfg.OnWorkerPool},
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Namespace: cfg.Namespace,
+			Runner: &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount,
+				ExtraActions: cfg.Actions, OnWorkerPool: cfg.OnWorkerPool},
 			Discovery:         disco,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
