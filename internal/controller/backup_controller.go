@@ -88,7 +88,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		if b.DeletionTimestamp != nil {
 			reason, message = cairnv1.ReasonBackupDeleted, "Backup deleted before it started"
 		}
-		return ctrl.Result{}, r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 			cancelledStatus(s, b.Generation, reason, message, now)
 		})
 	}
@@ -102,14 +102,14 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}
 	if problem != nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
-		return ctrl.Result{}, r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = []string{problem.Error()}
 			s.CompletionTimestamp = &now
 		})
 	}
 	expiration := metav1.NewTime(now.Add(b.Spec.GetTTL()))
-	if err := r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now
 		s.Expiration = &expiration
@@ -202,7 +202,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading the log to storage location %s: %v", bsl.Name, err))
 	}
 	next := nextAfterInProgress(errs > 0, len(outcome.Operations) > 0)
-	return r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+	return patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.Progress = cairnv1.NewBackupProgress(done, total)
 		s.Warnings, s.Errors = warnings, errs
@@ -283,7 +283,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *bac
 	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", reason)
 	now := metav1.NewTime(r.Clock.Now())
 	warnings, errs := log.Counts()
-	return r.patchStatus(ctx, b, func(s *cairnv1.BackupStatus) {
+	return patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFailed
 		s.FailureReason = reason
 		s.CompletionTimestamp = &now
@@ -347,20 +347,15 @@ func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctr
 // failRestarted fails a backup that was InProgress when the operator stopped, removing its
 // partial uploads and keeping its log.
 func failRestarted(ctx context.Context, c client.Client, namespace string, b *cairnv1.Backup, now time.Time) error {
-	var locations cairnv1.BackupStorageLocationList
-	if err := c.List(ctx, &locations, client.InNamespace(namespace)); err == nil {
-		if bsl, err := location.Resolve(locations.Items, namespace, b.Status.StorageLocation); err == nil {
-			if store, err := location.Open(ctx, c, bsl); err == nil {
-				removePartialBackup(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
-			}
-		}
+	if store, err := backupStore(ctx, c, namespace, b); err == nil {
+		removePartialBackup(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
 	}
-	old := b.DeepCopy()
 	t := metav1.NewTime(now)
-	b.Status.Phase = cairnv1.BackupPhaseFailed
-	b.Status.FailureReason = FailureReasonRestarted
-	b.Status.CompletionTimestamp = &t
-	return c.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}))
+	return patchBackupStatus(ctx, c, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFailed
+		s.FailureReason = FailureReasonRestarted
+		s.CompletionTimestamp = &t
+	})
 }
 
 // FailInProgressBackups is the restart-recovery step for InProgress backups (DESIGN.md
@@ -380,15 +375,6 @@ func FailInProgressBackups(c client.Client, namespace string, clk clock.PassiveC
 		}
 		return nil
 	}}
-}
-
-func (r *BackupReconciler) patchStatus(ctx context.Context, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
-	old := b.DeepCopy()
-	mutate(&b.Status)
-	if err := r.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
-	}
-	return nil
 }
 
 // SetupWithManager registers the reconciler for backups in its phases.

@@ -422,20 +422,19 @@ func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string, cluste
 
 func qualifiedName(b *cairnv1.Backup) string { return b.Namespace + "/" + b.Name }
 
-// patchBackupStatus applies mutate to b's status and patches it with an optimistic lock; b is
-// updated in place. A conflict (someone else wrote first) is returned, and the pass is retried.
+// patchBackupStatus writes b's status (the package's patchBackupStatus) and records the write
+// in the pass.
 func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
-	old := b.DeepCopy()
-	mutate(&b.Status)
-	if err := r.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+	oldPhase := b.Status.Phase
+	if err := patchBackupStatus(ctx, r.Client, b, mutate); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
 		}
-		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
+		return err
 	}
 	pass.mu.Lock()
 	defer pass.mu.Unlock()
-	pass.structural = pass.structural || old.Status.Phase != b.Status.Phase
+	pass.structural = pass.structural || oldPhase != b.Status.Phase
 	pass.written = append(pass.written, b)
 	return nil
 }

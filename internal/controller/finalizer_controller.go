@@ -15,7 +15,6 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
-	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -46,17 +45,9 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	var locations cairnv1.BackupStorageLocationList
-	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
-		return ctrl.Result{}, err
-	}
-	bsl, err := location.Resolve(locations.Items, r.Namespace, b.Status.StorageLocation)
+	store, err := backupStore(ctx, r.Client, r.Namespace, &b)
 	if err != nil {
 		return ctrl.Result{}, err // the location may come back; retried with backoff
-	}
-	store, err := location.Open(ctx, r.Client, bsl)
-	if err != nil {
-		return ctrl.Result{}, err
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
 	digest, err := archiveDigest(ctx, store, keys)
@@ -75,11 +66,11 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := storage.WriteMetadata(ctx, store, keys, meta); err != nil {
 		return ctrl.Result{}, err
 	}
-	old := b.DeepCopy()
 	t := metav1.NewTime(now)
-	b.Status.Phase = final
-	b.Status.CompletionTimestamp = &t
-	if err := r.Status().Patch(ctx, &b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := patchBackupStatus(ctx, r.Client, &b, func(s *cairnv1.BackupStatus) {
+		s.Phase = final
+		s.CompletionTimestamp = &t
+	}); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(&b, nil, corev1.EventTypeNormal, string(final), "Finalize", "Backup %s", final)
