@@ -63,10 +63,11 @@ func run(args []string) int {
 		return 1
 	}
 	if err := controller.SetupWithManager(mgr, controller.Config{
-		Namespace:            opts.namespace,
-		ConcurrentBackups:    opts.concurrentBackups,
-		ItemBlockWorkerCount: opts.itemBlockWorkerCount,
-		QueueResyncPeriod:    opts.queueResyncPeriod,
+		Namespace:                  opts.namespace,
+		ConcurrentBackups:          opts.concurrentBackups,
+		ItemBlockWorkerCount:       opts.itemBlockWorkerCount,
+		QueueResyncPeriod:          opts.queueResyncPeriod,
+		ItemOperationSyncFrequency: opts.operationSync,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

@@ -23,6 +23,7 @@ type options struct {
 	probeAddr            string
 	leaderElect          bool
 	queueResyncPeriod    time.Duration
+	operationSync        time.Duration
 	zap                  zap.Options
 }
 
@@ -46,6 +47,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Elect a leader so that only one manager replica reconciles at a time.")
 	fs.DurationVar(&o.queueResyncPeriod, "queue-resync-period", controller.DefaultQueueResyncPeriod,
 		"How often the backup queue is reconciled without any event (a safety net; hand-offs are event-driven).")
+	fs.DurationVar(&o.operationSync, "item-operation-sync-frequency", controller.DefaultItemOperationSyncFrequency,
+		"How often unfinished async plugin operations (such as volume snapshots) are polled.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -69,6 +72,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.queueResyncPeriod <= 0 {
 		return o, fmt.Errorf("invalid value %s for --queue-resync-period: must be greater than zero", o.queueResyncPeriod)
+	}
+	if o.operationSync <= 0 {
+		return o, fmt.Errorf("invalid value %s for --item-operation-sync-frequency: must be greater than zero", o.operationSync)
 	}
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))

@@ -34,11 +34,11 @@ func TestParseOptions(t *testing.T) {
 			name: "every flag set",
 			args: []string{"--namespace=backups", "--concurrent-backups=3", "--item-block-worker-count=8",
 				"--kubeconfig=/tmp/kc", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9",
-				"--leader-elect", "--queue-resync-period=5s"},
+				"--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
-					queueResyncPeriod: 5 * time.Second}
+					queueResyncPeriod: 5 * time.Second, operationSync: 3 * time.Second}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -52,6 +52,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad namespace", args: []string{"--namespace=Not_A_Namespace"}, wantErr: `invalid value "Not_A_Namespace" for --namespace`},
 		{name: "empty namespace", args: []string{"--namespace="}, wantErr: "--namespace"},
 		{name: "zero resync period", args: []string{"--queue-resync-period=0s"}, wantErr: "invalid value 0s for --queue-resync-period: must be greater than zero"},
+		{name: "zero operation sync", args: []string{"--item-operation-sync-frequency=0s"}, wantErr: "--item-operation-sync-frequency: must be greater than zero"},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}

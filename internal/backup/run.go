@@ -81,7 +81,25 @@ type Operation struct {
 	Item               ItemID    `json:"item"`
 	PostOperationItems []ItemID  `json:"postOperationItems,omitempty"`
 	Started            time.Time `json:"started"`
+	// Phase is "" or OperationInProgress while it runs, then OperationCompleted or OperationFailed.
+	Phase       string    `json:"phase,omitempty"`
+	Error       string    `json:"error,omitempty"`
+	NCompleted  int64     `json:"nCompleted,omitempty"`
+	NTotal      int64     `json:"nTotal,omitempty"`
+	Units       string    `json:"units,omitempty"`
+	Description string    `json:"description,omitempty"`
+	Updated     time.Time `json:"updated,omitzero"`
 }
+
+// Phases of an Operation.
+const (
+	OperationInProgress = "InProgress"
+	OperationCompleted  = "Completed"
+	OperationFailed     = "Failed"
+)
+
+// Running reports whether the operation has not finished.
+func (o Operation) Running() bool { return o.Phase == "" || o.Phase == OperationInProgress }
 
 // ItemResult is a warning or error about one item.
 type ItemResult struct {

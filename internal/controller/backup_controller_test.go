@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,7 +133,8 @@ var _ = Describe("Backup execution", Ordered, func() {
 		// Progress is written every few milliseconds, so that it lands in the middle of every
 		// backup and the final write must start from the stored object.
 		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record,
-			ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{asyncSecretAction{}}}))
+			ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{asyncSecretAction{}},
+			ItemOperationSyncFrequency: 100 * time.Millisecond}))
 		Eventually(func() cairnv1.StorageLocationPhase {
 			var l cairnv1.BackupStorageLocation
 			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
@@ -267,6 +270,47 @@ var _ = Describe("Backup execution", Ordered, func() {
 		Expect(ops[0].Item.Name).To(Equal("snap-me"))
 	})
 
+	It("waits for async operations, then finalizes; a failed one makes the backup PartiallyFailed", func() {
+		ensureNamespace("ops-a")
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "one"}, StringData: map[string]string{"a": "b"}})
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "two"}, StringData: map[string]string{"a": "b"}})
+		createBackup(operatorNamespace, "ops-good", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-a"}, IncludedResources: []string{"secrets"}})
+		waitPhase("ops-good", cairnv1.BackupPhaseWaitingForPluginOperations)
+		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "ops-good").Status.Phase }).
+			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseWaitingForPluginOperations))
+		setOperation("op-ops-a-one", "done")
+		setOperation("op-ops-a-two", "done")
+		b := waitPhase("ops-good", cairnv1.BackupPhaseCompleted)
+		Expect(b.Status.BackupItemOperationsAttempted).To(Equal(int32(2)))
+		Expect(b.Status.BackupItemOperationsCompleted).To(Equal(int32(2)))
+		Expect(b.Status.BackupItemOperationsFailed).To(BeZero())
+		var ops []backup.Operation
+		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "ops-good").ItemOperations, &ops)
+		Expect(ops).To(HaveEach(HaveField("Phase", backup.OperationCompleted)))
+
+		ensureNamespace("ops-b")
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-b", Name: "bad"}, StringData: map[string]string{"a": "b"}})
+		setOperation("op-ops-b-bad", "the snapshot failed")
+		createBackup(operatorNamespace, "ops-bad", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-b"}, IncludedResources: []string{"secrets"}})
+		b = waitPhase("ops-bad", cairnv1.BackupPhasePartiallyFailed)
+		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
+		Eventually(func() []eventsv1.Event { return backupEvents(operatorNamespace, "ops-bad") }).Should(
+			ContainElement(And(HaveField("Reason", "OperationFailed"), HaveField("Note", ContainSubstring("the snapshot failed")))))
+	})
+
+	It("cancels an operation past itemOperationTimeout and fails it as timed out", func() {
+		ensureNamespace("ops-slow")
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-slow", Name: "slow"}, StringData: map[string]string{"a": "b"}})
+		createBackup(operatorNamespace, "ops-timeout", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-slow"}, IncludedResources: []string{"secrets"},
+			ItemOperationTimeout: &metav1.Duration{Duration: time.Second}})
+		b := waitPhase("ops-timeout", cairnv1.BackupPhasePartiallyFailed)
+		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
+		Expect(cancelledOperations()).To(ContainElement("op-ops-slow-slow"))
+		var ops []backup.Operation
+		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "ops-timeout").ItemOperations, &ops)
+		Expect(ops).To(ConsistOf(And(HaveField("Phase", backup.OperationFailed), HaveField("Error", "timed out after 1s"))))
+	})
+
 	It("runs two backups at once, each on its own worker pool", func() {
 		createBackup(operatorNamespace, "par-1", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps"}})
 		createBackup(operatorNamespace, "par-2", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"}, IncludedResources: []string{"configmaps"}})
@@ -339,8 +383,27 @@ func (p *poolRecorder) snapshot() ([]string, int) {
 	return append([]string(nil), p.started...), p.running
 }
 
-// asyncSecretAction starts an (imaginary) async operation for every secret in namespace ops.
+// asyncSecretAction starts an (imaginary) async operation for every secret in a namespace
+// starting with "ops"; the test decides how each operation goes with setOperation.
 type asyncSecretAction struct{}
+
+var operations = struct {
+	sync.Mutex
+	state     map[string]string // operation ID → "", "done" or an error message
+	cancelled []string
+}{state: map[string]string{}}
+
+func setOperation(id, state string) {
+	operations.Lock()
+	defer operations.Unlock()
+	operations.state[id] = state
+}
+
+func cancelledOperations() []string {
+	operations.Lock()
+	defer operations.Unlock()
+	return append([]string(nil), operations.cancelled...)
+}
 
 func (asyncSecretAction) Name() string { return "test/async-secret" }
 func (asyncSecretAction) AppliesTo() []schema.GroupResource {
@@ -348,12 +411,26 @@ func (asyncSecretAction) AppliesTo() []schema.GroupResource {
 }
 func (asyncSecretAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (backup.ExecuteResult, error) {
 	res := backup.ExecuteResult{Item: item}
-	if item.GetNamespace() == "ops" {
-		res.OperationID = "op-ops-" + item.GetName()
+	if strings.HasPrefix(item.GetNamespace(), "ops") {
+		res.OperationID = "op-" + item.GetNamespace() + "-" + item.GetName()
 	}
 	return res, nil
 }
-func (asyncSecretAction) Progress(context.Context, string, *cairnv1.Backup) (backup.OperationProgress, error) {
-	return backup.OperationProgress{}, nil
+func (asyncSecretAction) Progress(_ context.Context, id string, _ *cairnv1.Backup) (backup.OperationProgress, error) {
+	operations.Lock()
+	defer operations.Unlock()
+	switch state := operations.state[id]; state {
+	case "":
+		return backup.OperationProgress{NCompleted: 1, NTotal: 2, Description: "copying"}, nil
+	case "done":
+		return backup.OperationProgress{Completed: true, NCompleted: 2, NTotal: 2}, nil
+	default:
+		return backup.OperationProgress{Err: state}, nil
+	}
 }
-func (asyncSecretAction) Cancel(context.Context, string, *cairnv1.Backup) error { return nil }
+func (asyncSecretAction) Cancel(_ context.Context, id string, _ *cairnv1.Backup) error {
+	operations.Lock()
+	defer operations.Unlock()
+	operations.cancelled = append(operations.cancelled, id)
+	return nil
+}

@@ -34,9 +34,12 @@ type Config struct {
 	QueueResyncPeriod time.Duration
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
-	// Controllers names the reconcilers to run ("queue", "backup", "finalizer",
+	// Controllers names the reconcilers to run ("queue", "backup", "operations", "finalizer",
 	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
 	Controllers []string
+	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
+	// DefaultItemOperationSyncFrequency.
+	ItemOperationSyncFrequency time.Duration
 	// ProgressInterval is how often a running backup's progress is written, at most; 0 means
 	// DefaultProgressInterval.
 	ProgressInterval time.Duration
@@ -65,6 +68,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}, cfg.RecoverySteps...)...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
+	}
+	if cfg.ItemOperationSyncFrequency <= 0 {
+		cfg.ItemOperationSyncFrequency = DefaultItemOperationSyncFrequency
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
@@ -105,6 +111,15 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:              recovery,
 			ConcurrentBackups: cfg.ConcurrentBackups,
 			ProgressInterval:  cfg.ProgressInterval,
+		}},
+		{"operations", &OperationsReconciler{
+			Client:        mgr.GetClient(),
+			Namespace:     cfg.Namespace,
+			Registry:      backup.NewRegistry(nil, cfg.Actions...),
+			Clock:         cfg.Clock,
+			Recorder:      mgr.GetEventRecorder("cairn-operations"),
+			Gate:          recovery,
+			SyncFrequency: cfg.ItemOperationSyncFrequency,
 		}},
 		{"finalizer", &FinalizerReconciler{
 			Client:    mgr.GetClient(),

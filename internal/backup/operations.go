@@ -1,0 +1,74 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+// AdvanceOperation asks an unfinished operation's action how it is doing and returns the
+// operation updated: Completed, Failed (with the error), or still InProgress with its
+// progress. One past its timeout is cancelled and fails with "timed out". action is nil when
+// no registered action has the operation's name.
+func AdvanceOperation(ctx context.Context, op Operation, action BackupItemAction, b *cairnv1.Backup, now time.Time, timeout time.Duration) Operation {
+	if !op.Running() {
+		return op
+	}
+	op.Updated = now
+	if action == nil {
+		op.Phase, op.Error = OperationFailed, fmt.Sprintf("action %s is not registered", op.Action)
+		return op
+	}
+	if now.Sub(op.Started) > timeout {
+		_ = action.Cancel(ctx, op.OperationID, b)
+		op.Phase, op.Error = OperationFailed, fmt.Sprintf("timed out after %s", timeout)
+		return op
+	}
+	p, err := action.Progress(ctx, op.OperationID, b)
+	switch {
+	case err != nil:
+		op.Phase, op.Error = OperationFailed, err.Error()
+	case p.Err != "":
+		op.Phase, op.Error = OperationFailed, p.Err
+	case p.Completed:
+		op.Phase = OperationCompleted
+	default:
+		op.Phase = OperationInProgress
+	}
+	op.NCompleted, op.NTotal, op.Units, op.Description = p.NCompleted, p.NTotal, p.Units, p.Description
+	return op
+}
+
+// OperationCounts counts operations by outcome.
+func OperationCounts(ops []Operation) (running, completed, failed int) {
+	for _, op := range ops {
+		switch {
+		case op.Running():
+			running++
+		case op.Phase == OperationCompleted:
+			completed++
+		default:
+			failed++
+		}
+	}
+	return running, completed, failed
+}
+
+// NextAfterOperations is the phase of a backup in WaitingForPluginOperations* given its
+// operations: it stays (turning PartiallyFailed once one failed) while any runs, then goes to
+// Finalizing or FinalizingPartiallyFailed.
+func NextAfterOperations(phase cairnv1.BackupPhase, ops []Operation) cairnv1.BackupPhase {
+	running, _, failed := OperationCounts(ops)
+	partial := phase == cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed || failed > 0
+	switch {
+	case running > 0 && partial:
+		return cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+	case running > 0:
+		return cairnv1.BackupPhaseWaitingForPluginOperations
+	case partial:
+		return cairnv1.BackupPhaseFinalizingPartiallyFailed
+	}
+	return cairnv1.BackupPhaseFinalizing
+}

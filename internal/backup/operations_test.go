@@ -1,0 +1,110 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+type scriptedAction struct {
+	progress  OperationProgress
+	err       error
+	cancelled *[]string
+}
+
+func (scriptedAction) Name() string                      { return "test/scripted" }
+func (scriptedAction) AppliesTo() []schema.GroupResource { return nil }
+func (scriptedAction) Execute(context.Context, *unstructured.Unstructured, *cairnv1.Backup) (ExecuteResult, error) {
+	return ExecuteResult{}, nil
+}
+func (a scriptedAction) Progress(context.Context, string, *cairnv1.Backup) (OperationProgress, error) {
+	return a.progress, a.err
+}
+func (a scriptedAction) Cancel(_ context.Context, id string, _ *cairnv1.Backup) error {
+	*a.cancelled = append(*a.cancelled, id)
+	return nil
+}
+
+func TestAdvanceOperation(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	op := Operation{Action: "test/scripted", OperationID: "op-1", Started: t0}
+	tests := []struct {
+		name       string
+		op         Operation
+		action     func(*[]string) BackupItemAction
+		now        time.Time
+		wantPhase  string
+		wantErr    string
+		wantCancel bool
+	}{
+		{name: "still running", op: op, now: t0.Add(time.Minute),
+			action: func(c *[]string) BackupItemAction {
+				return scriptedAction{progress: OperationProgress{NCompleted: 3, NTotal: 10}, cancelled: c}
+			},
+			wantPhase: OperationInProgress},
+		{name: "completed", op: op, now: t0.Add(time.Minute),
+			action: func(c *[]string) BackupItemAction {
+				return scriptedAction{progress: OperationProgress{Completed: true}, cancelled: c}
+			},
+			wantPhase: OperationCompleted},
+		{name: "reported failure", op: op, now: t0.Add(time.Minute),
+			action: func(c *[]string) BackupItemAction {
+				return scriptedAction{progress: OperationProgress{Err: "snapshot failed"}, cancelled: c}
+			},
+			wantPhase: OperationFailed, wantErr: "snapshot failed"},
+		{name: "progress call failed", op: op, now: t0.Add(time.Minute),
+			action:    func(c *[]string) BackupItemAction { return scriptedAction{err: errors.New("boom"), cancelled: c} },
+			wantPhase: OperationFailed, wantErr: "boom"},
+		{name: "timed out: cancelled", op: op, now: t0.Add(2 * time.Hour),
+			action:    func(c *[]string) BackupItemAction { return scriptedAction{cancelled: c} },
+			wantPhase: OperationFailed, wantErr: "timed out after 1h0m0s", wantCancel: true},
+		{name: "unknown action", op: op, now: t0.Add(time.Minute),
+			action:    func(*[]string) BackupItemAction { return nil },
+			wantPhase: OperationFailed, wantErr: "action test/scripted is not registered"},
+		{name: "finished stays finished", op: Operation{Phase: OperationCompleted, Started: t0}, now: t0.Add(5 * time.Hour),
+			action:    func(c *[]string) BackupItemAction { return scriptedAction{cancelled: c} },
+			wantPhase: OperationCompleted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cancelled []string
+			got := AdvanceOperation(context.Background(), tt.op, tt.action(&cancelled), &cairnv1.Backup{}, tt.now, time.Hour)
+			if got.Phase != tt.wantPhase || got.Error != tt.wantErr {
+				t.Errorf("got %s %q, want %s %q", got.Phase, got.Error, tt.wantPhase, tt.wantErr)
+			}
+			if (len(cancelled) > 0) != tt.wantCancel {
+				t.Errorf("cancelled = %v", cancelled)
+			}
+		})
+	}
+}
+
+func TestNextAfterOperations(t *testing.T) {
+	running := Operation{Phase: OperationInProgress}
+	done := Operation{Phase: OperationCompleted}
+	failed := Operation{Phase: OperationFailed}
+	w, wp := cairnv1.BackupPhaseWaitingForPluginOperations, cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+	tests := []struct {
+		phase cairnv1.BackupPhase
+		ops   []Operation
+		want  cairnv1.BackupPhase
+	}{
+		{w, []Operation{running, done}, w},
+		{w, []Operation{running, failed}, wp},
+		{w, []Operation{done, done}, cairnv1.BackupPhaseFinalizing},
+		{w, []Operation{done, failed}, cairnv1.BackupPhaseFinalizingPartiallyFailed},
+		{wp, []Operation{done}, cairnv1.BackupPhaseFinalizingPartiallyFailed},
+		{wp, []Operation{running}, wp},
+	}
+	for _, tt := range tests {
+		if got := NextAfterOperations(tt.phase, tt.ops); got != tt.want {
+			t.Errorf("NextAfterOperations(%s, %v) = %s, want %s", tt.phase, tt.ops, got, tt.want)
+		}
+	}
+}

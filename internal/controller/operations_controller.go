@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// DefaultItemOperationSyncFrequency is how often unfinished async operations are polled.
+const DefaultItemOperationSyncFrequency = 10 * time.Second
+
+// OperationsReconciler follows the async operations that BackupItemActions started (DESIGN.md
+// section 6). It owns WaitingForPluginOperations and WaitingForPluginOperationsPartiallyFailed:
+// it polls each unfinished operation's Progress, cancels those past spec.itemOperationTimeout,
+// keeps the -itemoperations.json.gz object and the operation counts in status up to date, and
+// moves the backup to Finalizing[PartiallyFailed] once none is left running. The operations
+// object is its state, so a restarted manager resumes where it was.
+type OperationsReconciler struct {
+	client.Client
+	Namespace string
+	Registry  *backup.Registry
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
+		Wait(ctx context.Context) error
+	}
+	// SyncFrequency is how often unfinished operations are polled.
+	SyncFrequency time.Duration
+}
+
+// Reconcile polls one backup's operations.
+func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.Gate.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var b cairnv1.Backup
+	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations && b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
+		return ctrl.Result{}, nil
+	}
+	store, err := backupStore(ctx, r.Client, r.Namespace, &b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	keys := store.Layout.Backup(b.Namespace, b.Name)
+	ops, err := readOperations(ctx, store, keys)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	now := r.Clock.Now()
+	changed := false
+	for i, op := range ops {
+		next := backup.AdvanceOperation(ctx, op, r.Registry.Named(op.Action), &b, now, b.Spec.GetItemOperationTimeout())
+		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.Description != op.Description {
+			changed = true
+		}
+		if next.Phase == backup.OperationFailed && op.Phase != backup.OperationFailed {
+			r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, "OperationFailed", "Poll",
+				"Operation %s of %s on %s failed: %s", next.OperationID, next.Action, next.Item, next.Error)
+		}
+		ops[i] = next
+	}
+	if changed {
+		data, err := backup.GzipJSON(ops)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := store.Put(ctx, keys.ItemOperations, bytes.NewReader(data)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	running, completed, failed := backup.OperationCounts(ops)
+	next := backup.NextAfterOperations(b.Status.Phase, ops)
+	if err := patchBackupStatus(ctx, r.Client, &b, func(s *cairnv1.BackupStatus) {
+		s.Phase = next
+		s.BackupItemOperationsAttempted = int32(len(ops))
+		s.BackupItemOperationsCompleted = int32(completed)
+		s.BackupItemOperationsFailed = int32(failed)
+		if failed > 0 && s.Errors < int32(failed) {
+			s.Errors = int32(failed)
+		}
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if running > 0 {
+		return ctrl.Result{RequeueAfter: r.SyncFrequency}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// readOperations reads a backup's operations object.
+func readOperations(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) ([]backup.Operation, error) {
+	rc, err := store.Get(ctx, keys.ItemOperations)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operations: %w", err)
+	}
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operations: %w", err)
+	}
+	var ops []backup.Operation
+	if err := json.NewDecoder(gz).Decode(&ops); err != nil {
+		return nil, fmt.Errorf("decoding the operations: %w", err)
+	}
+	return ops, nil
+}
+
+// SetupWithManager registers the reconciler for backups in its phases.
+func (r *OperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		b, ok := obj.(*cairnv1.Backup)
+		return ok && (b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperations ||
+			b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("operations").
+		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
+		Complete(r)
+}
