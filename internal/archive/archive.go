@@ -52,6 +52,11 @@ func NewWriter(w io.Writer, modTime time.Time) (*Writer, error) {
 	return aw, nil
 }
 
+// AddEntry writes an entry as it is, such as one copied from another archive.
+func (w *Writer) AddEntry(name string, data []byte) error {
+	return w.add(name, data)
+}
+
 // AddItem writes one item's JSON.
 func (w *Writer) AddItem(resource, group, namespace, name string, data []byte) error {
 	return w.add(ItemPath(resource, group, namespace, name), data)
@@ -92,29 +97,40 @@ type Entry struct {
 	Data []byte
 }
 
-// ReadAll reads every entry of an archive (for tests and small archives).
-func ReadAll(r io.Reader) ([]Entry, error) {
+// Each calls fn with every entry of an archive, in order, one at a time.
+func Each(r io.Reader, fn func(Entry) error) error {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		return fmt.Errorf("archive: %w", err)
 	}
 	defer gz.Close()
 	tr := tar.NewReader(gz)
-	var entries []Entry
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return entries, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("archive: %w", err)
+			return fmt.Errorf("archive: %w", err)
 		}
 		data, err := io.ReadAll(tr)
 		if err != nil {
-			return nil, fmt.Errorf("archive: reading %s: %w", hdr.Name, err)
+			return fmt.Errorf("archive: reading %s: %w", hdr.Name, err)
 		}
-		entries = append(entries, Entry{Name: hdr.Name, Data: data})
+		if err := fn(Entry{Name: hdr.Name, Data: data}); err != nil {
+			return err
+		}
 	}
+}
+
+// ReadAll reads every entry of an archive (for tests and small archives).
+func ReadAll(r io.Reader) ([]Entry, error) {
+	var entries []Entry
+	err := Each(r, func(e Entry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	return entries, err
 }
 
 // ItemNames returns the item entries' names (without metadata), for comparisons.

@@ -85,6 +85,8 @@ func gunzipJSON(store storage.ObjectStore, key string, v any) {
 var _ = Describe("Backup execution", Ordered, func() {
 	var store *storage.Filesystem
 	var pools *poolRecorder
+	var startExecManager func() func()
+	var stopExecManager func()
 
 	BeforeAll(func() {
 		dir := GinkgoT().TempDir()
@@ -130,11 +132,15 @@ var _ = Describe("Backup execution", Ordered, func() {
 		}})
 
 		pools = &poolRecorder{}
-		// Progress is written every few milliseconds, so that it lands in the middle of every
-		// backup and the final write must start from the stored object.
-		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record,
-			ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{asyncSecretAction{}},
-			ItemOperationSyncFrequency: 100 * time.Millisecond}))
+		startExecManager = func() func() {
+			// Progress is written every few milliseconds, so that it lands in the middle of every
+			// backup and the final write must start from the stored object.
+			return startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record,
+				ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{asyncSecretAction{}},
+				ItemOperationSyncFrequency: 100 * time.Millisecond})
+		}
+		stopExecManager = startExecManager()
+		DeferCleanup(func() { stopExecManager() })
 		Eventually(func() cairnv1.StorageLocationPhase {
 			var l cairnv1.BackupStorageLocation
 			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
@@ -278,9 +284,17 @@ var _ = Describe("Backup execution", Ordered, func() {
 		waitPhase("ops-good", cairnv1.BackupPhaseWaitingForPluginOperations)
 		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "ops-good").Status.Phase }).
 			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseWaitingForPluginOperations))
+		// Operation one produced its result; two's result is gone by the end (a warning).
+		createObject(configMap("ops-a", "one-result", map[string]string{"made-by": "operation"}))
 		setOperation("op-ops-a-one", "done")
 		setOperation("op-ops-a-two", "done")
 		b := waitPhase("ops-good", cairnv1.BackupPhaseCompleted)
+		Expect(archiveItems(store, "ops-good")).To(Equal([]string{
+			"resources/configmaps/namespaces/ops-a/one-result.json",
+			"resources/secrets/namespaces/ops-a/one.json",
+			"resources/secrets/namespaces/ops-a/two.json",
+		}))
+		Expect(b.Status.Warnings).To(Equal(int32(1)))
 		Expect(b.Status.BackupItemOperationsAttempted).To(Equal(int32(2)))
 		Expect(b.Status.BackupItemOperationsCompleted).To(Equal(int32(2)))
 		Expect(b.Status.BackupItemOperationsFailed).To(BeZero())
@@ -296,6 +310,19 @@ var _ = Describe("Backup execution", Ordered, func() {
 		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
 		Eventually(func() []eventsv1.Event { return backupEvents(operatorNamespace, "ops-bad") }).Should(
 			ContainElement(And(HaveField("Reason", "OperationFailed"), HaveField("Note", ContainSubstring("the snapshot failed")))))
+	})
+
+	It("resumes waiting for operations after a manager restart", func() {
+		ensureNamespace("ops-restart")
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-restart", Name: "s"}, StringData: map[string]string{"a": "b"}})
+		createBackup(operatorNamespace, "ops-resume", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-restart"}, IncludedResources: []string{"secrets"}})
+		waitPhase("ops-resume", cairnv1.BackupPhaseWaitingForPluginOperations)
+		stopExecManager()
+		setOperation("op-ops-restart-s", "done")
+		createObject(configMap("ops-restart", "s-result", nil))
+		stopExecManager = startExecManager()
+		waitPhase("ops-resume", cairnv1.BackupPhaseCompleted)
+		Expect(archiveItems(store, "ops-resume")).To(ContainElement("resources/configmaps/namespaces/ops-restart/s-result.json"))
 	})
 
 	It("cancels an operation past itemOperationTimeout and fails it as timed out", func() {
@@ -413,6 +440,9 @@ func (asyncSecretAction) Execute(_ context.Context, item *unstructured.Unstructu
 	res := backup.ExecuteResult{Item: item}
 	if strings.HasPrefix(item.GetNamespace(), "ops") {
 		res.OperationID = "op-" + item.GetNamespace() + "-" + item.GetName()
+		// What the operation makes (think VolumeSnapshotContent) joins the backup when it is done.
+		res.PostOperationItems = []backup.ItemID{{GroupResource: schema.GroupResource{Resource: "configmaps"},
+			Namespace: item.GetNamespace(), Name: item.GetName() + "-result"}}
 	}
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,16 +16,21 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // FinalizerReconciler finishes backups. It owns Finalizing and FinalizingPartiallyFailed: it
 // writes the metadata object (the commit marker, with the archive's checksum) and moves the
 // backup to Completed or PartiallyFailed. This is the minimal finalizer of the execution
-// issue; adding post-operation items and FinalizingCancelled come with the next issues.
+// issue plus post-operation items: the items that completed async operations name are added to
+// a rebuilt archive. FinalizingCancelled comes with the cancellation issue.
 type FinalizerReconciler struct {
 	client.Client
 	Namespace string
+	// Runner fetches post-operation items and rebuilds the archive with them.
+	Runner    *backup.Runner
+	Discovery discovery.DiscoveryInterface
 	Clock     clock.Clock
 	Recorder  events.EventRecorder
 	Gate      interface {
@@ -50,15 +56,18 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err // the location may come back; retried with backoff
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
-	digest, err := archiveDigest(ctx, store, keys)
+	digest, warnings, err := r.finalArchive(ctx, store, keys)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	for _, w := range warnings {
+		r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, "PostOperationItem", "Finalize", w)
 	}
 	now := r.Clock.Now()
 	meta := storage.BackupMetadata{
 		FormatVersion: archive.FormatVersion, Namespace: b.Namespace, Name: b.Name, UID: string(b.UID),
 		Phase: string(final), ArchiveSHA256: digest.SHA256, ArchiveSize: digest.Size,
-		CompletionTimestamp: now, Warnings: int(b.Status.Warnings), Errors: int(b.Status.Errors),
+		CompletionTimestamp: now, Warnings: int(b.Status.Warnings) + len(warnings), Errors: int(b.Status.Errors),
 	}
 	if b.Status.StartTimestamp != nil {
 		meta.StartTimestamp = b.Status.StartTimestamp.Time
@@ -70,6 +79,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := patchBackupStatus(ctx, r.Client, &b, func(s *cairnv1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &t
+		s.Warnings += int32(len(warnings))
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -86,6 +96,34 @@ func finalPhase(p cairnv1.BackupPhase) (cairnv1.BackupPhase, bool) {
 		return cairnv1.BackupPhasePartiallyFailed, true
 	}
 	return "", false
+}
+
+// finalArchive adds the post-operation items of completed operations to the archive, when
+// there are any, and returns the final archive's checksum.
+func (r *FinalizerReconciler) finalArchive(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, []string, error) {
+	var postItems []backup.ItemID
+	if ok, err := store.Exists(ctx, keys.ItemOperations); err != nil {
+		return storage.ArchiveDigest{}, nil, err
+	} else if ok {
+		ops, err := readOperations(ctx, store, keys)
+		if err != nil {
+			return storage.ArchiveDigest{}, nil, err
+		}
+		for _, op := range ops {
+			if op.Phase == backup.OperationCompleted {
+				postItems = append(postItems, op.PostOperationItems...)
+			}
+		}
+	}
+	if len(postItems) == 0 {
+		d, err := archiveDigest(ctx, store, keys)
+		return d, nil, err
+	}
+	lists, err := r.Discovery.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return storage.ArchiveDigest{}, nil, fmt.Errorf("discovering the cluster's resources: %w", err)
+	}
+	return r.Runner.AddPostOperationItems(ctx, store, keys, backup.ResourcesFromDiscovery(lists), postItems)
 }
 
 // archiveDigest reads the uploaded archive back and computes its checksum.

@@ -86,6 +86,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the discovery client: %w", err)
 	}
+	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount,
+		ExtraActions: cfg.Actions, OnWorkerPool: cfg.OnWorkerPool}
 	reconcilers := []struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -100,11 +102,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:              recovery,
 		}},
 		{"backup", &BackupReconciler{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Namespace: cfg.Namespace,
-			Runner: &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount,
-				ExtraActions: cfg.Actions, OnWorkerPool: cfg.OnWorkerPool},
+			Client:            mgr.GetClient(),
+			APIReader:         mgr.GetAPIReader(),
+			Namespace:         cfg.Namespace,
+			Runner:            runner,
 			Discovery:         disco,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
@@ -124,6 +125,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"finalizer", &FinalizerReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
+			Runner:    runner,
+			Discovery: disco,
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-finalizer"),
 			Gate:      recovery,
