@@ -39,14 +39,17 @@ type ExecuteResult struct {
 
 // OperationProgress is what Progress reports of an async operation.
 type OperationProgress struct {
-	Completed   bool
-	Err         string
-	NCompleted  int64
-	NTotal      int64
-	Units       string
-	Description string
-	Started     time.Time
-	Updated     time.Time
+	Completed bool
+	// PostOperationItems, on completion, are more items to add to the backup: those known only
+	// once the operation is done (the VolumeSnapshotContent of a snapshot).
+	PostOperationItems []ItemID
+	Err                string
+	NCompleted         int64
+	NTotal             int64
+	Units              string
+	Description        string
+	Started            time.Time
+	Updated            time.Time
 }
 
 // BackupItemAction is a plugin that sees every item of the resources it applies to (v2 of

@@ -34,6 +34,7 @@ func AdvanceOperation(ctx context.Context, op Operation, action BackupItemAction
 		op.Phase, op.Error = OperationFailed, p.Err
 	case p.Completed:
 		op.Phase = OperationCompleted
+		op.PostOperationItems = append(op.PostOperationItems, p.PostOperationItems...)
 	default:
 		op.Phase = OperationInProgress
 	}

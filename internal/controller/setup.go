@@ -86,8 +86,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the discovery client: %w", err)
 	}
+	actions := append([]backup.BackupItemAction{backup.CSISnapshotAction{Dynamic: dyn}}, cfg.Actions...)
 	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount,
-		ExtraActions: cfg.Actions, OnWorkerPool: cfg.OnWorkerPool}
+		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool}
 	reconcilers := []struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -116,7 +117,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"operations", &OperationsReconciler{
 			Client:        mgr.GetClient(),
 			Namespace:     cfg.Namespace,
-			Registry:      backup.NewRegistry(nil, cfg.Actions...),
+			Registry:      backup.NewRegistry(nil, actions...),
 			Clock:         cfg.Clock,
 			Recorder:      mgr.GetEventRecorder("cairn-operations"),
 			Gate:          recovery,

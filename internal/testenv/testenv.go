@@ -39,6 +39,11 @@ func CRDDir() string {
 	return filepath.Join(RepoRoot(), "config", "crd", "bases")
 }
 
+// SnapshotCRDDir is where the CSI snapshot CRDs for tests are (make manifests generates them).
+func SnapshotCRDDir() string {
+	return filepath.Join(RepoRoot(), "test", "crds", "snapshot")
+}
+
 // Scheme is a scheme with the built-in kinds and Cairn's.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
@@ -56,7 +61,7 @@ func New() (*envtest.Environment, error) {
 	}
 	return &envtest.Environment{
 		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     []string{CRDDir()},
+		CRDDirectoryPaths:     []string{CRDDir(), SnapshotCRDDir()},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}, nil

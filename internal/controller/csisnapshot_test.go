@@ -1,0 +1,188 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+const testDriver = "test.csi.cairn.dev"
+
+var volumeSnapshotsGVK = snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshotList")
+
+// simulateSnapshotter plays a CSI snapshotter until ctx ends: for each new VolumeSnapshot it
+// creates a VolumeSnapshotContent and, after a delay, sets readyToUse; a snapshot of a PVC whose
+// name contains "fail" gets an error instead, and one of a "slow" PVC never gets ready.
+func simulateSnapshotter(ctx context.Context, delay time.Duration) {
+	defer GinkgoRecover()
+	seen := map[string]time.Time{}
+	for ctx.Err() == nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(volumeSnapshotsGVK)
+		if err := k8sClient.List(ctx, list); err == nil {
+			for _, u := range list.Items {
+				var vs snapshotv1.VolumeSnapshot
+				if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vs) != nil || vs.Status != nil {
+					continue
+				}
+				key := vs.Namespace + "/" + vs.Name
+				if _, ok := seen[key]; !ok {
+					seen[key] = time.Now()
+				}
+				pvc := ptr.Deref(vs.Spec.Source.PersistentVolumeClaimName, "")
+				if strings.Contains(pvc, "slow") || time.Since(seen[key]) < delay {
+					continue
+				}
+				status := map[string]any{"readyToUse": true, "boundVolumeSnapshotContentName": "content-" + vs.Name}
+				if strings.Contains(pvc, "fail") {
+					status = map[string]any{"readyToUse": false, "error": map[string]any{"message": "the driver refused the snapshot"}}
+				} else {
+					content := &unstructured.Unstructured{Object: map[string]any{
+						"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+						"metadata": map[string]any{"name": "content-" + vs.Name},
+						"spec": map[string]any{
+							"driver": testDriver, "deletionPolicy": "Delete",
+							"source":            map[string]any{"volumeHandle": "handle-" + pvc},
+							"volumeSnapshotRef": map[string]any{"name": vs.Name, "namespace": vs.Namespace},
+						},
+					}}
+					_ = k8sClient.Create(ctx, content)
+				}
+				u.Object["status"] = status
+				_ = k8sClient.Status().Update(ctx, &u)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func volumeSnapshots(namespace string) []unstructured.Unstructured {
+	GinkgoHelper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(volumeSnapshotsGVK)
+	Expect(k8sClient.List(suiteCtx, list, client.InNamespace(namespace))).To(Succeed())
+	return list.Items
+}
+
+func boundClaim(namespace, name string) {
+	GinkgoHelper()
+	pv := namespace + "-" + name
+	createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
+		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, StorageClassName: "csi-sc",
+		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: "handle-" + name}},
+	}})
+	createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pv, StorageClassName: ptr.To("csi-sc"),
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}})
+}
+
+var _ = Describe("CSI volume snapshots", Ordered, func() {
+	var store *storage.Filesystem
+
+	BeforeAll(func() {
+		dir := GinkgoT().TempDir()
+		var err error
+		store, err = storage.NewFilesystem(dir)
+		Expect(err).NotTo(HaveOccurred())
+		spec := filesystemSpec(dir)
+		spec.Default = true
+		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "snap-default", Namespace: operatorNamespace}, Spec: spec}
+		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
+		createObject(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-sc"}, Provisioner: testDriver})
+		class := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+			"metadata":       map[string]any{"name": "csi-class", "annotations": map[string]any{backup.DefaultSnapshotClassAnnotation: "true"}},
+			"driver":         testDriver,
+			"deletionPolicy": "Delete",
+		}}
+		createObject(class)
+		ctx, cancel := context.WithCancel(suiteCtx)
+		DeferCleanup(cancel)
+		go simulateSnapshotter(ctx, 300*time.Millisecond)
+		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemOperationSyncFrequency: 100 * time.Millisecond}))
+		DeferCleanup(deleteAllBackups)
+	})
+
+	It("waits for the snapshots of 3 PVCs, then completes with them ready in the archive", func() {
+		ensureNamespace("snap")
+		for i := range 3 {
+			boundClaim("snap", fmt.Sprintf("data-%d", i))
+		}
+		createBackup(operatorNamespace, "snap-3", cairnv1.BackupSpec{IncludedNamespaces: []string{"snap"}})
+		waitPhase("snap-3", cairnv1.BackupPhaseWaitingForPluginOperations)
+		b := waitPhase("snap-3", cairnv1.BackupPhaseCompleted)
+		Expect(b.Status.BackupItemOperationsAttempted).To(Equal(int32(3)))
+		Expect(b.Status.BackupItemOperationsCompleted).To(Equal(int32(3)))
+		vss := volumeSnapshots("snap")
+		Expect(vss).To(HaveLen(3))
+		Expect(vss[0].GetLabels()).To(HaveKeyWithValue(backup.BackupNameLabel, "snap-3"))
+
+		rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(operatorNamespace, "snap-3"))
+		Expect(err).NotTo(HaveOccurred())
+		entries, err := archive.ReadAll(rc)
+		_ = rc.Close()
+		Expect(err).NotTo(HaveOccurred())
+		snapshots, contents := 0, 0
+		for _, e := range entries {
+			switch {
+			case strings.HasPrefix(e.Name, "resources/volumesnapshots.snapshot.storage.k8s.io/namespaces/snap/"):
+				snapshots++
+				Expect(string(e.Data)).To(ContainSubstring(`"readyToUse":true`))
+			case strings.HasPrefix(e.Name, "resources/volumesnapshotcontents.snapshot.storage.k8s.io/cluster/"):
+				contents++
+			}
+		}
+		Expect(snapshots).To(Equal(3))
+		Expect(contents).To(Equal(3))
+	})
+
+	It("ends PartiallyFailed when a snapshot fails", func() {
+		ensureNamespace("snap-fail")
+		boundClaim("snap-fail", "will-fail")
+		createBackup(operatorNamespace, "snap-failed", cairnv1.BackupSpec{IncludedNamespaces: []string{"snap-fail"}})
+		b := waitPhase("snap-failed", cairnv1.BackupPhasePartiallyFailed)
+		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
+	})
+
+	It("cancels a snapshot past the timeout: the VolumeSnapshot is deleted", func() {
+		ensureNamespace("snap-slow")
+		boundClaim("snap-slow", "slow-disk")
+		createBackup(operatorNamespace, "snap-timeout", cairnv1.BackupSpec{IncludedNamespaces: []string{"snap-slow"},
+			ItemOperationTimeout: &metav1.Duration{Duration: 2 * time.Second}})
+		waitPhase("snap-timeout", cairnv1.BackupPhasePartiallyFailed)
+		Eventually(func() []unstructured.Unstructured { return volumeSnapshots("snap-slow") }).Should(BeEmpty())
+	})
+
+	It("takes no snapshot when snapshotVolumes is false", func() {
+		ensureNamespace("snap-off")
+		boundClaim("snap-off", "data")
+		createBackup(operatorNamespace, "snap-off", cairnv1.BackupSpec{IncludedNamespaces: []string{"snap-off"}, SnapshotVolumes: ptr.To(false)})
+		waitPhase("snap-off", cairnv1.BackupPhaseCompleted)
+		Expect(volumeSnapshots("snap-off")).To(BeEmpty())
+	})
+})
