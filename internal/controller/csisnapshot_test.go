@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,60 +22,12 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-const testDriver = "test.csi.cairn.dev"
+const testDriver = testenv.TestDriver
 
 var volumeSnapshotsGVK = snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshotList")
-
-// simulateSnapshotter plays a CSI snapshotter until ctx ends: for each new VolumeSnapshot it
-// creates a VolumeSnapshotContent and, after a delay, sets readyToUse; a snapshot of a PVC whose
-// name contains "fail" gets an error instead, and one of a "slow" PVC never gets ready.
-func simulateSnapshotter(ctx context.Context, delay time.Duration) {
-	defer GinkgoRecover()
-	seen := map[string]time.Time{}
-	for ctx.Err() == nil {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(volumeSnapshotsGVK)
-		if err := k8sClient.List(ctx, list); err == nil {
-			for _, u := range list.Items {
-				var vs snapshotv1.VolumeSnapshot
-				if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vs) != nil || vs.Status != nil {
-					continue
-				}
-				key := vs.Namespace + "/" + vs.Name
-				if _, ok := seen[key]; !ok {
-					seen[key] = time.Now()
-				}
-				pvc := ptr.Deref(vs.Spec.Source.PersistentVolumeClaimName, "")
-				if strings.Contains(pvc, "slow") || time.Since(seen[key]) < delay {
-					continue
-				}
-				status := map[string]any{"readyToUse": true, "boundVolumeSnapshotContentName": "content-" + vs.Name}
-				if strings.Contains(pvc, "fail") {
-					status = map[string]any{"readyToUse": false, "error": map[string]any{"message": "the driver refused the snapshot"}}
-				} else {
-					content := &unstructured.Unstructured{Object: map[string]any{
-						"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
-						"metadata": map[string]any{"name": "content-" + vs.Name},
-						"spec": map[string]any{
-							"driver": testDriver, "deletionPolicy": "Delete",
-							"source":            map[string]any{"volumeHandle": "handle-" + pvc},
-							"volumeSnapshotRef": map[string]any{"name": vs.Name, "namespace": vs.Namespace},
-						},
-					}}
-					_ = k8sClient.Create(ctx, content)
-				}
-				u.Object["status"] = status
-				_ = k8sClient.Status().Update(ctx, &u)
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 func volumeSnapshots(namespace string) []unstructured.Unstructured {
 	GinkgoHelper()
@@ -123,7 +74,7 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 		createObject(class)
 		ctx, cancel := context.WithCancel(suiteCtx)
 		DeferCleanup(cancel)
-		go simulateSnapshotter(ctx, 300*time.Millisecond)
+		go testenv.SimulateSnapshotter(ctx, k8sClient, 300*time.Millisecond)
 		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemOperationSyncFrequency: 100 * time.Millisecond}))
 		DeferCleanup(deleteAllBackups)
 	})
