@@ -53,6 +53,7 @@ func boundClaim(namespace, name string) {
 
 var _ = Describe("CSI volume snapshots", Ordered, func() {
 	var store *storage.Filesystem
+	var stopManager func()
 
 	BeforeAll(func() {
 		dir := GinkgoT().TempDir()
@@ -75,7 +76,8 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 		ctx, cancel := context.WithCancel(suiteCtx)
 		DeferCleanup(cancel)
 		go testenv.SimulateSnapshotter(ctx, k8sClient, 300*time.Millisecond)
-		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 2, ItemOperationSyncFrequency: 100 * time.Millisecond}))
+		stopManager = startManager(controller.Config{ConcurrentBackups: 2, ItemOperationSyncFrequency: 100 * time.Millisecond})
+		DeferCleanup(func() { stopManager() })
 		DeferCleanup(deleteAllBackups)
 	})
 
@@ -127,6 +129,26 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 			ItemOperationTimeout: &metav1.Duration{Duration: 2 * time.Second}})
 		waitPhase("snap-timeout", cairnv1.BackupPhasePartiallyFailed)
 		Eventually(func() []unstructured.Unstructured { return volumeSnapshots("snap-slow") }).Should(BeEmpty())
+	})
+
+	It("resumes after a manager restart while the snapshot is being taken, and completes", func() {
+		ensureNamespace("snap-restart")
+		boundClaim("snap-restart", "wait-disk")
+		createBackup(operatorNamespace, "snap-restart", cairnv1.BackupSpec{IncludedNamespaces: []string{"snap-restart"}})
+		waitPhase("snap-restart", cairnv1.BackupPhaseWaitingForPluginOperations)
+		stopManager()
+		// The snapshot becomes ready while no manager runs.
+		Eventually(func(g Gomega) {
+			vss := volumeSnapshots("snap-restart")
+			g.Expect(vss).To(HaveLen(1))
+			ready, _, _ := unstructured.NestedBool(vss[0].Object, "status", "readyToUse")
+			g.Expect(ready).To(BeTrue())
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(getBackup(operatorNamespace, "snap-restart").Status.Phase).To(Equal(cairnv1.BackupPhaseWaitingForPluginOperations))
+		stopManager = startManager(controller.Config{ConcurrentBackups: 2, ItemOperationSyncFrequency: 100 * time.Millisecond})
+		b := waitPhase("snap-restart", cairnv1.BackupPhaseCompleted)
+		Expect(b.Status.BackupItemOperationsCompleted).To(Equal(int32(1)))
+		Expect(volumeSnapshots("snap-restart")).To(HaveLen(1), "the snapshot was not taken again")
 	})
 
 	It("takes no snapshot when snapshotVolumes is false", func() {

@@ -17,7 +17,8 @@ const TestDriver = "test.csi.cairn.dev"
 
 // SimulateSnapshotter plays a CSI snapshotter until ctx ends: for each new VolumeSnapshot it
 // waits delay, then creates a VolumeSnapshotContent and sets readyToUse; a snapshot of a PVC
-// whose name contains "fail" gets an error instead, and one of a "slow" PVC never gets ready.
+// whose name contains "fail" gets an error instead, one of a "slow" PVC never gets ready, and
+// one of a "wait" PVC takes ten times delay.
 func SimulateSnapshotter(ctx context.Context, c client.Client, delay time.Duration) {
 	seen := map[string]time.Time{}
 	for ctx.Err() == nil {
@@ -34,7 +35,11 @@ func SimulateSnapshotter(ctx context.Context, c client.Client, delay time.Durati
 					seen[key] = time.Now()
 				}
 				pvc := ptr.Deref(vs.Spec.Source.PersistentVolumeClaimName, "")
-				if strings.Contains(pvc, "slow") || time.Since(seen[key]) < delay {
+				wait := delay
+				if strings.Contains(pvc, "wait") {
+					wait = 10 * delay
+				}
+				if strings.Contains(pvc, "slow") || time.Since(seen[key]) < wait {
 					continue
 				}
 				status := map[string]any{"readyToUse": true, "boundVolumeSnapshotContentName": "content-" + vs.Name}
