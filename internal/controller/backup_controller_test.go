@@ -44,6 +44,21 @@ func configMap(ns, name string, labels map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Data: map[string]string{"k": "v"}}
 }
 
+// createDefaultLocation creates a default filesystem location in a temporary directory, deleted
+// when the container ends, and returns the store behind it.
+func createDefaultLocation(name string) (*storage.Filesystem, *cairnv1.BackupStorageLocation) {
+	GinkgoHelper()
+	dir := GinkgoT().TempDir()
+	store, err := storage.NewFilesystem(dir)
+	Expect(err).NotTo(HaveOccurred())
+	spec := filesystemSpec(dir)
+	spec.Default = true
+	loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}, Spec: spec}
+	Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
+	DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
+	return store, loc
+}
+
 // waitPhase waits until an admin backup reaches phase and returns it.
 func waitPhase(name string, phase cairnv1.BackupPhase) *cairnv1.Backup {
 	GinkgoHelper()
@@ -89,15 +104,8 @@ var _ = Describe("Backup execution", Ordered, func() {
 	var stopExecManager func()
 
 	BeforeAll(func() {
-		dir := GinkgoT().TempDir()
-		var err error
-		store, err = storage.NewFilesystem(dir)
-		Expect(err).NotTo(HaveOccurred())
-		spec := filesystemSpec(dir)
-		spec.Default = true
-		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-default", Namespace: operatorNamespace}, Spec: spec}
-		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
+		var loc *cairnv1.BackupStorageLocation
+		store, loc = createDefaultLocation("exec-default")
 
 		// The cluster: two app namespaces with config, a secret, labelled and excluded items,
 		// a pod with a PVC bound to a PV.
@@ -110,12 +118,13 @@ var _ = Describe("Backup execution", Ordered, func() {
 		createObject(configMap("app-2", "tier-db", map[string]string{"tier": "db"}))
 		createObject(configMap("other", "elsewhere", nil))
 		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app-1", Name: "token"}, StringData: map[string]string{"t": "x"}})
-		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data"}, Spec: corev1.PersistentVolumeSpec{
+		// Labelled, so that the case of all cluster resources can leave out other suites' PVs.
+		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data", Labels: map[string]string{"suite": "exec"}}, Spec: corev1.PersistentVolumeSpec{
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv"}},
 		}})
-		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "data", Labels: map[string]string{"suite": "exec"}}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-data",
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}})
@@ -209,7 +218,8 @@ var _ = Describe("Backup execution", Ordered, func() {
 			IncludedResources: []string{"pods", "persistentvolumeclaims", "persistentvolumes"}, IncludeClusterResources: ptr.To(false)},
 			[]string{"resources/persistentvolumeclaims/namespaces/app-2/data.json", "resources/pods/namespaces/app-2/db.json"}),
 		Entry("all cluster resources", "f-cluster", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
-			IncludedResources: []string{"pv", "pvc"}, IncludeClusterResources: ptr.To(true)},
+			IncludedResources: []string{"pv", "pvc"}, IncludeClusterResources: ptr.To(true),
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"suite": "exec"}}},
 			[]string{"resources/persistentvolumeclaims/namespaces/app-2/data.json", "resources/persistentvolumes/cluster/pv-data.json"}),
 		Entry("cluster resources unset: a PV alone is not listed", "f-pv-alone", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"},
 			IncludedResources: []string{"persistentvolumes"}},

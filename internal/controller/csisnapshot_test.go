@@ -56,15 +56,7 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 	var stopManager func()
 
 	BeforeAll(func() {
-		dir := GinkgoT().TempDir()
-		var err error
-		store, err = storage.NewFilesystem(dir)
-		Expect(err).NotTo(HaveOccurred())
-		spec := filesystemSpec(dir)
-		spec.Default = true
-		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "snap-default", Namespace: operatorNamespace}, Spec: spec}
-		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
+		store, _ = createDefaultLocation("snap-default")
 		createObject(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-sc"}, Provisioner: testDriver})
 		class := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
