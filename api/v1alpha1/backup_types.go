@@ -87,7 +87,8 @@ const (
 const (
 	// BackupConditionQueued is True while the backup waits in the queue; its message says why.
 	BackupConditionQueued = "Queued"
-	// BackupConditionCancelled is True once a cancelled backup has been cleaned up.
+	// BackupConditionCancelled is True once a cancelled backup has been cleaned up; False
+	// (reason CleanupFailed) while removing its data fails and is retried.
 	BackupConditionCancelled = "Cancelled"
 )
 
@@ -101,9 +102,11 @@ const (
 	ReasonDequeued                  = "Dequeued"
 	ReasonCancelledByUser           = "CancelledByUser"
 	ReasonBackupDeleted             = "BackupDeleted"
+	// ReasonCleanupFailed: removing a cancelled backup's data failed; it is retried with backoff.
+	ReasonCleanupFailed = "CleanupFailed"
 )
 
-// FailureReasonCancelled is the failureReason of every cancelled backup.
+// FailureReasonCancelled is the failureReason of a backup cancelled with spec.cancel.
 const FailureReasonCancelled = "Backup cancelled by user"
 
 // BackupSpec says what to back up and where. It is immutable once created, except that

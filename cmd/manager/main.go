@@ -68,6 +68,8 @@ func run(args []string) int {
 		ItemBlockWorkerCount:       opts.itemBlockWorkerCount,
 		QueueResyncPeriod:          opts.queueResyncPeriod,
 		ItemOperationSyncFrequency: opts.operationSync,
+		RetryBackoffMin:            opts.backoffMin,
+		RetryBackoffMax:            opts.backoffMax,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

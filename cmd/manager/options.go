@@ -24,6 +24,8 @@ type options struct {
 	leaderElect          bool
 	queueResyncPeriod    time.Duration
 	operationSync        time.Duration
+	backoffMin           time.Duration
+	backoffMax           time.Duration
 	zap                  zap.Options
 }
 
@@ -49,6 +51,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"How often the backup queue is reconciled without any event (a safety net; hand-offs are event-driven).")
 	fs.DurationVar(&o.operationSync, "item-operation-sync-frequency", controller.DefaultItemOperationSyncFrequency,
 		"How often unfinished async plugin operations (such as volume snapshots) are polled.")
+	fs.DurationVar(&o.backoffMin, "retry-backoff-min", controller.DefaultRetryBackoffMin,
+		"The first wait before a failed removal of a backup's data (a deletion, or the cleanup of a cancelled backup) is tried again; it doubles with each failure.")
+	fs.DurationVar(&o.backoffMax, "retry-backoff-max", controller.DefaultRetryBackoffMax,
+		"The longest wait between attempts to remove a backup's data.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -75,6 +81,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.operationSync <= 0 {
 		return o, fmt.Errorf("invalid value %s for --item-operation-sync-frequency: must be greater than zero", o.operationSync)
+	}
+	if o.backoffMin <= 0 {
+		return o, fmt.Errorf("invalid value %s for --retry-backoff-min: must be greater than zero", o.backoffMin)
+	}
+	if o.backoffMax < o.backoffMin {
+		return o, fmt.Errorf("invalid value %s for --retry-backoff-max: must be at least --retry-backoff-min (%s)", o.backoffMax, o.backoffMin)
 	}
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))

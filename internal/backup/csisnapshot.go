@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -164,4 +165,27 @@ func labelValue(s string) string {
 		return s[:63]
 	}
 	return s
+}
+
+// DeleteSnapshots deletes every VolumeSnapshot a backup created (labelled with its UID), in any
+// namespace, and returns how many it deleted. Deleting a VolumeSnapshot lets the snapshotter
+// remove its content as the content's deletion policy says. Without the snapshot CRDs there is
+// nothing to delete.
+func DeleteSnapshots(ctx context.Context, dyn dynamic.Interface, uid types.UID) (int, error) {
+	list, err := dyn.Resource(volumeSnapshotsGVR).List(ctx, metav1.ListOptions{LabelSelector: BackupUIDLabel + "=" + string(uid)})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("listing the backup's VolumeSnapshots: %w", err)
+	}
+	deleted := 0
+	for _, vs := range list.Items {
+		err := dyn.Resource(volumeSnapshotsGVR).Namespace(vs.GetNamespace()).Delete(ctx, vs.GetName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", vs.GetNamespace(), vs.GetName(), err)
+		}
+		deleted++
+	}
+	return deleted, nil
 }

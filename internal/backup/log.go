@@ -70,3 +70,15 @@ func (h countingHook) Fire(e *logrus.Entry) error {
 	}
 	return nil
 }
+
+// AppendLog returns a stored log (gzipped; nil when there is none) with what write logs
+// appended as one more gzip member, which gzip readers read as the same stream.
+func AppendLog(stored []byte, write func(l *Log)) ([]byte, error) {
+	l := NewLog()
+	write(l)
+	more, err := l.Gzipped()
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte(nil), stored...), more...), nil
+}

@@ -73,3 +73,24 @@ func NextAfterOperations(phase cairnv1.BackupPhase, ops []Operation) cairnv1.Bac
 	}
 	return cairnv1.BackupPhaseFinalizing
 }
+
+// CancelOperations cancels every unfinished operation of a backup that is being cancelled:
+// its action's Cancel is called and the operation fails with reason. A Cancel that fails is
+// part of the operation's error; what the operation created is removed by the cancelled
+// backup's cleanup in any case. registry finds each operation's action by name.
+func CancelOperations(ctx context.Context, ops []Operation, registry *Registry, b *cairnv1.Backup, now time.Time, reason string) []Operation {
+	out := make([]Operation, len(ops))
+	for i, op := range ops {
+		out[i] = op
+		if !op.Running() {
+			continue
+		}
+		out[i].Phase, out[i].Error, out[i].Updated = OperationFailed, reason, now
+		if action := registry.Named(op.Action); action != nil {
+			if err := action.Cancel(ctx, op.OperationID, b); err != nil {
+				out[i].Error = fmt.Sprintf("%s (cancelling it failed: %v)", reason, err)
+			}
+		}
+	}
+	return out
+}

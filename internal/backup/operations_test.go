@@ -108,3 +108,48 @@ func TestNextAfterOperations(t *testing.T) {
 		}
 	}
 }
+
+type failingCancelAction struct{ scriptedAction }
+
+func (failingCancelAction) Name() string { return "test/failing-cancel" }
+func (failingCancelAction) Cancel(context.Context, string, *cairnv1.Backup) error {
+	return errors.New("driver unreachable")
+}
+
+func TestCancelOperations(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var cancelled []string
+	registry := NewRegistry(nil, scriptedAction{cancelled: &cancelled}, failingCancelAction{})
+	ops := []Operation{
+		{Action: "test/scripted", OperationID: "running", Phase: OperationInProgress},
+		{Action: "test/scripted", OperationID: "new"},
+		{Action: "test/scripted", OperationID: "done", Phase: OperationCompleted},
+		{Action: "test/scripted", OperationID: "failed", Phase: OperationFailed, Error: "boom"},
+		{Action: "test/failing-cancel", OperationID: "stuck", Phase: OperationInProgress},
+		{Action: "test/unregistered", OperationID: "orphan", Phase: OperationInProgress},
+	}
+	got := CancelOperations(context.Background(), ops, registry, &cairnv1.Backup{}, t0, "Backup cancelled by user")
+
+	want := []struct{ phase, err string }{
+		{OperationFailed, "Backup cancelled by user"},
+		{OperationFailed, "Backup cancelled by user"},
+		{OperationCompleted, ""},
+		{OperationFailed, "boom"},
+		{OperationFailed, "Backup cancelled by user (cancelling it failed: driver unreachable)"},
+		{OperationFailed, "Backup cancelled by user"},
+	}
+	for i, w := range want {
+		if got[i].Phase != w.phase || got[i].Error != w.err {
+			t.Errorf("op %s: got %s %q, want %s %q", got[i].OperationID, got[i].Phase, got[i].Error, w.phase, w.err)
+		}
+	}
+	if len(cancelled) != 2 || cancelled[0] != "running" || cancelled[1] != "new" {
+		t.Errorf("Cancel called for %v, want [running new]", cancelled)
+	}
+	if ops[0].Phase != OperationInProgress {
+		t.Error("the input was modified")
+	}
+	if !got[0].Updated.Equal(t0) || !got[2].Updated.IsZero() {
+		t.Error("only cancelled operations are marked updated")
+	}
+}

@@ -151,13 +151,16 @@ type writtenItem struct {
 
 // Run backs up the items the backup selects into the archive object, streaming: items are
 // listed a page at a time, handed to the backup's own workers, and written by one writer into
-// one upload. It returns when everything is written or ctx ends. Problems with single items
-// are warnings or errors in the outcome and the log; a returned error means the backup failed.
+// one upload. It returns when everything is written or ctx ends; when ctx ends, the workers
+// and the upload stop at once and the error is ctx's. Problems with single items are warnings
+// or errors in the outcome and the log; a returned error means the backup failed, and the
+// outcome then holds only the operations that were started.
 func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	ru, err := r.newRun(req)
 	if err != nil {
 		return Outcome{}, err
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -171,6 +174,13 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 		_ = pr.CloseWithError(err)
 		uploaded <- err
 	}()
+	// A cancelled backup stops its upload at once: the store's reads fail, and so does the
+	// writer's next write, instead of waiting for the workers to drain.
+	stopUpload := context.AfterFunc(ctx, func() {
+		_ = pr.CloseWithError(context.Cause(ctx))
+		_ = pw.CloseWithError(context.Cause(ctx))
+	})
+	defer stopUpload()
 
 	// The single writer.
 	aw, err := archive.NewWriter(pw, time.Now())
@@ -226,14 +236,14 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	_ = pw.CloseWithError(firstError(collectErr, writeErr, ctx.Err()))
 	uploadErr := <-uploaded
 
-	if err := firstError(collectErr, writeErr, uploadErr); err != nil {
-		return Outcome{}, err
-	}
-	if ctx.Err() != nil {
-		return Outcome{}, ctx.Err()
-	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
+	// The caller's cancellation first; then the writer's and the upload's errors, which cancel
+	// the collection (its error is then only "context canceled").
+	if err := firstError(parent.Err(), writeErr, uploadErr, collectErr); err != nil {
+		// The operations already started are returned even so: the caller cancels them.
+		return Outcome{Operations: ru.operations}, err
+	}
 	for k := range ru.resources {
 		sort.Strings(ru.resources[k])
 	}

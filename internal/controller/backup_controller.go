@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +30,14 @@ import (
 // DefaultProgressInterval is how often a running backup's progress is written, at most.
 const DefaultProgressInterval = time.Second
 
+// cancelPollInterval is how often a running backup looks for spec.cancel or a deletion in the
+// cache (an in-memory read): a cancel stops the worker pool within this much plus the time the
+// workers take to notice.
+const cancelPollInterval = 200 * time.Millisecond
+
+// errCancelRequested is the cause of a running backup's cancelled context.
+var errCancelRequested = errors.New("backup cancel requested")
+
 // FailureReasonRestarted is the failureReason of a backup that was running when the operator
 // stopped.
 const FailureReasonRestarted = "the operator restarted during the backup"
@@ -44,10 +53,15 @@ type BackupReconciler struct {
 	APIReader client.Reader
 	Namespace string
 	Runner    *backup.Runner
+	// Registry finds the action of an operation to cancel.
+	Registry  *backup.Registry
 	Discovery discovery.DiscoveryInterface
-	Clock     clock.Clock
-	Recorder  events.EventRecorder
-	Gate      interface {
+	// Dynamic deletes what a backup's async operations created.
+	Dynamic  dynamic.Interface
+	stores   stores
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+	Gate     interface {
 		Wait(ctx context.Context) error
 	}
 	// ConcurrentBackups is MaxConcurrentReconciles.
@@ -83,14 +97,15 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // else InProgress, and runs it.
 func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
-	if b.Spec.Cancel || b.DeletionTimestamp != nil {
-		reason, message := cairnv1.ReasonCancelledByUser, "Backup cancelled by user before it started"
-		if b.DeletionTimestamp != nil {
-			reason, message = cairnv1.ReasonBackupDeleted, "Backup deleted before it started"
+	if reason, failureReason, ok := cancellation(b); ok {
+		message := failureReason + " before it started"
+		if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+			cancelledStatus(s, b.Generation, reason, failureReason, message, now)
+		}); err != nil {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
-			cancelledStatus(s, b.Generation, reason, message, now)
-		})
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", message)
+		return ctrl.Result{}, nil
 	}
 	bsl, problem, err := r.usableLocation(ctx, b)
 	if err != nil {
@@ -155,7 +170,7 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) error {
 	log := backup.NewLog()
 	log.WithField("backup", qualifiedName(b)).WithField("storageLocation", bsl.Name).Info("Backup started")
-	store, err := location.Open(ctx, r.Client, bsl)
+	store, err := r.stores.open(ctx, bsl)
 	if err != nil {
 		return r.fail(ctx, b, log, nil, fmt.Sprintf("opening storage location %s: %v", bsl.Name, err))
 	}
@@ -178,15 +193,22 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 	}
 
 	progress := &backup.Progress{}
-	stopProgress := r.reportProgress(ctx, b, progress)
-	outcome, runErr := r.Runner.Run(ctx, backup.Request{
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	stopWatching := r.watchCancel(runCtx, b, stopRun)
+	stopProgress := r.reportProgress(runCtx, b, progress)
+	outcome, runErr := r.Runner.Run(runCtx, backup.Request{
 		Backup: b, OperatorNamespace: r.Namespace, Resources: resources, CustomResources: customResources, ClusterNamespaces: clusterNamespaces,
 		Store: store, Keys: keys, Log: log, Progress: progress,
 	})
+	stopWatching()
 	stopProgress()
 	// The progress writes moved the object on: the final write starts from what is stored.
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		return err
+	}
+	if _, _, cancelled := cancellation(b); cancelled {
+		return r.cancelled(ctx, b, log, store, outcome.Operations, progress)
 	}
 	if runErr != nil {
 		return r.fail(ctx, b, log, store, fmt.Sprintf("backing up items: %v", runErr))
@@ -208,6 +230,68 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 		s.Warnings, s.Errors = warnings, errs
 		s.BackupItemOperationsAttempted = int32(len(outcome.Operations))
 	})
+}
+
+// watchCancel cancels the run (cause errCancelRequested) once the backup shows spec.cancel or
+// a deletion timestamp, until stopped. It polls the cache, which costs no API call: the backup
+// reconciler is busy with this backup for the whole run, so its own events cannot reach it.
+func (r *BackupReconciler) watchCancel(ctx context.Context, b *cairnv1.Backup, cancel context.CancelCauseFunc) (stop func()) {
+	ctx, stopWatch := context.WithCancel(ctx)
+	done := make(chan struct{})
+	key := client.ObjectKeyFromObject(b)
+	go func() {
+		defer close(done)
+		for {
+			var current cairnv1.Backup
+			if err := r.Get(ctx, key, &current); err == nil {
+				if _, _, cancelled := cancellation(&current); cancelled {
+					cancel(errCancelRequested)
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.Clock.After(cancelPollInterval):
+			}
+		}
+	}()
+	return func() {
+		stopWatch()
+		<-done
+	}
+}
+
+// cancelled ends a run that was cancelled (spec.cancel or a deletion): the operations it
+// started are cancelled, its log says who asked and when, and it goes to FinalizingCancelled,
+// where the finalizer removes its data. The worker pool has stopped when this runs.
+func (r *BackupReconciler) cancelled(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, started []backup.Operation, progress *backup.Progress) error {
+	reason, failureReason, _ := cancellation(b)
+	done, total := progress.Counts()
+	log.WithField("requestedBy", cancelRequester(b)).WithField("itemsBackedUp", done).WithField("totalItems", total).
+		Warn("Backup cancelled while running: the worker pool and the upload were stopped")
+	ops := backup.CancelOperations(ctx, started, r.Registry, b, r.Clock.Now(), failureReason)
+	for _, op := range ops {
+		log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
+	}
+	keys := store.Layout.Backup(b.Namespace, b.Name)
+	if err := r.putLogs(ctx, store, keys, log); err != nil {
+		// The finalizer writes the cancel into the log again when it cleans up.
+		ctrl.LoggerFrom(ctx).Info("Could not upload the log of a cancelled backup", "backup", qualifiedName(b), "error", err.Error())
+	}
+	warnings, errs := log.Counts()
+	_, _, failed := backup.OperationCounts(ops)
+	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
+		s.Progress = cairnv1.NewBackupProgress(done, total)
+		s.Warnings, s.Errors = warnings, errs
+		s.BackupItemOperationsAttempted = int32(len(ops))
+		s.BackupItemOperationsFailed = int32(failed)
+	}); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while it ran (%s); removing its data", failureReason, reason)
+	return nil
 }
 
 // nextAfterInProgress is the phase a backup goes to when its items are written.
@@ -330,7 +414,7 @@ func (r *BackupReconciler) reportProgress(ctx context.Context, b *cairnv1.Backup
 	}
 }
 
-// orphaned fails an InProgress backup that this process is not running: the process that ran
+// orphaned ends an InProgress backup that this process is not running: the process that ran
 // it stopped. The API server is asked, not the cache, which may still show InProgress for a
 // backup that this process just finished.
 func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
@@ -341,35 +425,55 @@ func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctr
 	if fresh.Status.Phase != cairnv1.BackupPhaseInProgress {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, failRestarted(ctx, r.Client, r.Namespace, &fresh, r.Clock.Now())
+	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, r.stores, r.Dynamic, &fresh, r.Clock.Now())
 }
 
-// failRestarted fails a backup that was InProgress when the operator stopped, removing its
-// partial uploads and keeping its log.
-func failRestarted(ctx context.Context, c client.Client, namespace string, b *cairnv1.Backup, now time.Time) error {
-	if store, err := backupStore(ctx, c, namespace, b); err == nil {
-		removePartialBackup(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+// afterInterruptedRun is where a backup goes that was InProgress when the operator stopped: a
+// cancelled (or deleted) one is cleaned up as cancelled, so a cancel is never lost; any other
+// fails.
+func afterInterruptedRun(b *cairnv1.Backup) (cairnv1.BackupPhase, string) {
+	if _, _, cancelled := cancellation(b); cancelled {
+		return cairnv1.BackupPhaseFinalizingCancelled, ""
+	}
+	return cairnv1.BackupPhaseFailed, FailureReasonRestarted
+}
+
+// endInterruptedRun moves on a backup that was InProgress when the operator stopped (see
+// afterInterruptedRun). A failed one has its partial uploads and snapshots removed and keeps
+// its log; a cancelled one is cleaned up by the finalizer.
+func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dynamic.Interface, b *cairnv1.Backup, now time.Time) error {
+	next, failureReason := afterInterruptedRun(b)
+	if next == cairnv1.BackupPhaseFailed {
+		if store, err := st.forBackup(ctx, b); err == nil {
+			removePartialBackup(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+		}
+		if dyn != nil {
+			_, _ = backup.DeleteSnapshots(ctx, dyn, b.UID)
+		}
 	}
 	t := metav1.NewTime(now)
 	return patchBackupStatus(ctx, c, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseFailed
-		s.FailureReason = FailureReasonRestarted
-		s.CompletionTimestamp = &t
+		s.Phase = next
+		if next == cairnv1.BackupPhaseFailed {
+			s.FailureReason = failureReason
+			s.CompletionTimestamp = &t
+		}
 	})
 }
 
-// FailInProgressBackups is the restart-recovery step for InProgress backups (DESIGN.md
-// section 7): they fail, with their partial uploads removed.
-func FailInProgressBackups(c client.Client, namespace string, clk clock.PassiveClock) RecoveryStep {
-	return RecoveryStep{Name: "fail-in-progress-backups", Run: func(ctx context.Context) error {
+// endInterruptedBackups is the restart-recovery step for InProgress backups (DESIGN.md
+// section 7): each fails, with its partial uploads removed, or, when it was cancelled or
+// deleted, goes to FinalizingCancelled.
+func endInterruptedBackups(c client.Client, st stores, dyn dynamic.Interface, clk clock.PassiveClock) RecoveryStep {
+	return RecoveryStep{Name: "end-interrupted-backups", Run: func(ctx context.Context) error {
 		var list cairnv1.BackupList
 		if err := c.List(ctx, &list); err != nil {
 			return err
 		}
 		for i := range list.Items {
 			if b := &list.Items[i]; b.Status.Phase == cairnv1.BackupPhaseInProgress {
-				if err := failRestarted(ctx, c, namespace, b, clk.Now()); err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("failing backup %s: %w", qualifiedName(b), err)
+				if err := endInterruptedRun(ctx, c, st, dyn, b, clk.Now()); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("ending backup %s: %w", qualifiedName(b), err)
 				}
 			}
 		}

@@ -248,12 +248,10 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 	now := metav1.NewTime(pass.now)
 	switch {
 	case leavesQueue(b):
-		reason, message := cairnv1.ReasonCancelledByUser, "Backup cancelled by user before it started"
-		if b.DeletionTimestamp != nil {
-			reason, message = cairnv1.ReasonBackupDeleted, "Backup deleted before it started"
-		}
+		reason, failureReason, _ := cancellation(b)
+		message := failureReason + " before it started"
 		err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
-			cancelledStatus(s, b.Generation, reason, message, now)
+			cancelledStatus(s, b.Generation, reason, failureReason, message, now)
 		})
 		if err == nil {
 			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", message)
@@ -277,23 +275,8 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 
 // leavesQueue: a cancelled or deleted backup that has not started leaves the queue at once.
 func leavesQueue(b *cairnv1.Backup) bool {
-	return b.Spec.Cancel || b.DeletionTimestamp != nil
-}
-
-// cancelledStatus is the status of a backup cancelled before it started: Failed, nothing written.
-func cancelledStatus(s *cairnv1.BackupStatus, generation int64, reason, message string, now metav1.Time) {
-	s.Phase = cairnv1.BackupPhaseFailed
-	s.FailureReason = cairnv1.FailureReasonCancelled
-	s.QueuePosition = 0
-	s.CompletionTimestamp = &now
-	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-		Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionFalse, Reason: reason,
-		Message: message, ObservedGeneration: generation, LastTransitionTime: now,
-	})
-	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-		Type: cairnv1.BackupConditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
-		Message: message, ObservedGeneration: generation, LastTransitionTime: now,
-	})
+	_, _, cancelled := cancellation(b)
+	return cancelled
 }
 
 // enqueue moves a valid New backup to Queued at position.

@@ -212,7 +212,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 		Expect(k8sClient.Delete(suiteCtx, getBackup(operatorNamespace, "d-held"))).To(Succeed())
 		expectQueue(map[string]string{"d-held": "Failed", "d-last": "Queued:1"})
 		got := getBackup(operatorNamespace, "d-held")
-		Expect(got.Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+		Expect(got.Status.FailureReason).To(Equal("Backup deleted by user"))
 		Expect(meta.FindStatusCondition(got.Status.Conditions, cairnv1.BackupConditionCancelled).Reason).To(Equal(cairnv1.ReasonBackupDeleted))
 
 		got.Finalizers = nil

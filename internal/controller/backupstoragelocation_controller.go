@@ -38,6 +38,7 @@ type BackupStorageLocationReconciler struct {
 	Namespace string
 	Clock     clock.PassiveClock
 	Recorder  events.EventRecorder
+	stores    stores
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch,namespace=cairn-system
@@ -73,7 +74,7 @@ func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctr
 func (r *BackupStorageLocationReconciler) validate(ctx context.Context, bsl *cairnv1.BackupStorageLocation) error {
 	ctx, cancel := context.WithTimeout(ctx, storageValidationTimeout)
 	defer cancel()
-	store, err := location.Open(ctx, r.Client, bsl)
+	store, err := r.stores.open(ctx, bsl)
 	if err != nil {
 		return err
 	}

@@ -28,12 +28,14 @@ const DefaultItemOperationSyncFrequency = 10 * time.Second
 // section 6). It owns WaitingForPluginOperations and WaitingForPluginOperationsPartiallyFailed:
 // it polls each unfinished operation's Progress, cancels those past spec.itemOperationTimeout,
 // keeps the -itemoperations.json.gz object and the operation counts in status up to date, and
-// moves the backup to Finalizing[PartiallyFailed] once none is left running. The operations
-// object is its state, so a restarted manager resumes where it was.
+// moves the backup to Finalizing[PartiallyFailed] once none is left running. A cancelled (or
+// deleted) backup has every unfinished operation cancelled and goes to FinalizingCancelled.
+// The operations object is its state, so a restarted manager resumes where it was.
 type OperationsReconciler struct {
 	client.Client
 	Namespace string
 	Registry  *backup.Registry
+	stores    stores
 	Clock     clock.Clock
 	Recorder  events.EventRecorder
 	Gate      interface {
@@ -55,7 +57,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations && b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
 		return ctrl.Result{}, nil
 	}
-	store, err := backupStore(ctx, r.Client, r.Namespace, &b)
+	store, err := r.stores.forBackup(ctx, &b)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -63,6 +65,9 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	ops, err := readOperations(ctx, store, keys)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if _, failureReason, cancelled := cancellation(&b); cancelled {
+		return ctrl.Result{}, r.cancel(ctx, &b, store, keys, ops, failureReason)
 	}
 
 	now := r.Clock.Now()
@@ -79,11 +84,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ops[i] = next
 	}
 	if changed {
-		data, err := backup.GzipJSON(ops)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := store.Put(ctx, keys.ItemOperations, bytes.NewReader(data)); err != nil {
+		if err := putOperations(ctx, store, keys, ops); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -105,6 +106,37 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{RequeueAfter: r.SyncFrequency}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// cancel cancels every unfinished operation of a cancelled backup, records them, and moves the
+// backup to FinalizingCancelled. A Cancel is safe to repeat, so a failed write is retried whole.
+func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store storage.ObjectStore, keys storage.BackupKeys, ops []backup.Operation, failureReason string) error {
+	running, _, _ := backup.OperationCounts(ops)
+	ops = backup.CancelOperations(ctx, ops, r.Registry, b, r.Clock.Now(), failureReason)
+	if err := putOperations(ctx, store, keys, ops); err != nil {
+		return err
+	}
+	_, completed, failed := backup.OperationCounts(ops)
+	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
+		s.BackupItemOperationsAttempted = int32(len(ops))
+		s.BackupItemOperationsCompleted = int32(completed)
+		s.BackupItemOperationsFailed = int32(failed)
+	}); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel",
+		"%s while waiting for async operations: %d cancelled; removing its data", failureReason, running)
+	return nil
+}
+
+// putOperations writes a backup's operations object.
+func putOperations(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, ops []backup.Operation) error {
+	data, err := backup.GzipJSON(ops)
+	if err != nil {
+		return err
+	}
+	return store.Put(ctx, keys.ItemOperations, bytes.NewReader(data))
 }
 
 // readOperations reads a backup's operations object.

@@ -18,6 +18,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // Config is what the reconcilers need from the manager's flags.
@@ -35,7 +36,7 @@ type Config struct {
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue", "backup", "operations", "finalizer",
-	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	// "cancelwarning", "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
 	// DefaultItemOperationSyncFrequency.
@@ -47,6 +48,12 @@ type Config struct {
 	Actions []backup.BackupItemAction
 	// OnWorkerPool, when set, is told when a backup's worker pool starts (+n) and stops (-n).
 	OnWorkerPool func(backup string, delta int)
+	// WrapStore, when set, wraps the object store of every location the reconcilers open (tests
+	// inject faults with it).
+	WrapStore func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore
+	// RetryBackoffMin and RetryBackoffMax bound the backoff between attempts to remove a
+	// backup's data (deletion, cleanup of a cancelled backup); 0 means the defaults (10s, 1m).
+	RetryBackoffMin, RetryBackoffMax time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -62,12 +69,6 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-	}
-	recovery := NewStartupRecovery(append([]RecoveryStep{
-		FailInProgressBackups(mgr.GetClient(), cfg.Namespace, cfg.Clock),
-	}, cfg.RecoverySteps...)...)
-	if err := mgr.Add(recovery); err != nil {
-		return fmt.Errorf("adding the startup recovery: %w", err)
 	}
 	if cfg.ItemOperationSyncFrequency <= 0 {
 		cfg.ItemOperationSyncFrequency = DefaultItemOperationSyncFrequency
@@ -86,7 +87,15 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the discovery client: %w", err)
 	}
+	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore}
+	recovery := NewStartupRecovery(append([]RecoveryStep{
+		endInterruptedBackups(mgr.GetClient(), st, dyn, cfg.Clock),
+	}, cfg.RecoverySteps...)...)
+	if err := mgr.Add(recovery); err != nil {
+		return fmt.Errorf("adding the startup recovery: %w", err)
+	}
 	actions := append([]backup.BackupItemAction{backup.CSISnapshotAction{Dynamic: dyn}}, cfg.Actions...)
+	registry := backup.NewRegistry(nil, actions...)
 	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount,
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool}
 	reconcilers := []struct {
@@ -107,7 +116,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			APIReader:         mgr.GetAPIReader(),
 			Namespace:         cfg.Namespace,
 			Runner:            runner,
+			Registry:          registry,
 			Discovery:         disco,
+			Dynamic:           dyn,
+			stores:            st,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
 			Gate:              recovery,
@@ -117,24 +129,35 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"operations", &OperationsReconciler{
 			Client:        mgr.GetClient(),
 			Namespace:     cfg.Namespace,
-			Registry:      backup.NewRegistry(nil, actions...),
+			Registry:      registry,
+			stores:        st,
 			Clock:         cfg.Clock,
 			Recorder:      mgr.GetEventRecorder("cairn-operations"),
 			Gate:          recovery,
 			SyncFrequency: cfg.ItemOperationSyncFrequency,
 		}},
 		{"finalizer", &FinalizerReconciler{
-			Client:    mgr.GetClient(),
-			Namespace: cfg.Namespace,
-			Runner:    runner,
-			Discovery: disco,
-			Clock:     cfg.Clock,
-			Recorder:  mgr.GetEventRecorder("cairn-finalizer"),
-			Gate:      recovery,
+			Client:            mgr.GetClient(),
+			Namespace:         cfg.Namespace,
+			Runner:            runner,
+			Discovery:         disco,
+			Dynamic:           dyn,
+			APIReader:         mgr.GetAPIReader(),
+			stores:            st,
+			Clock:             cfg.Clock,
+			Recorder:          mgr.GetEventRecorder("cairn-finalizer"),
+			Gate:              recovery,
+			CleanupBackoffMin: cfg.RetryBackoffMin,
+			CleanupBackoffMax: cfg.RetryBackoffMax,
+		}},
+		{"cancelwarning", &CancelWarningReconciler{
+			Client:   mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("cairn-cancel"),
 		}},
 		{"storagelocation", &BackupStorageLocationReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
+			stores:    st,
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
 		}},

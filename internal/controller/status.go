@@ -7,7 +7,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/location"
 )
 
 // patchBackupStatus is the one way a reconciler writes a backup's status: mutate applies the
@@ -20,17 +19,4 @@ func patchBackupStatus(ctx context.Context, c client.Client, b *cairnv1.Backup, 
 		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
 	}
 	return nil
-}
-
-// backupStore opens the store of the location a backup was queued for.
-func backupStore(ctx context.Context, c client.Client, namespace string, b *cairnv1.Backup) (*location.Store, error) {
-	var locations cairnv1.BackupStorageLocationList
-	if err := c.List(ctx, &locations, client.InNamespace(namespace)); err != nil {
-		return nil, err
-	}
-	bsl, err := location.Resolve(locations.Items, namespace, b.Status.StorageLocation)
-	if err != nil {
-		return nil, err
-	}
-	return location.Open(ctx, c, bsl)
 }

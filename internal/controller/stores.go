@@ -1,0 +1,50 @@
+package controller
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// stores opens storage locations for the reconcilers: every read or write of backup data goes
+// through a store that came from here.
+type stores struct {
+	client    client.Reader
+	namespace string
+	// wrap, when set, wraps every store opened (Config.WrapStore).
+	wrap func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore
+}
+
+// open opens a location's store.
+func (s stores) open(ctx context.Context, bsl *cairnv1.BackupStorageLocation) (*location.Store, error) {
+	store, err := location.Open(ctx, s.client, bsl)
+	if err != nil {
+		return nil, err
+	}
+	if s.wrap != nil {
+		store.ObjectStore = s.wrap(bsl, store.ObjectStore)
+	}
+	return store, nil
+}
+
+// location finds the location a backup was queued for.
+func (s stores) location(ctx context.Context, b *cairnv1.Backup) (*cairnv1.BackupStorageLocation, error) {
+	var locations cairnv1.BackupStorageLocationList
+	if err := s.client.List(ctx, &locations, client.InNamespace(s.namespace)); err != nil {
+		return nil, err
+	}
+	return location.Resolve(locations.Items, s.namespace, b.Status.StorageLocation)
+}
+
+// forBackup opens the store of the location a backup was queued for.
+func (s stores) forBackup(ctx context.Context, b *cairnv1.Backup) (*location.Store, error) {
+	bsl, err := s.location(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return s.open(ctx, bsl)
+}
