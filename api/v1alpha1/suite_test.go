@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -18,6 +19,7 @@ import (
 var (
 	env       *envtest.Environment
 	k8sClient client.Client
+	restCfg   *rest.Config
 	ctx       context.Context
 	cancel    context.CancelFunc
 )
@@ -32,9 +34,9 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, err = testenv.New()
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err := env.Start()
+	restCfg, err = env.Start()
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	k8sClient, err = client.New(restCfg, client.Options{Scheme: testenv.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -1,8 +1,8 @@
 package controller
 
 import (
-	"bytes"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,7 +38,7 @@ func cancelRequester(b *cairnv1.Backup) string {
 		return "deletion of the Backup at " + b.DeletionTimestamp.UTC().Format(time.RFC3339)
 	}
 	for _, mf := range b.ManagedFields {
-		if mf.FieldsV1 == nil || !bytes.Contains(mf.FieldsV1.Raw, []byte(`"f:cancel"`)) {
+		if mf.FieldsV1 == nil || !strings.Contains(mf.FieldsV1.GetRawString(), `"f:cancel"`) {
 			continue
 		}
 		when := "an unknown time"

@@ -123,6 +123,22 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 		Eventually(func() []unstructured.Unstructured { return volumeSnapshots("snap-slow") }).Should(BeEmpty())
 	})
 
+	It("cancels a backup waiting for snapshots: every VolumeSnapshot is deleted, only the log is kept", func() {
+		ensureNamespace("snap-cancel")
+		boundClaim("snap-cancel", "slow-a")
+		boundClaim("snap-cancel", "slow-b")
+		createBackup(operatorNamespace, "snap-cancel", cairnv1.BackupSpec{IncludedNamespaces: []string{"snap-cancel"}})
+		waitPhase("snap-cancel", cairnv1.BackupPhaseWaitingForPluginOperations)
+		Expect(volumeSnapshots("snap-cancel")).To(HaveLen(2))
+
+		cancelBackup("snap-cancel")
+		expectCancelled(store, "snap-cancel")
+		Eventually(func() []unstructured.Unstructured { return volumeSnapshots("snap-cancel") }).Should(BeEmpty())
+		b := getBackup(operatorNamespace, "snap-cancel")
+		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(2)))
+		Expect(eventReasons("snap-cancel")).To(ContainElements("Cancelling", "Cancelled"))
+	})
+
 	It("resumes after a manager restart while the snapshot is being taken, and completes", func() {
 		ensureNamespace("snap-restart")
 		boundClaim("snap-restart", "wait-disk")
