@@ -69,6 +69,7 @@ func run(args []string) int {
 		QueueResyncPeriod:          opts.queueResyncPeriod,
 		ItemOperationSyncFrequency: opts.operationSync,
 		RetryBackoffMin:            opts.backoffMin,
+		StorageTimeout:             opts.storageTimeout,
 		RetryBackoffMax:            opts.backoffMax,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)

@@ -25,6 +25,7 @@ type options struct {
 	queueResyncPeriod    time.Duration
 	operationSync        time.Duration
 	backoffMin           time.Duration
+	storageTimeout       time.Duration
 	backoffMax           time.Duration
 	zap                  zap.Options
 }
@@ -51,6 +52,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"How often the backup queue is reconciled without any event (a safety net; hand-offs are event-driven).")
 	fs.DurationVar(&o.operationSync, "item-operation-sync-frequency", controller.DefaultItemOperationSyncFrequency,
 		"How often unfinished async plugin operations (such as volume snapshots) are polled.")
+	fs.DurationVar(&o.storageTimeout, "storage-timeout", controller.DefaultStorageTimeout,
+		"How long a small storage call (a log, the metadata, a listing, a deletion) may take before it fails and is retried; a hung storage service cannot hold a reconciler longer.")
 	fs.DurationVar(&o.backoffMin, "retry-backoff-min", controller.DefaultRetryBackoffMin,
 		"The first wait before a failed removal of a backup's data (a deletion, or the cleanup of a cancelled backup) is tried again; it doubles with each failure.")
 	fs.DurationVar(&o.backoffMax, "retry-backoff-max", controller.DefaultRetryBackoffMax,
@@ -81,6 +84,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.operationSync <= 0 {
 		return o, fmt.Errorf("invalid value %s for --item-operation-sync-frequency: must be greater than zero", o.operationSync)
+	}
+	if o.storageTimeout <= 0 {
+		return o, fmt.Errorf("invalid value %s for --storage-timeout: must be greater than zero", o.storageTimeout)
 	}
 	if o.backoffMin <= 0 {
 		return o, fmt.Errorf("invalid value %s for --retry-backoff-min: must be greater than zero", o.backoffMin)

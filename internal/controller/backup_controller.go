@@ -214,13 +214,15 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 		return r.fail(ctx, b, log, store, fmt.Sprintf("backing up items: %v", runErr))
 	}
 
-	if err := r.putSidecars(ctx, store, keys, outcome); err != nil {
+	sidecarCtx, cancelSidecars := r.stores.bounded(ctx)
+	defer cancelSidecars()
+	if err := r.putSidecars(sidecarCtx, store, keys, outcome); err != nil {
 		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading to storage location %s: %v", bsl.Name, err))
 	}
 	done, total := progress.Counts()
 	log.WithField("itemsBackedUp", done).WithField("totalItems", total).Info("Backup items written")
 	warnings, errs := log.Counts()
-	if err := r.putLogs(ctx, store, keys, log); err != nil {
+	if err := r.putLogs(sidecarCtx, store, keys, log); err != nil {
 		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading the log to storage location %s: %v", bsl.Name, err))
 	}
 	next := nextAfterInProgress(errs > 0, len(outcome.Operations) > 0)
@@ -275,7 +277,9 @@ func (r *BackupReconciler) cancelled(ctx context.Context, b *cairnv1.Backup, log
 		log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
-	if err := r.putLogs(ctx, store, keys, log); err != nil {
+	putCtx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	if err := r.putLogs(putCtx, store, keys, log); err != nil {
 		// The finalizer writes the cancel into the log again when it cleans up.
 		ctrl.LoggerFrom(ctx).Info("Could not upload the log of a cancelled backup", "backup", qualifiedName(b), "error", err.Error())
 	}
@@ -360,9 +364,11 @@ func (r *BackupReconciler) putLogs(ctx context.Context, store storage.ObjectStor
 func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, reason string) error {
 	log.Error("Backup failed: " + reason)
 	if store != nil {
+		storeCtx, cancel := r.stores.bounded(ctx)
 		keys := store.Layout.Backup(b.Namespace, b.Name)
-		removePartialBackup(ctx, store, keys)
-		_ = r.putLogs(ctx, store, keys, log)
+		removePartialBackup(storeCtx, store, keys)
+		_ = r.putLogs(storeCtx, store, keys, log)
+		cancel()
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", reason)
 	now := metav1.NewTime(r.Clock.Now())
@@ -444,9 +450,11 @@ func afterInterruptedRun(b *cairnv1.Backup) (cairnv1.BackupPhase, string) {
 func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dynamic.Interface, b *cairnv1.Backup, now time.Time) error {
 	next, failureReason := afterInterruptedRun(b)
 	if next == cairnv1.BackupPhaseFailed {
-		if store, err := st.forBackup(ctx, b); err == nil {
-			removePartialBackup(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+		storeCtx, cancel := st.bounded(ctx)
+		if store, err := st.forBackup(storeCtx, b); err == nil {
+			removePartialBackup(storeCtx, store, store.Layout.Backup(b.Namespace, b.Name))
 		}
+		cancel()
 		if dyn != nil {
 			_, _ = backup.DeleteSnapshots(ctx, dyn, b.UID)
 		}

@@ -110,7 +110,9 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 	if b.Status.StartTimestamp != nil {
 		meta.StartTimestamp = b.Status.StartTimestamp.Time
 	}
-	if err := storage.WriteMetadata(ctx, store, keys, meta); err != nil {
+	metaCtx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	if err := storage.WriteMetadata(metaCtx, store, keys, meta); err != nil {
 		return err
 	}
 	t := metav1.NewTime(now)
@@ -148,7 +150,9 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		// Cannot happen through the API (cancel never goes back), but no backup may stay here.
 		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
 	}
-	removed, snapshots, err := r.removeCancelledData(ctx, b)
+	cleanupCtx, cancel := r.stores.bounded(ctx)
+	removed, snapshots, err := r.removeCancelledData(cleanupCtx, b)
+	cancel()
 	if err != nil {
 		failures, next := r.retries.failed(b.UID)
 		message := fmt.Sprintf("Removing the cancelled backup's data failed (attempt %d): %v; next attempt at %s",

@@ -57,6 +57,8 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations && b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
 		return ctrl.Result{}, nil
 	}
+	ctx, cancel := r.stores.bounded(ctx)
+	defer cancel()
 	store, err := r.stores.forBackup(ctx, &b)
 	if err != nil {
 		return ctrl.Result{}, err

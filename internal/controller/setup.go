@@ -51,6 +51,8 @@ type Config struct {
 	// WrapStore, when set, wraps the object store of every location the reconcilers open (tests
 	// inject faults with it).
 	WrapStore func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore
+	// StorageTimeout bounds small storage calls (DefaultStorageTimeout when 0).
+	StorageTimeout time.Duration
 	// RetryBackoffMin and RetryBackoffMax bound the backoff between attempts to remove a
 	// backup's data (deletion, cleanup of a cancelled backup); 0 means the defaults (10s, 1m).
 	RetryBackoffMin, RetryBackoffMax time.Duration
@@ -87,7 +89,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the discovery client: %w", err)
 	}
-	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore}
+	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore, timeout: cfg.StorageTimeout}
 	recovery := NewStartupRecovery(append([]RecoveryStep{
 		endInterruptedBackups(mgr.GetClient(), st, dyn, cfg.Clock),
 	}, cfg.RecoverySteps...)...)

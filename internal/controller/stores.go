@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +18,21 @@ type stores struct {
 	namespace string
 	// wrap, when set, wraps every store opened (Config.WrapStore).
 	wrap func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore
+	// timeout bounds the calls that bounded guards.
+	timeout time.Duration
+}
+
+// DefaultStorageTimeout bounds a reconciler's small storage calls (logs, metadata, operations,
+// listings, deletions): a storage service that hangs fails them, and they are retried, instead
+// of holding a reconciler forever. The archive upload is bounded by its backup's cancellation.
+const DefaultStorageTimeout = 30 * time.Second
+
+// bounded is ctx limited to the storage timeout.
+func (s stores) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithTimeout(ctx, DefaultStorageTimeout)
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 // open opens a location's store.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -58,6 +59,9 @@ type S3 struct {
 	endpoint string
 }
 
+// s3ResponseHeaderTimeout is how long a request waits for the server's answer once it is sent.
+const s3ResponseHeaderTimeout = 2 * time.Minute
+
 // NewS3 returns a store for cfg.
 func NewS3(cfg S3Config) (*S3, error) {
 	if cfg.Bucket == "" {
@@ -68,6 +72,8 @@ func NewS3(cfg S3Config) (*S3, error) {
 		region = "us-east-1"
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// A server that takes a request and never answers must not hold the caller forever.
+	transport.ResponseHeaderTimeout = s3ResponseHeaderTimeout
 	if cfg.InsecureSkipTLSVerify {
 		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked for it with config.insecureSkipTLSVerify
 	}

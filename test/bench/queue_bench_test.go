@@ -44,6 +44,15 @@ type cluster struct {
 
 func startCluster(b *testing.B, concurrency int) *cluster {
 	b.Helper()
+	// The queue alone: the benchmarks play the backup runner.
+	return startClusterWith(b, controller.Config{Namespace: operatorNamespace, ConcurrentBackups: concurrency,
+		ItemBlockWorkerCount: 1, Controllers: []string{"queue"}})
+}
+
+// startClusterWith starts a control plane with a default filesystem location and the manager's
+// reconcilers configured by cfg, in this process.
+func startClusterWith(b *testing.B, mcfg controller.Config) *cluster {
+	b.Helper()
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	env, err := testenv.New()
 	if err != nil {
@@ -77,9 +86,7 @@ func startCluster(b *testing.B, concurrency int) *cluster {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The queue alone: the benchmarks play the backup runner.
-	if err := controller.SetupWithManager(mgr, controller.Config{Namespace: operatorNamespace, ConcurrentBackups: concurrency,
-		ItemBlockWorkerCount: 1, Controllers: []string{"queue"}}); err != nil {
+	if err := controller.SetupWithManager(mgr, mcfg); err != nil {
 		b.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)

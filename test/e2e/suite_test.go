@@ -68,7 +68,9 @@ spec:
     path: %s
 `, storageDir), "apply", "-f", "-")
 	Expect(err).NotTo(HaveOccurred(), stderr)
-	manager = startManager()
+	// Short backoff, so that retries after a storage outage are seen within a test.
+	// A short storage timeout, so that a hung S3 server is noticed within a test.
+	manager = startManager("--retry-backoff-min=500ms", "--retry-backoff-max=2s", "--storage-timeout=3s")
 })
 
 var _ = AfterSuite(func() {

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+// Cancelling with `kubectl patch`: a backup stuck uploading to an S3 server that hangs, and one
+// queued behind it. The S3 server is real (versitygw on 127.0.0.1), frozen with SIGSTOP.
+var _ = Describe("Cancelling backups with kubectl patch", func() {
+	It("fails a Queued and an InProgress backup; the InProgress one keeps only its log, which is downloadable", func() {
+		server := testenv.StartS3Server(GinkgoT())
+		server.CreateBucket("cancel-e2e")
+		credentials := filepath.Join(GinkgoT().TempDir(), "cloud")
+		Expect(os.WriteFile(credentials, []byte(server.CredentialsFile()), 0o600)).To(Succeed())
+		kubectlOK("create", "secret", "generic", "s3-cancel", "-n", "cairn-system", "--from-file=cloud="+credentials)
+		stderr, err := kubectlStdin(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: cancel-e2e}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: cancel-e2e}
+data: {a: b}
+---
+apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata: {name: s3-cancel, namespace: cairn-system}
+spec:
+  provider: s3
+  objectStorage: {bucket: cancel-e2e, prefix: cluster}
+  config: {endpoint: %q, region: us-east-1, forcePathStyle: "true"}
+  credential: {name: s3-cancel, key: cloud}
+`, server.Endpoint()), "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", "s3-cancel", "-n", "cairn-system") })
+		_, stderr, err = kubectl("wait", "backupstoragelocation/s3-cancel", "-n", "cairn-system",
+			"--for=jsonpath={.status.phase}=Available", "--timeout=60s")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+
+		// The storage hangs from now on: the first backup cannot finish its upload, and the
+		// second waits in the queue behind it (one backup at a time).
+		server.Pause()
+		DeferCleanup(server.Resume)
+		stderr, err = kubectlStdin(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: stuck, namespace: cairn-system}
+spec:
+  includedNamespaces: [cancel-e2e]
+  storageLocation: s3-cancel
+---
+apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: waiting, namespace: cairn-system}
+spec:
+  includedNamespaces: [cancel-e2e]
+  storageLocation: s3-cancel
+`, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		waitBackupPhase("cairn-system", "stuck", "InProgress")
+		waitBackupPhase("cairn-system", "waiting", "Queued")
+
+		Expect(kubectlOK("patch", "backup", "waiting", "-n", "cairn-system", "--type", "merge", "-p", `{"spec":{"cancel":true}}`)).
+			To(ContainSubstring("patched"))
+		waitBackupPhase("cairn-system", "waiting", "Failed")
+		Expect(kubectlOK("get", "backup", "waiting", "-n", "cairn-system", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))
+
+		Expect(kubectlOK("patch", "backup", "stuck", "-n", "cairn-system", "--type", "merge", "-p", `{"spec":{"cancel":true}}`)).
+			To(ContainSubstring("patched"))
+		// The upload stopped, but the storage still hangs: the cleanup cannot run yet, and the
+		// backup says why instead of claiming to be done.
+		waitBackupPhase("cairn-system", "stuck", "FinalizingCancelled")
+		Eventually(func() string {
+			out, _, _ := kubectl("get", "backup", "stuck", "-n", "cairn-system",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Cancelled")].reason}`)
+			return out
+		}).WithTimeout(60 * time.Second).Should(Equal("CleanupFailed"))
+
+		server.Resume()
+		_, stderr, err = kubectl("wait", "backup/stuck", "-n", "cairn-system", "--for=jsonpath={.status.phase}=Failed", "--timeout=90s")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		Expect(kubectlOK("get", "backup", "stuck", "-n", "cairn-system", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))
+		Expect(kubectlOK("get", "backup", "stuck", "-n", "cairn-system",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Cancelled")].status}`)).To(Equal("True"))
+
+		// What is left in the bucket is the log, and it says who cancelled.
+		s3, err := storage.NewS3(storage.S3Config{Bucket: "cancel-e2e", Region: "us-east-1", Endpoint: server.Endpoint(), ForcePathStyle: true,
+			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
+		Expect(err).NotTo(HaveOccurred())
+		keys := storage.Layout{Prefix: "cluster"}.Backup("cairn-system", "stuck")
+		Expect(s3.List(context.Background(), keys.Dir)).To(Equal([]string{keys.Logs}))
+		rc, err := s3.Get(context.Background(), keys.Logs)
+		Expect(err).NotTo(HaveOccurred())
+		defer rc.Close()
+		gz, err := gzip.NewReader(rc)
+		Expect(err).NotTo(HaveOccurred())
+		log, err := io.ReadAll(gz)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(log)).To(ContainSubstring(`field manager \"kubectl-patch\"`))
+		Expect(strings.Count(string(log), "Backup cancelled by user")).To(BeNumerically(">=", 1))
+		Expect(s3.List(context.Background(), storage.Layout{Prefix: "cluster"}.Backup("cairn-system", "waiting").Dir)).To(BeEmpty())
+	})
+})
