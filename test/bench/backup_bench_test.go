@@ -144,10 +144,16 @@ func mustCreate(b *testing.B, c client.Client, obj client.Object) {
 // fillConfigMaps creates n ConfigMaps of 1 KiB spread over the namespaces, in parallel.
 func fillConfigMaps(b *testing.B, c client.Client, namespaces []string, n int) {
 	b.Helper()
+	fillConfigMapsSized(b, c, namespaces, n, 1024)
+}
+
+// fillConfigMapsSized creates n ConfigMaps with size bytes of data spread over the namespaces.
+func fillConfigMapsSized(b *testing.B, c client.Client, namespaces []string, n, size int) {
+	b.Helper()
 	for _, ns := range namespaces {
 		mustCreate(b, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	value := strings.Repeat("x", 1024)
+	value := strings.Repeat("x", size)
 	work := make(chan int, 256)
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
