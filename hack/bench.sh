@@ -140,8 +140,8 @@ after it entered InProgress; 5 runs, one after another.
 
 How to read it: a running backup reads itself from the informer cache every 200 ms, so the
 patch reaches it after the watch event (a few ms) plus up to 200 ms; the workers stop at their
-next item and the archive pipe is closed at once. The rest of the way to \`Failed\` is three
+next item and the archive pipe is closed at once. The rest of the way to \`Failed\` is two
 status writes (FinalizingCancelled, then Failed) and the cleanup: the log is appended and the
-partial objects (here only the log had been written) are deleted.
+other objects are deleted (here there are none: the aborted upload left no archive).
 MD
 echo "bench: wrote docs/benchmarks.md" >&2
