@@ -316,6 +316,9 @@ type BackupStatus struct {
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.storageLocation`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Failure",type=string,JSONPath=`.status.failureReason`,priority=1
+// +kubebuilder:printcolumn:name="Deletion Error",type=string,JSONPath=`.status.lastDeletionError`,priority=1
+// +kubebuilder:printcolumn:name="Next Deletion Attempt",type=date,JSONPath=`.status.nextDeletionAttempt`,priority=1
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -79,7 +80,7 @@ type BackupQueueReconciler struct {
 	lastChange, staleSince time.Time
 }
 
-// +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch,namespace=cairn-system
@@ -258,6 +259,9 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 		}
 		return true, err
 	case len(c.validationErrors) > 0:
+		if err := addDataFinalizer(ctx, r.Client, b); err != nil {
+			return true, err
+		}
 		err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = c.validationErrors
@@ -279,6 +283,21 @@ func leavesQueue(b *cairnv1.Backup) bool {
 	return cancelled
 }
 
+// addDataFinalizer puts the finalizer cairn.dev/backup-data on a new backup, before anything
+// can be written for it: deleting the Backup then waits until the deletion reconciler has
+// removed its data. A conflict is retried by the next pass.
+func addDataFinalizer(ctx context.Context, c client.Client, b *cairnv1.Backup) error {
+	if controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(b, cairnv1.BackupDataFinalizer)
+	if err := c.Patch(ctx, b, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("adding the finalizer to backup %s: %w", qualifiedName(b), err)
+	}
+	return nil
+}
+
 // enqueue moves a valid New backup to Queued at position.
 func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c candidate, position int32, d queue.Decision) error {
 	b := c.backup
@@ -287,6 +306,9 @@ func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c 
 		reason, message = cairnv1.ReasonEnqueued, "Queued; starting now"
 	}
 	now := metav1.NewTime(pass.now)
+	if err := addDataFinalizer(ctx, r.Client, b); err != nil {
+		return err
+	}
 	err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseQueued
 		s.QueuePosition = position

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
@@ -88,8 +89,15 @@ func deleteAllBackups() {
 	for i := range list.Items {
 		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, &list.Items[i]))).To(Succeed())
 	}
+	// Test clean-up does not wait for (or need) a deletion reconciler: the data goes with the
+	// test's temporary directories.
 	Eventually(func() int {
 		Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
+		for i := range list.Items {
+			if b := &list.Items[i]; controllerutil.RemoveFinalizer(b, cairnv1.BackupDataFinalizer) {
+				_ = k8sClient.Update(suiteCtx, b) // a conflict is retried on the next poll
+			}
+		}
 		return len(list.Items)
 	}).WithTimeout(20 * time.Second).Should(BeZero())
 }

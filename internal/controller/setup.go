@@ -36,7 +36,7 @@ type Config struct {
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue", "backup", "operations", "finalizer",
-	// "cancelwarning", "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	// "deletion", "cancelwarning", "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
 	// DefaultItemOperationSyncFrequency.
@@ -151,6 +151,16 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:              recovery,
 			CleanupBackoffMin: cfg.RetryBackoffMin,
 			CleanupBackoffMax: cfg.RetryBackoffMax,
+		}},
+		{"deletion", &DeletionReconciler{
+			Client:     mgr.GetClient(),
+			Dynamic:    dyn,
+			stores:     st,
+			Clock:      cfg.Clock,
+			Recorder:   mgr.GetEventRecorder("cairn-deletion"),
+			Gate:       recovery,
+			BackoffMin: cfg.RetryBackoffMin,
+			BackoffMax: cfg.RetryBackoffMax,
 		}},
 		{"cancelwarning", &CancelWarningReconciler{
 			Client:   mgr.GetClient(),

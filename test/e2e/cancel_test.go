@@ -19,14 +19,46 @@ import (
 
 // Cancelling with `kubectl patch`: a backup stuck uploading to an S3 server that hangs, and one
 // queued behind it. The S3 server is real (versitygw on 127.0.0.1), frozen with SIGSTOP.
+// s3Location starts a real S3 server with a bucket and creates a storage location (with its
+// credential Secret) for it, removed when the spec ends; it waits until the location is Available.
+func s3Location(name, bucket string) *testenv.S3Server {
+	GinkgoHelper()
+	server := testenv.StartS3Server(GinkgoT())
+	server.CreateBucket(bucket)
+	credentials := filepath.Join(GinkgoT().TempDir(), "cloud")
+	Expect(os.WriteFile(credentials, []byte(server.CredentialsFile()), 0o600)).To(Succeed())
+	kubectlOK("create", "secret", "generic", name, "-n", "cairn-system", "--from-file=cloud="+credentials)
+	DeferCleanup(func() { kubectlOK("delete", "secret", name, "-n", "cairn-system") })
+	stderr, err := kubectlStdin(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata: {name: %s, namespace: cairn-system}
+spec:
+  provider: s3
+  objectStorage: {bucket: %s, prefix: cluster}
+  config: {endpoint: %q, region: us-east-1, forcePathStyle: "true"}
+  credential: {name: %s, key: cloud}
+`, name, bucket, server.Endpoint(), name), "apply", "-f", "-")
+	Expect(err).NotTo(HaveOccurred(), stderr)
+	DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", name, "-n", "cairn-system") })
+	_, stderr, err = kubectl("wait", "backupstoragelocation/"+name, "-n", "cairn-system",
+		"--for=jsonpath={.status.phase}=Available", "--timeout=60s")
+	Expect(err).NotTo(HaveOccurred(), stderr)
+	return server
+}
+
+// bucketClient reads a bucket of the server directly, as a user with the credentials would.
+func bucketClient(server *testenv.S3Server, bucket string) *storage.S3 {
+	GinkgoHelper()
+	s3, err := storage.NewS3(storage.S3Config{Bucket: bucket, Region: "us-east-1", Endpoint: server.Endpoint(), ForcePathStyle: true,
+		Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
+	Expect(err).NotTo(HaveOccurred())
+	return s3
+}
+
 var _ = Describe("Cancelling backups with kubectl patch", func() {
 	It("fails a Queued and an InProgress backup; the InProgress one keeps only its log, which is downloadable", func() {
-		server := testenv.StartS3Server(GinkgoT())
-		server.CreateBucket("cancel-e2e")
-		credentials := filepath.Join(GinkgoT().TempDir(), "cloud")
-		Expect(os.WriteFile(credentials, []byte(server.CredentialsFile()), 0o600)).To(Succeed())
-		kubectlOK("create", "secret", "generic", "s3-cancel", "-n", "cairn-system", "--from-file=cloud="+credentials)
-		stderr, err := kubectlStdin(fmt.Sprintf(`apiVersion: v1
+		server := s3Location("s3-cancel", "cancel-e2e")
+		stderr, err := kubectlStdin(`apiVersion: v1
 kind: Namespace
 metadata: {name: cancel-e2e}
 ---
@@ -34,20 +66,7 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: settings, namespace: cancel-e2e}
 data: {a: b}
----
-apiVersion: cairn.dev/v1alpha1
-kind: BackupStorageLocation
-metadata: {name: s3-cancel, namespace: cairn-system}
-spec:
-  provider: s3
-  objectStorage: {bucket: cancel-e2e, prefix: cluster}
-  config: {endpoint: %q, region: us-east-1, forcePathStyle: "true"}
-  credential: {name: s3-cancel, key: cloud}
-`, server.Endpoint()), "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), stderr)
-		DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", "s3-cancel", "-n", "cairn-system") })
-		_, stderr, err = kubectl("wait", "backupstoragelocation/s3-cancel", "-n", "cairn-system",
-			"--for=jsonpath={.status.phase}=Available", "--timeout=60s")
+`, "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), stderr)
 
 		// The storage hangs from now on: the first backup cannot finish its upload, and the
@@ -96,9 +115,7 @@ spec:
 			"-o", `jsonpath={.status.conditions[?(@.type=="Cancelled")].status}`)).To(Equal("True"))
 
 		// What is left in the bucket is the log, and it says who cancelled.
-		s3, err := storage.NewS3(storage.S3Config{Bucket: "cancel-e2e", Region: "us-east-1", Endpoint: server.Endpoint(), ForcePathStyle: true,
-			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
-		Expect(err).NotTo(HaveOccurred())
+		s3 := bucketClient(server, "cancel-e2e")
 		keys := storage.Layout{Prefix: "cluster"}.Backup("cairn-system", "stuck")
 		Expect(s3.List(context.Background(), keys.Dir)).To(Equal([]string{keys.Logs}))
 		rc, err := s3.Get(context.Background(), keys.Logs)
@@ -111,5 +128,9 @@ spec:
 		Expect(string(log)).To(ContainSubstring(`field manager \"kubectl-patch\"`))
 		Expect(strings.Count(string(log), "Backup cancelled by user")).To(BeNumerically(">=", 1))
 		Expect(s3.List(context.Background(), storage.Layout{Prefix: "cluster"}.Backup("cairn-system", "waiting").Dir)).To(BeEmpty())
+
+		// Deleting them removes the log too.
+		kubectlOK("delete", "backup", "stuck", "waiting", "-n", "cairn-system", "--timeout=60s")
+		Expect(s3.List(context.Background(), keys.Dir)).To(BeEmpty())
 	})
 })

@@ -1,0 +1,319 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// deletionSafetyRequeue re-checks a backup whose deletion goroutine runs, should its report
+// ever be missed.
+const deletionSafetyRequeue = time.Minute
+
+// DeletionReconciler removes the data of deleted backups (DESIGN.md section 6, Longhorn's
+// asynchronous deletion). It owns Deleting and DeletionFailed, and moves a terminal backup
+// with a deletion timestamp to Deleting; a backup deleted before it ended is first cancelled by
+// the owner of its phase. The removal — every object under the backup's directory in its
+// location, and the VolumeSnapshots labelled with its UID — runs in a goroutine, which reports
+// through an in-memory map keyed by UID and wakes the reconciler when it ends. Success, checked
+// against the store, removes the finalizer cairn.dev/backup-data and the object goes; a failure
+// is DeletionFailed with the error, retried with backoff; Deleting with no map entry means the
+// operator restarted mid-deletion: DeletionFailed, retried. The annotation
+// cairn.dev/keep-data: "true" removes the finalizer without touching storage.
+type DeletionReconciler struct {
+	client.Client
+	// Dynamic deletes the backup's VolumeSnapshots.
+	Dynamic  dynamic.Interface
+	stores   stores
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+	Gate     interface {
+		Wait(ctx context.Context) error
+	}
+	// BackoffMin and BackoffMax bound the wait between deletion attempts.
+	BackoffMin, BackoffMax time.Duration
+
+	deletions *deletions
+	// ended carries the backups whose deletion goroutine ended, to reconcile them at once.
+	ended chan event.GenericEvent
+	// life is the manager's lifetime: deletion goroutines outlive the reconcile that starts
+	// them, not the manager.
+	life *lifetime
+}
+
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups/finalizers,verbs=update
+
+// Reconcile moves one deleted backup's deletion on.
+func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.Gate.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var b cairnv1.Backup
+	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	in := deletionInput{
+		Phase:       b.Status.Phase,
+		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&b, cairnv1.BackupDataFinalizer),
+		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
+		HasData:     b.Status.StorageLocation != "",
+		NextAttempt: b.Status.NextDeletionAttempt,
+		Now:         r.Clock.Now(),
+	}
+	if rec, ok := r.deletions.get(b.UID); ok {
+		in.Record = &rec
+	}
+	step, message := nextDeletionStep(in)
+	switch step {
+	case stepRelease:
+		return ctrl.Result{}, r.release(ctx, &b, in.KeepData)
+	case stepStart:
+		return r.start(ctx, &b)
+	case stepWait:
+		return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+	case stepVerify:
+		return r.verify(ctx, &b)
+	case stepFail:
+		return r.fail(ctx, &b, message)
+	case stepBackoff:
+		return ctrl.Result{RequeueAfter: b.Status.NextDeletionAttempt.Sub(in.Now)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// start moves the backup to Deleting, records the deletion and runs it in a goroutine.
+func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+	base, ok := r.life.context()
+	if !ok {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	// The phase first: should this process stop before the goroutine starts, the next one
+	// finds Deleting with no record and retries.
+	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseDeleting
+		s.NextDeletionAttempt = nil
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.deletions.set(b.UID, deletionRecord{State: deletionRunning})
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the backup's data from storage location %s", b.Status.StorageLocation)
+	target := b.DeepCopy()
+	go r.runDeletion(base, target)
+	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+}
+
+// runDeletion removes a backup's data and reports the outcome in the map, then wakes the
+// reconciler. A panic is a failure like any other.
+func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.deletions.set(b.UID, deletionRecord{State: deletionFailed, Message: fmt.Sprintf("the deletion panicked: %v", p)})
+		}
+		select {
+		case r.ended <- event.GenericEvent{Object: b}:
+		case <-ctx.Done():
+		}
+	}()
+	if err := r.removeData(ctx, b); err != nil {
+		r.deletions.set(b.UID, deletionRecord{State: deletionFailed, Message: err.Error()})
+		return
+	}
+	r.deletions.set(b.UID, deletionRecord{State: deletionDone})
+}
+
+// removeData deletes every object under the backup's own directory in its location (the
+// directory key ends in "/", so backup b1 never touches b10) and the VolumeSnapshots its
+// operations made. Its errors say what a person can do.
+func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
+	bsl, err := r.stores.location(ctx, b)
+	if err != nil {
+		return fmt.Errorf("%w; create the location again, or set the annotation %s=\"true\" to delete only the Backup object", err, cairnv1.KeepDataAnnotation)
+	}
+	if bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly {
+		return fmt.Errorf("storage location %s is ReadOnly, so the backup's data cannot be deleted: make it ReadWrite, or set the annotation %s=\"true\" to delete only the Backup object",
+			bsl.Name, cairnv1.KeepDataAnnotation)
+	}
+	store, err := r.stores.open(ctx, bsl)
+	if err != nil {
+		return fmt.Errorf("opening storage location %s: %w", bsl.Name, err)
+	}
+	keys := store.Layout.Backup(b.Namespace, b.Name)
+	listCtx, cancel := r.stores.bounded(ctx)
+	objects, err := store.List(listCtx, keys.Dir)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("listing the backup's objects in storage location %s: %w", bsl.Name, err)
+	}
+	// The metadata first: without it the backup is not restorable, whatever else is left.
+	if i := indexOf(objects, keys.Metadata); i > 0 {
+		objects[0], objects[i] = objects[i], objects[0]
+	}
+	for _, key := range objects {
+		deleteCtx, cancel := r.stores.bounded(ctx)
+		err := store.Delete(deleteCtx, key)
+		cancel()
+		if err != nil {
+			if errors.Is(err, storage.ErrReadOnly) {
+				return fmt.Errorf("storage location %s is ReadOnly: %w", bsl.Name, err)
+			}
+			return fmt.Errorf("deleting %s from storage location %s: %w", key, bsl.Name, err)
+		}
+	}
+	if r.Dynamic != nil {
+		if _, err := backup.DeleteSnapshots(ctx, r.Dynamic, b.UID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// verify checks that the store holds nothing of the backup any more, then lets the object go.
+func (r *DeletionReconciler) verify(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+	left, err := r.remaining(ctx, b)
+	switch {
+	case err != nil:
+		return r.fail(ctx, b, fmt.Sprintf("checking that the data is gone: %v", err))
+	case len(left) > 0:
+		return r.fail(ctx, b, fmt.Sprintf("objects are left after the deletion: %s", strings.Join(left, ", ")))
+	}
+	if err := r.release(ctx, b, false); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// remaining lists what the store still holds under the backup's directory.
+func (r *DeletionReconciler) remaining(ctx context.Context, b *cairnv1.Backup) ([]string, error) {
+	ctx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	store, err := r.stores.forBackup(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return store.List(ctx, store.Layout.Backup(b.Namespace, b.Name).Dir)
+}
+
+// fail moves the backup to DeletionFailed with the message; the next attempt comes after the
+// backoff, which grows with every failed attempt.
+func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, message string) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	attempts := b.Status.DeletionAttempts + 1
+	delay := backoffDelay(int(attempts), r.BackoffMin, r.BackoffMax)
+	next := metav1.NewTime(now.Add(delay))
+	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseDeletionFailed
+		s.LastDeletionError = message
+		s.DeletionAttempts = attempts
+		s.NextDeletionAttempt = &next
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.deletions.forget(b.UID)
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "DeletionFailed", "Delete",
+		"Deleting the backup's data failed (attempt %d): %s; next attempt in %s", attempts, message, delay)
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// release removes the data finalizer, which lets the API server delete the object.
+func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, keptData bool) error {
+	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(b, cairnv1.BackupDataFinalizer)
+	if err := r.Patch(ctx, b, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.deletions.forget(b.UID)
+	if keptData {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "DataKept", "Delete",
+			"Backup deleted without touching storage (annotation %s)", cairnv1.KeepDataAnnotation)
+	} else {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Backup data deleted")
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler for deleted backups and for the ends of its own
+// deletion goroutines.
+func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.BackoffMin <= 0 {
+		r.BackoffMin = DefaultRetryBackoffMin
+	}
+	if r.BackoffMax < r.BackoffMin {
+		r.BackoffMax = max(DefaultRetryBackoffMax, r.BackoffMin)
+	}
+	r.deletions = newDeletions()
+	r.ended = make(chan event.GenericEvent, 64)
+	r.life = &lifetime{ready: make(chan struct{})}
+	if err := mgr.Add(r.life); err != nil {
+		return err
+	}
+	deleted := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		b, ok := obj.(*cairnv1.Backup)
+		return ok && b.DeletionTimestamp != nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("deletion").
+		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
+		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// lifetime captures the manager's context for work that outlives a reconcile. It implements
+// manager.Runnable.
+type lifetime struct {
+	once  sync.Once
+	ctx   context.Context
+	ready chan struct{}
+}
+
+var _ manager.Runnable = &lifetime{}
+
+func (l *lifetime) Start(ctx context.Context) error {
+	l.once.Do(func() {
+		l.ctx = ctx
+		close(l.ready)
+	})
+	<-ctx.Done()
+	return nil
+}
+
+// context is the manager's context, once it runs.
+func (l *lifetime) context() (context.Context, bool) {
+	select {
+	case <-l.ready:
+		return l.ctx, true
+	default:
+		return nil, false
+	}
+}

@@ -1,0 +1,190 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+func TestNextDeletionStep(t *testing.T) {
+	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	later := metav1.NewTime(now.Add(10 * time.Second))
+	earlier := metav1.NewTime(now.Add(-time.Second))
+	running := &deletionRecord{State: deletionRunning}
+	done := &deletionRecord{State: deletionDone}
+	failed := &deletionRecord{State: deletionFailed, Message: "connection refused"}
+	tests := []struct {
+		name        string
+		in          deletionInput
+		want        deletionStep
+		wantMessage string
+	}{
+		{name: "not deleted", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, HasData: true}, want: stepNone},
+		{name: "deleted while running: its owner cancels it first", in: deletionInput{Phase: cairnv1.BackupPhaseInProgress, Deleted: true, HasData: true}, want: stepNone},
+		{name: "deleted while queued", in: deletionInput{Phase: cairnv1.BackupPhaseQueued, Deleted: true, HasData: true}, want: stepNone},
+		{name: "deleted while cleaning up a cancel", in: deletionInput{Phase: cairnv1.BackupPhaseFinalizingCancelled, Deleted: true, HasData: true}, want: stepNone},
+		{name: "completed: start", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true}, want: stepStart},
+		{name: "partially failed: start", in: deletionInput{Phase: cairnv1.BackupPhasePartiallyFailed, Deleted: true, HasData: true}, want: stepStart},
+		{name: "failed: start (its log is data)", in: deletionInput{Phase: cairnv1.BackupPhaseFailed, Deleted: true, HasData: true}, want: stepStart},
+		{name: "never queued: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailedValidation, Deleted: true}, want: stepRelease},
+		{name: "keep-data", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, KeepData: true}, want: stepRelease},
+		{name: "keep-data while failing", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, KeepData: true, NextAttempt: &later}, want: stepRelease},
+		{name: "stale terminal read while this process deletes", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: running}, want: stepWait},
+		{name: "deleting, goroutine running", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: running}, want: stepWait},
+		{name: "deleting, goroutine done", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: done}, want: stepVerify},
+		{name: "deleting, goroutine failed", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: failed}, want: stepFail, wantMessage: "connection refused"},
+		{name: "deleting, no record: the operator restarted", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true}, want: stepFail, wantMessage: messageNoDeletionInProgress},
+		{name: "failed, retry not due", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, NextAttempt: &later}, want: stepBackoff},
+		{name: "failed, retry due", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, NextAttempt: &earlier}, want: stepStart},
+		{name: "failed, no retry time recorded", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true}, want: stepStart},
+		{name: "finalizer already gone", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: false, HasData: true, Record: done}, want: stepNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Now = now
+			got, message := nextDeletionStep(tt.in)
+			if got != tt.want || message != tt.wantMessage {
+				t.Errorf("got (%s, %q), want (%s, %q)", got, message, tt.want, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func TestDeletionsMap(t *testing.T) {
+	d := newDeletions()
+	if _, ok := d.get("a"); ok {
+		t.Fatal("an empty map has an entry")
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uid := types.UID(string(rune('a' + i%5)))
+			d.set(uid, deletionRecord{State: deletionRunning})
+			d.get(uid)
+			if i%2 == 0 {
+				d.set(uid, deletionRecord{State: deletionFailed, Message: "x"})
+			}
+		}()
+	}
+	wg.Wait()
+	d.set("a", deletionRecord{State: deletionDone})
+	if rec, ok := d.get("a"); !ok || rec.State != deletionDone {
+		t.Fatalf("got %+v, %v", rec, ok)
+	}
+	d.forget("a")
+	if _, ok := d.get("a"); ok {
+		t.Fatal("forget left the entry")
+	}
+}
+
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
+
+// TestDeletionBackoff drives the deletion reconciler (fake client, fake clock) through failing
+// attempts against a ReadOnly location: each failure is DeletionFailed with the error, and the
+// next attempt waits 10s, 20s, 40s, then 1m at most.
+func TestDeletionBackoff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
+	deleted := metav1.NewTime(clk.Now())
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "ro", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, AccessMode: cairnv1.AccessModeReadOnly,
+			Config: map[string]string{cairnv1.ConfigKeyPath: t.TempDir()}}}
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-b",
+		DeletionTimestamp: &deleted, Finalizers: []string{cairnv1.BackupDataFinalizer}},
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "ro"}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system"}, Clock: clk,
+		Recorder: events.NewFakeRecorder(100), Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
+		deletions: newDeletions(), ended: make(chan event.GenericEvent, 1), life: &lifetime{ready: make(chan struct{})}}
+	go func() { _ = r.life.Start(ctx) }()
+	<-r.life.ready
+
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
+	reconcile := func() ctrl.Result {
+		t.Helper()
+		res, err := r.Reconcile(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	get := func() *cairnv1.Backup {
+		t.Helper()
+		var got cairnv1.Backup
+		if err := c.Get(ctx, req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+
+	for attempt, wantDelay := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute} {
+		reconcile() // start: Deleting, the goroutine runs
+		if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeleting {
+			t.Fatalf("attempt %d: phase %s, want Deleting", attempt+1, got.Status.Phase)
+		}
+		select {
+		case <-r.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the deletion goroutine did not report")
+		}
+		res := reconcile() // the goroutine failed: DeletionFailed
+		got := get()
+		if got.Status.Phase != cairnv1.BackupPhaseDeletionFailed || got.Status.DeletionAttempts != int32(attempt+1) {
+			t.Fatalf("attempt %d: phase %s, attempts %d", attempt+1, got.Status.Phase, got.Status.DeletionAttempts)
+		}
+		if !strings.Contains(got.Status.LastDeletionError, "ReadOnly") || !strings.Contains(got.Status.LastDeletionError, cairnv1.KeepDataAnnotation) {
+			t.Fatalf("attempt %d: error %q does not say what to do", attempt+1, got.Status.LastDeletionError)
+		}
+		if res.RequeueAfter != wantDelay || !got.Status.NextDeletionAttempt.Time.Equal(clk.Now().Add(wantDelay)) {
+			t.Fatalf("attempt %d: requeue after %s, next attempt %s; want %s", attempt+1, res.RequeueAfter, got.Status.NextDeletionAttempt, wantDelay)
+		}
+		// Before it is due, nothing happens.
+		clk.Step(wantDelay / 2)
+		if res := reconcile(); res.RequeueAfter != wantDelay-wantDelay/2 {
+			t.Fatalf("attempt %d: early reconcile requeues after %s", attempt+1, res.RequeueAfter)
+		}
+		if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeletionFailed {
+			t.Fatalf("attempt %d: an early reconcile moved the phase to %s", attempt+1, got.Status.Phase)
+		}
+		clk.Step(wantDelay - wantDelay/2)
+	}
+
+	// The user gives up on the data: keep-data lets the object go without touching storage.
+	got := get()
+	got.Annotations = map[string]string{cairnv1.KeepDataAnnotation: "true"}
+	if err := c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	reconcile()
+	if err := c.Get(ctx, req.NamespacedName, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the backup is still there after keep-data: %v", err)
+	}
+}
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := cairnv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
