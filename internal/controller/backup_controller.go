@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
@@ -68,6 +70,67 @@ type BackupReconciler struct {
 	ConcurrentBackups int
 	// ProgressInterval is how often progress is written, at most.
 	ProgressInterval time.Duration
+
+	// unwritten holds the last status write of runs whose write failed, for the next reconcile.
+	unwritten unwrittenEnds
+}
+
+// unwrittenEnds remembers, per backup UID, the status write that ends a run and could not be
+// written: the reconcile that retries finds the backup still InProgress and must write this,
+// not mistake the backup for one a restart interrupted. Safe for concurrent use.
+type unwrittenEnds struct {
+	mu sync.Mutex
+	m  map[types.UID]func(*cairnv1.BackupStatus)
+}
+
+func (u *unwrittenEnds) put(uid types.UID, mutate func(*cairnv1.BackupStatus)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[types.UID]func(*cairnv1.BackupStatus){}
+	}
+	u.m[uid] = mutate
+}
+
+func (u *unwrittenEnds) take(uid types.UID) (func(*cairnv1.BackupStatus), bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	mutate, ok := u.m[uid]
+	delete(u.m, uid)
+	return mutate, ok
+}
+
+// maxEndRunAttempts bounds the retries of a run's last status write on conflicts.
+const maxEndRunAttempts = 5
+
+// endRun writes the status that ends a run. Someone else's write meanwhile (a label, an
+// annotation, a cancel) makes the optimistic lock fail: the write is retried on the fresh
+// object, and a cancel seen there wins when onCancel is given. A write that still fails is kept
+// for the next reconcile (see orphaned).
+func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus), onCancel func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := patchBackupStatus(ctx, r.Client, b, mutate)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxEndRunAttempts {
+			r.unwritten.put(b.UID, mutate)
+			return err
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			r.unwritten.put(b.UID, mutate)
+			return err
+		}
+		if b.Status.Phase != cairnv1.BackupPhaseInProgress {
+			return nil
+		}
+		if _, _, cancelled := cancellation(b); cancelled && onCancel != nil {
+			return onCancel()
+		}
+	}
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
@@ -123,6 +186,16 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 			s.CompletionTimestamp = &now
 		})
 	}
+	if problem, err := r.nameTaken(ctx, b, bsl); err != nil {
+		return ctrl.Result{}, err
+	} else if problem != "" {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+			s.Phase = cairnv1.BackupPhaseFailedValidation
+			s.ValidationErrors = []string{problem}
+			s.CompletionTimestamp = &now
+		})
+	}
 	expiration := metav1.NewTime(now.Add(b.Spec.GetTTL()))
 	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
@@ -135,6 +208,29 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
 	return ctrl.Result{}, r.run(ctx, b, bsl)
+}
+
+// nameTaken says why the backup must not write where its name leads: the location already
+// holds a committed backup of that namespace and name made by another Backup object (one
+// deleted with cairn.dev/keep-data, or another cluster's). Writing there would overwrite it.
+func (r *BackupReconciler) nameTaken(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) (string, error) {
+	ctx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	store, err := r.stores.open(ctx, bsl)
+	if err != nil {
+		return "", err
+	}
+	meta, err := storage.ReadMetadata(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+	switch {
+	case errors.Is(err, storage.ErrNotCommitted):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("checking storage location %s for an earlier backup named %s: %w", bsl.Name, qualifiedName(b), err)
+	case meta.UID == string(b.UID):
+		return "", nil
+	}
+	return fmt.Sprintf("storage location %s already holds a backup named %s, made by another Backup object (UID %s); writing this one would overwrite it: choose another name, or delete that data first",
+		bsl.Name, qualifiedName(b), meta.UID), nil
 }
 
 // errNotValidatedYet: the location exists but was not validated yet.
@@ -172,12 +268,12 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 	log.WithField("backup", qualifiedName(b)).WithField("storageLocation", bsl.Name).Info("Backup started")
 	store, err := r.stores.open(ctx, bsl)
 	if err != nil {
-		return r.fail(ctx, b, log, nil, fmt.Sprintf("opening storage location %s: %v", bsl.Name, err))
+		return r.fail(ctx, b, log, nil, nil, fmt.Sprintf("opening storage location %s: %v", bsl.Name, err))
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
 	resources, err := r.discover(log)
 	if err != nil {
-		return r.fail(ctx, b, log, store, err.Error())
+		return r.fail(ctx, b, log, store, nil, err.Error())
 	}
 	customResources, err := backup.CustomResources(ctx, r.Runner.Dynamic)
 	if err != nil {
@@ -207,31 +303,32 @@ func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cair
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		return err
 	}
+	onCancel := func() error { return r.cancelled(ctx, b, log, store, outcome.Operations, progress) }
 	if _, _, cancelled := cancellation(b); cancelled {
-		return r.cancelled(ctx, b, log, store, outcome.Operations, progress)
+		return onCancel()
 	}
 	if runErr != nil {
-		return r.fail(ctx, b, log, store, fmt.Sprintf("backing up items: %v", runErr))
+		return r.fail(ctx, b, log, store, outcome.Operations, fmt.Sprintf("backing up items: %v", runErr))
 	}
 
 	sidecarCtx, cancelSidecars := r.stores.bounded(ctx)
 	defer cancelSidecars()
 	if err := r.putSidecars(sidecarCtx, store, keys, outcome); err != nil {
-		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading to storage location %s: %v", bsl.Name, err))
+		return r.fail(ctx, b, log, store, outcome.Operations, fmt.Sprintf("uploading to storage location %s: %v", bsl.Name, err))
 	}
 	done, total := progress.Counts()
 	log.WithField("itemsBackedUp", done).WithField("totalItems", total).Info("Backup items written")
 	warnings, errs := log.Counts()
 	if err := r.putLogs(sidecarCtx, store, keys, log); err != nil {
-		return r.fail(ctx, b, log, store, fmt.Sprintf("uploading the log to storage location %s: %v", bsl.Name, err))
+		return r.fail(ctx, b, log, store, outcome.Operations, fmt.Sprintf("uploading the log to storage location %s: %v", bsl.Name, err))
 	}
 	next := nextAfterInProgress(errs > 0, len(outcome.Operations) > 0)
-	return patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.Progress = cairnv1.NewBackupProgress(done, total)
 		s.Warnings, s.Errors = warnings, errs
 		s.BackupItemOperationsAttempted = int32(len(outcome.Operations))
-	})
+	}, onCancel)
 }
 
 // watchCancel cancels the run (cause errCancelRequested) once the backup shows spec.cancel or
@@ -272,7 +369,9 @@ func (r *BackupReconciler) cancelled(ctx context.Context, b *cairnv1.Backup, log
 	done, total := progress.Counts()
 	log.WithField("requestedBy", cancelRequester(b)).WithField("itemsBackedUp", done).WithField("totalItems", total).
 		Warn("Backup cancelled while running: the worker pool and the upload were stopped")
-	ops := backup.CancelOperations(ctx, started, r.Registry, b, r.Clock.Now(), failureReason)
+	cancelCtx, stopCancel := r.stores.bounded(ctx)
+	ops := backup.CancelOperations(cancelCtx, started, r.Registry, b, r.Clock.Now(), failureReason)
+	stopCancel()
 	for _, op := range ops {
 		log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
 	}
@@ -285,13 +384,13 @@ func (r *BackupReconciler) cancelled(ctx context.Context, b *cairnv1.Backup, log
 	}
 	warnings, errs := log.Counts()
 	_, _, failed := backup.OperationCounts(ops)
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
 		s.Progress = cairnv1.NewBackupProgress(done, total)
 		s.Warnings, s.Errors = warnings, errs
 		s.BackupItemOperationsAttempted = int32(len(ops))
 		s.BackupItemOperationsFailed = int32(failed)
-	}); err != nil {
+	}, nil); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while it ran (%s); removing its data", failureReason, reason)
@@ -359,10 +458,17 @@ func (r *BackupReconciler) putLogs(ctx context.Context, store storage.ObjectStor
 	return store.Put(ctx, keys.Logs, bytes.NewReader(data))
 }
 
-// fail ends a backup in Failed, keeping its log where the store allows and removing whatever
-// else it wrote.
-func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, reason string) error {
+// fail ends a backup in Failed, cancelling the operations it started, keeping its log where
+// the store allows and removing whatever else it wrote.
+func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, started []backup.Operation, reason string) error {
 	log.Error("Backup failed: " + reason)
+	if len(started) > 0 {
+		cancelCtx, stopCancel := r.stores.bounded(ctx)
+		for _, op := range backup.CancelOperations(cancelCtx, started, r.Registry, b, r.Clock.Now(), "the backup failed") {
+			log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
+		}
+		stopCancel()
+	}
 	if store != nil {
 		storeCtx, cancel := r.stores.bounded(ctx)
 		keys := store.Layout.Backup(b.Namespace, b.Name)
@@ -373,12 +479,12 @@ func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *bac
 	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", reason)
 	now := metav1.NewTime(r.Clock.Now())
 	warnings, errs := log.Counts()
-	return patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFailed
 		s.FailureReason = reason
 		s.CompletionTimestamp = &now
 		s.Warnings, s.Errors = warnings, errs
-	})
+	}, nil)
 }
 
 // removePartialBackup deletes every object of a backup but its log.
@@ -431,6 +537,10 @@ func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctr
 	if fresh.Status.Phase != cairnv1.BackupPhaseInProgress {
 		return ctrl.Result{}, nil
 	}
+	// A run of this process whose last write failed: write it now.
+	if mutate, ok := r.unwritten.take(fresh.UID); ok {
+		return ctrl.Result{}, r.endRun(ctx, &fresh, mutate, nil)
+	}
 	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, r.stores, r.Dynamic, &fresh, r.Clock.Now())
 }
 
@@ -454,10 +564,10 @@ func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dyna
 		if store, err := st.forBackup(storeCtx, b); err == nil {
 			removePartialBackup(storeCtx, store, store.Layout.Backup(b.Namespace, b.Name))
 		}
-		cancel()
 		if dyn != nil {
-			_, _ = backup.DeleteSnapshots(ctx, dyn, b.UID)
+			_, _ = backup.DeleteSnapshots(storeCtx, dyn, b.UID)
 		}
+		cancel()
 	}
 	t := metav1.NewTime(now)
 	return patchBackupStatus(ctx, c, b, func(s *cairnv1.BackupStatus) {
@@ -498,6 +608,6 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backup").
 		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

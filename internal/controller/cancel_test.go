@@ -234,6 +234,57 @@ var _ = Describe("Cancellation", Ordered, func() {
 		expectCancelled(fault, "cancel-offline")
 	})
 
+	It("finishes a run whose last write meets someone else's write, and honours a cancel found then", func() {
+		// The run is held in its last uploads while the object changes under it.
+		fault.BlockPuts("-results.json.gz")
+		createBackup(operatorNamespace, "relabelled", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-cancel"}})
+		Eventually(fault.BlockedPuts).Should(Equal(1))
+		Expect(k8sClient.Patch(suiteCtx, getBackup(operatorNamespace, "relabelled"),
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
+		setOperation("op-ops-cancel-token", "done")
+		fault.ReleasePuts()
+		b := waitPhase("relabelled", cairnv1.BackupPhaseCompleted)
+		Expect(b.Status.FailureReason).To(BeEmpty())
+
+		fault.BlockPuts("-results.json.gz")
+		createBackup(operatorNamespace, "late-cancel", cairnv1.BackupSpec{IncludedNamespaces: []string{"cancel-big"}})
+		Eventually(fault.BlockedPuts).Should(Equal(1))
+		cancelBackup("late-cancel")
+		fault.ReleasePuts()
+		expectCancelled(fault, "late-cancel")
+	})
+
+	It("ends the cancel without removing data when the location became ReadOnly, instead of retrying forever", func() {
+		runBlocked("cancel-readonly")
+		stop()
+		fault.ReleasePuts()
+		cancelBackup("cancel-readonly")
+		setAccessMode := func(mode cairnv1.AccessMode) {
+			GinkgoHelper()
+			var loc cairnv1.BackupStorageLocation
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "cancel-default"}, &loc)).To(Succeed())
+			Expect(k8sClient.Patch(suiteCtx, &loc, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"accessMode":"`+string(mode)+`"}}`)))).To(Succeed())
+		}
+		setAccessMode(cairnv1.AccessModeReadOnly)
+		DeferCleanup(func() { setAccessMode(cairnv1.AccessModeReadWrite) })
+		stop = startManager(config)
+		b := waitPhase("cancel-readonly", cairnv1.BackupPhaseFailed)
+		Expect(b.Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+		cond := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionCancelled)
+		Expect(cond.Status).To(Equal(metav1.ConditionTrue))
+		Expect(cond.Message).To(Equal("Backup cancelled by user; its data was not removed: storage location cancel-default is ReadOnly"))
+	})
+
+	It("cancels a waiting backup whose operations object is gone", func() {
+		ensureNamespace("ops-lost")
+		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-lost", Name: "one"}, StringData: map[string]string{"t": "x"}})
+		createBackup(operatorNamespace, "ops-lost", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-lost"}})
+		waitPhase("ops-lost", cairnv1.BackupPhaseWaitingForPluginOperations)
+		Expect(fault.ObjectStore.Delete(suiteCtx, storage.Layout{}.Backup(operatorNamespace, "ops-lost").ItemOperations)).To(Succeed())
+		cancelBackup("ops-lost")
+		expectCancelled(fault, "ops-lost")
+	})
+
 	It("changes nothing when a finished backup is cancelled, and says so", func() {
 		createBackup(operatorNamespace, "cancel-late", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-cancel"}, SnapshotVolumes: nil})
 		setOperation("op-ops-cancel-token", "done")

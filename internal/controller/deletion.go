@@ -86,7 +86,8 @@ type deletionInput struct {
 	Deleted bool
 	// KeepData: the user set cairn.dev/keep-data: "true".
 	KeepData bool
-	// HasData: the backup was queued for a location, so it may have written data there.
+	// HasData: the backup started (status.startTimestamp), so it may have written data to its
+	// location. One that never started wrote nothing, and its location may be the very reason.
 	HasData bool
 	// Record is this process's map entry for the backup, if any.
 	Record *deletionRecord
@@ -102,12 +103,14 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	switch {
 	case !in.Deleted || !owned:
 		return stepNone, "" // a running backup is cancelled by its phase's owner first
+	case in.Record != nil && in.Record.State == deletionRunning:
+		// Also when keep-data was set meanwhile, or the read is stale: the object must not go
+		// while this process still deletes under its name.
+		return stepWait, ""
 	case in.KeepData:
 		return stepRelease, ""
 	case in.Phase.IsTerminal() && !in.HasData:
 		return stepRelease, ""
-	case in.Phase.IsTerminal() && in.Record != nil && in.Record.State == deletionRunning:
-		return stepWait, "" // a stale read of a backup this process is deleting
 	case in.Phase.IsTerminal():
 		return stepStart, ""
 	case in.Phase == cairnv1.BackupPhaseDeletionFailed:

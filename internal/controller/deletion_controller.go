@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -79,7 +80,7 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		Phase:       b.Status.Phase,
 		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&b, cairnv1.BackupDataFinalizer),
 		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
-		HasData:     b.Status.StorageLocation != "",
+		HasData:     b.Status.StartTimestamp != nil,
 		NextAttempt: b.Status.NextDeletionAttempt,
 		Now:         r.Clock.Now(),
 	}
@@ -161,6 +162,9 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 		return fmt.Errorf("opening storage location %s: %w", bsl.Name, err)
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
+	if err := r.ownsData(ctx, store, keys, b); err != nil {
+		return err
+	}
 	listCtx, cancel := r.stores.bounded(ctx)
 	objects, err := store.List(listCtx, keys.Dir)
 	cancel()
@@ -183,9 +187,29 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 		}
 	}
 	if r.Dynamic != nil {
-		if _, err := backup.DeleteSnapshots(ctx, r.Dynamic, b.UID); err != nil {
+		snapCtx, cancel := r.stores.bounded(ctx)
+		defer cancel()
+		if _, err := backup.DeleteSnapshots(snapCtx, r.Dynamic, b.UID); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ownsData refuses to delete a committed backup made by another Backup object of the same
+// namespace and name (one deleted with keep-data, or another cluster's).
+func (r *DeletionReconciler) ownsData(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, b *cairnv1.Backup) error {
+	ctx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	meta, err := storage.ReadMetadata(ctx, store, keys)
+	switch {
+	case errors.Is(err, storage.ErrNotCommitted):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the backup's metadata: %w", err)
+	case meta.UID != string(b.UID):
+		return fmt.Errorf("the data under %s belongs to another Backup object (UID %s), so it was not deleted; set the annotation %s=\"true\" to delete only this Backup object",
+			keys.Dir, meta.UID, cairnv1.KeepDataAnnotation)
 	}
 	return nil
 }
@@ -285,6 +309,7 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deletion").
 		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
+		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
 		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }

@@ -40,8 +40,10 @@ func TestNextDeletionStep(t *testing.T) {
 		{name: "completed: start", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true}, want: stepStart},
 		{name: "partially failed: start", in: deletionInput{Phase: cairnv1.BackupPhasePartiallyFailed, Deleted: true, HasData: true}, want: stepStart},
 		{name: "failed: start (its log is data)", in: deletionInput{Phase: cairnv1.BackupPhaseFailed, Deleted: true, HasData: true}, want: stepStart},
+		{name: "never started: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailed, Deleted: true}, want: stepRelease},
 		{name: "never queued: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailedValidation, Deleted: true}, want: stepRelease},
 		{name: "keep-data", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, KeepData: true}, want: stepRelease},
+		{name: "keep-data while this process still deletes: wait for it", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, KeepData: true, Record: running}, want: stepWait},
 		{name: "keep-data while failing", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, KeepData: true, NextAttempt: &later}, want: stepRelease},
 		{name: "stale terminal read while this process deletes", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: running}, want: stepWait},
 		{name: "deleting, goroutine running", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: running}, want: stepWait},
@@ -110,7 +112,7 @@ func TestDeletionBackoff(t *testing.T) {
 			Config: map[string]string{cairnv1.ConfigKeyPath: t.TempDir()}}}
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-b",
 		DeletionTimestamp: &deleted, Finalizers: []string{cairnv1.BackupDataFinalizer}},
-		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "ro"}}
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "ro", StartTimestamp: &deleted}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
 	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system"}, Clock: clk,
 		Recorder: events.NewFakeRecorder(100), Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,

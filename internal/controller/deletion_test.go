@@ -155,13 +155,16 @@ var _ = Describe("Deletion", Ordered, func() {
 		keys := completed("flaky", "del-2")
 		fault.FailDeletes(3, errors.New("503 SlowDown: please reduce your request rate"))
 		deleteBackup("flaky")
+		var failed *cairnv1.Backup
 		Eventually(func(g Gomega) {
-			b := getBackup(operatorNamespace, "flaky")
+			var b cairnv1.Backup
+			g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "flaky"}, &b)).To(Succeed())
 			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseDeletionFailed))
-			g.Expect(b.Status.LastDeletionError).To(ContainSubstring("503 SlowDown"))
-			g.Expect(b.Status.NextDeletionAttempt).NotTo(BeNil())
-			g.Expect(b.Status.DeletionAttempts).To(BeNumerically(">=", 1))
+			failed = &b
 		}).Should(Succeed())
+		Expect(failed.Status.LastDeletionError).To(ContainSubstring("503 SlowDown"))
+		Expect(failed.Status.NextDeletionAttempt).NotTo(BeNil())
+		Expect(failed.Status.DeletionAttempts).To(BeNumerically(">=", 1))
 		expectGone("flaky")
 		Expect(fault.List(suiteCtx, keys.Dir)).To(BeEmpty())
 		phases := recorder.of("flaky")
@@ -204,11 +207,17 @@ var _ = Describe("Deletion", Ordered, func() {
 		stop()
 		Expect(getBackup(operatorNamespace, "interrupted").Status.Phase).To(Equal(cairnv1.BackupPhaseDeleting))
 		stop = startManager(config)
-		Eventually(func(g Gomega) {
-			b := getBackup(operatorNamespace, "interrupted")
-			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseDeletionFailed))
-			g.Expect(b.Status.LastDeletionError).To(Equal("no deletion in progress (the operator restarted), retrying"))
-		}).Should(Succeed())
+		// The new manager finds Deleting with no deletion running: DeletionFailed, then retried
+		// (which hangs again, briefly, until released below).
+		Eventually(func() []string {
+			var notes []string
+			for _, e := range backupEvents(operatorNamespace, "interrupted") {
+				notes = append(notes, e.Note)
+			}
+			return notes
+		}).Should(ContainElement(ContainSubstring("no deletion in progress (the operator restarted), retrying")))
+		Eventually(func() []cairnv1.BackupPhase { return recorder.of("interrupted") }).
+			Should(ContainElements(cairnv1.BackupPhaseDeleting, cairnv1.BackupPhaseDeletionFailed))
 		fault.ReleaseDeletes()
 		expectGone("interrupted")
 		Expect(fault.List(suiteCtx, keys.Dir)).To(BeEmpty())
@@ -263,6 +272,29 @@ var _ = Describe("Deletion", Ordered, func() {
 		expectGone("archived")
 		Expect(fs.List(suiteCtx, keys.Dir)).To(HaveLen(5), "keep-data touches nothing in storage")
 		Expect(eventReasons("archived")).To(ContainElement("DataKept"))
+	})
+
+	It("never lets a new backup overwrite the kept data of an earlier one with the same name", func() {
+		keys := completed("same-name", "del-2")
+		first := getBackup(operatorNamespace, "same-name")
+		Expect(k8sClient.Patch(suiteCtx, first, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"cairn.dev/keep-data":"true"}}}`)))).To(Succeed())
+		deleteBackup("same-name")
+		expectGone("same-name")
+		kept, err := storage.ReadMetadata(suiteCtx, fault, keys)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kept.UID).To(Equal(string(first.UID)))
+
+		createBackup(operatorNamespace, "same-name", cairnv1.BackupSpec{IncludedNamespaces: []string{"del-3"}})
+		b := waitPhase("same-name", cairnv1.BackupPhaseFailedValidation)
+		Expect(b.Status.ValidationErrors).To(ConsistOf(ContainSubstring("storage location del-a already holds a backup named cairn-system/same-name, made by another Backup object")))
+		again, err := storage.ReadMetadata(suiteCtx, fault, keys)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again).To(Equal(kept))
+
+		// Deleting the refused one leaves the earlier data alone too.
+		deleteBackup("same-name")
+		expectGone("same-name")
+		Expect(fault.Exists(suiteCtx, keys.Metadata)).To(BeTrue())
 	})
 
 	It("says what to do when the location is gone", func() {

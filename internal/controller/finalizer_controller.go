@@ -3,14 +3,17 @@ package controller
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
@@ -18,11 +21,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -54,6 +59,9 @@ type FinalizerReconciler struct {
 	// CleanupBackoffMin and CleanupBackoffMax bound the wait between cleanup attempts.
 	CleanupBackoffMin, CleanupBackoffMax time.Duration
 	retries                              *retryBackoff
+	// logged holds the cancelled backups whose log already says so (in this process): a
+	// retried cleanup does not repeat the line.
+	logged uidSet
 }
 
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
@@ -150,9 +158,19 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		// Cannot happen through the API (cancel never goes back), but no backup may stay here.
 		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
 	}
-	cleanupCtx, cancel := r.stores.bounded(ctx)
-	removed, snapshots, err := r.removeCancelledData(cleanupCtx, b)
-	cancel()
+	if kept := dataKeptReason(ctx, r.stores, b); kept != "" {
+		// Nothing can (or may) be removed: end now rather than retry forever.
+		r.retries.forget(b.UID)
+		message := fmt.Sprintf("%s; its data was not removed: %s", failureReason, kept)
+		if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+			cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
+		}); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Cancelled", "Cancel", message)
+		return ctrl.Result{}, nil
+	}
+	removed, snapshots, err := r.removeCancelledData(ctx, b)
 	if err != nil {
 		failures, next := r.retries.failed(b.UID)
 		message := fmt.Sprintf("Removing the cancelled backup's data failed (attempt %d): %v; next attempt at %s",
@@ -169,6 +187,7 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		return ctrl.Result{RequeueAfter: next.Sub(r.Clock.Now())}, nil
 	}
 	r.retries.forget(b.UID)
+	r.logged.forget(b.UID)
 	message := fmt.Sprintf("%s: removed %d objects from the storage location and %d VolumeSnapshots; the log is kept",
 		failureReason, removed, snapshots)
 	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
@@ -180,44 +199,108 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 	return ctrl.Result{}, nil
 }
 
+// dataKeptReason says why a cancelled backup's data cannot or must not be removed, if so: its
+// location is gone or ReadOnly, or the backup is being deleted with cairn.dev/keep-data.
+func dataKeptReason(ctx context.Context, st stores, b *cairnv1.Backup) string {
+	if b.DeletionTimestamp != nil && b.Annotations[cairnv1.KeepDataAnnotation] == "true" {
+		return fmt.Sprintf("the backup is being deleted with the annotation %s", cairnv1.KeepDataAnnotation)
+	}
+	bsl, err := st.location(ctx, b)
+	switch {
+	case errors.Is(err, location.ErrMissing):
+		return err.Error()
+	case err == nil && bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly:
+		return fmt.Sprintf("storage location %s is ReadOnly", bsl.Name)
+	}
+	return "" // other errors are met, and retried, by the cleanup itself
+}
+
 // removeCancelledData appends the cancel to the backup's log, then deletes every other object
 // under the backup's own directory (the metadata first: without it the backup is not
-// restorable, whatever else is left) and the VolumeSnapshots its operations created. Every
-// step is safe to repeat.
+// restorable, whatever else is left) and the VolumeSnapshots its operations created. Each call
+// is bounded by the storage timeout; every step is safe to repeat.
 func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv1.Backup) (removed, snapshots int, err error) {
-	store, err := r.stores.forBackup(ctx, b)
-	if err != nil {
+	call := func(f func(ctx context.Context) error) error {
+		ctx, cancel := r.stores.bounded(ctx)
+		defer cancel()
+		return f(ctx)
+	}
+	var store *location.Store
+	var objects []string
+	if err := call(func(ctx context.Context) (err error) {
+		if store, err = r.stores.forBackup(ctx, b); err != nil {
+			return err
+		}
+		if objects, err = store.List(ctx, store.Layout.Backup(b.Namespace, b.Name).Dir); err != nil {
+			return fmt.Errorf("listing the backup's objects: %w", err)
+		}
+		return nil
+	}); err != nil {
 		return 0, 0, err
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
-	objects, err := store.List(ctx, keys.Dir)
-	if err != nil {
-		return 0, 0, fmt.Errorf("listing the backup's objects: %w", err)
-	}
-	if err := r.appendCancelToLog(ctx, store, keys, b, objects); err != nil {
-		return 0, 0, err
-	}
-	if slices.Contains(objects, keys.Metadata) {
-		if err := store.Delete(ctx, keys.Metadata); err != nil {
-			return 0, 0, fmt.Errorf("deleting %s: %w", keys.Metadata, err)
+	if !r.logged.has(b.UID) {
+		if err := call(func(ctx context.Context) error { return r.appendCancelToLog(ctx, store, keys, b, objects) }); err != nil {
+			return 0, 0, err
 		}
-		removed++
+		r.logged.add(b.UID)
 	}
+	// The metadata first.
+	slices.SortStableFunc(objects, func(x, y string) int {
+		return boolToInt(y == keys.Metadata) - boolToInt(x == keys.Metadata)
+	})
 	for _, key := range objects {
-		if key == keys.Logs || key == keys.Metadata {
+		if key == keys.Logs {
 			continue
 		}
-		if err := store.Delete(ctx, key); err != nil {
+		if err := call(func(ctx context.Context) error { return store.Delete(ctx, key) }); err != nil {
 			return removed, 0, fmt.Errorf("deleting %s: %w", key, err)
 		}
 		removed++
 	}
 	if r.Dynamic != nil {
-		if snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID); err != nil {
+		if err := call(func(ctx context.Context) (err error) {
+			snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
+			return err
+		}); err != nil {
 			return removed, snapshots, err
 		}
 	}
 	return removed, snapshots, nil
+}
+
+func boolToInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// uidSet is a set of backup UIDs; safe for concurrent use.
+type uidSet struct {
+	mu sync.Mutex
+	m  map[types.UID]bool
+}
+
+func (s *uidSet) has(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[uid]
+}
+
+func (s *uidSet) add(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[types.UID]bool{}
+	}
+	s.m[uid] = true
+}
+
+func (s *uidSet) forget(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, uid)
 }
 
 // appendCancelToLog adds who cancelled the backup, and when, to its log (creating the log when
@@ -319,5 +402,6 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("finalizer").
 		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
+		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

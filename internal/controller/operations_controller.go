@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,10 +15,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -59,17 +62,23 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	ctx, cancel := r.stores.bounded(ctx)
 	defer cancel()
+	var ops []backup.Operation
+	var keys storage.BackupKeys
 	store, err := r.stores.forBackup(ctx, &b)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	keys := store.Layout.Backup(b.Namespace, b.Name)
-	ops, err := readOperations(ctx, store, keys)
-	if err != nil {
-		return ctrl.Result{}, err
+	if err == nil {
+		keys = store.Layout.Backup(b.Namespace, b.Name)
+		ops, err = readOperations(ctx, store, keys)
 	}
 	if _, failureReason, cancelled := cancellation(&b); cancelled {
+		if err != nil && !unreadableForGood(err) {
+			return ctrl.Result{}, err // storage down: the operations can still be cancelled later
+		}
+		// With the operations object gone for good there is nothing to cancel by ID; the
+		// cleanup still removes the snapshots, which are found by label.
 		return ctrl.Result{}, r.cancel(ctx, &b, store, keys, ops, failureReason)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 
 	now := r.Clock.Now()
@@ -112,11 +121,13 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 // cancel cancels every unfinished operation of a cancelled backup, records them, and moves the
 // backup to FinalizingCancelled. A Cancel is safe to repeat, so a failed write is retried whole.
-func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store storage.ObjectStore, keys storage.BackupKeys, ops []backup.Operation, failureReason string) error {
+func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, failureReason string) error {
 	running, _, _ := backup.OperationCounts(ops)
 	ops = backup.CancelOperations(ctx, ops, r.Registry, b, r.Clock.Now(), failureReason)
-	if err := putOperations(ctx, store, keys, ops); err != nil {
-		return err
+	if store != nil && len(ops) > 0 {
+		if err := putOperations(ctx, store, keys, ops); err != nil {
+			return err
+		}
 	}
 	_, completed, failed := backup.OperationCounts(ops)
 	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
@@ -141,6 +152,16 @@ func putOperations(ctx context.Context, store storage.ObjectStore, keys storage.
 	return store.Put(ctx, keys.ItemOperations, bytes.NewReader(data))
 }
 
+// errCorruptOperations marks an operations object that cannot be decoded.
+var errCorruptOperations = errors.New("the operations object is corrupt")
+
+// unreadableForGood tells the failures to read the operations that waiting will not mend: the
+// location or the object is gone, or the object is corrupt.
+func unreadableForGood(err error) bool {
+	return errors.Is(err, location.ErrMissing) || errors.Is(err, location.ErrConfig) ||
+		errors.Is(err, storage.ErrNotFound) || errors.Is(err, errCorruptOperations)
+}
+
 // readOperations reads a backup's operations object.
 func readOperations(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) ([]backup.Operation, error) {
 	rc, err := store.Get(ctx, keys.ItemOperations)
@@ -150,11 +171,11 @@ func readOperations(ctx context.Context, store storage.ObjectStore, keys storage
 	defer rc.Close()
 	gz, err := gzip.NewReader(rc)
 	if err != nil {
-		return nil, fmt.Errorf("reading the operations: %w", err)
+		return nil, fmt.Errorf("%w: %w", errCorruptOperations, err)
 	}
 	var ops []backup.Operation
 	if err := json.NewDecoder(gz).Decode(&ops); err != nil {
-		return nil, fmt.Errorf("decoding the operations: %w", err)
+		return nil, fmt.Errorf("%w: %w", errCorruptOperations, err)
 	}
 	return ops, nil
 }
@@ -169,5 +190,6 @@ func (r *OperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("operations").
 		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
+		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

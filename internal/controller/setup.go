@@ -11,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
@@ -194,4 +196,11 @@ func CacheOptions(namespace string) cache.Options {
 		&corev1.Secret{}:                 {Namespaces: only},
 		&cairnv1.BackupStorageLocation{}: {Namespaces: only},
 	}}
+}
+
+// storageRateLimiter paces the retries of reconciles that failed, mostly on storage: from
+// 100 ms, doubling, to a minute at most, so a storage outage is retried at least once a minute
+// (controller-runtime's default ceiling is about 16 minutes).
+func storageRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, time.Minute)
 }

@@ -23,6 +23,16 @@ import (
 // has to change the location or its Secret.
 var ErrConfig = errors.New("invalid storage location")
 
+// ErrMissing marks (errors.Is) a location that does not exist, or no default one when none is
+// named.
+var ErrMissing = errors.New("no such storage location")
+
+// missingError is an ErrMissing with its own message.
+type missingError string
+
+func (e missingError) Error() string        { return string(e) }
+func (e missingError) Is(target error) bool { return target == ErrMissing }
+
 // Store is a location's object store, with the location's layout.
 type Store struct {
 	storage.ObjectStore
@@ -168,7 +178,7 @@ func Resolve(locs []cairnv1.BackupStorageLocation, namespace, name string) (*cai
 	if name == "" {
 		def, _ := Defaults(locs)
 		if def == nil {
-			return nil, fmt.Errorf("no default storage location in namespace %s: name one in spec.storageLocation or mark one with spec.default: true", namespace)
+			return nil, missingError(fmt.Sprintf("no default storage location in namespace %s: name one in spec.storageLocation or mark one with spec.default: true", namespace))
 		}
 		return def, nil
 	}
@@ -177,5 +187,5 @@ func Resolve(locs []cairnv1.BackupStorageLocation, namespace, name string) (*cai
 			return &locs[i], nil
 		}
 	}
-	return nil, fmt.Errorf("storage location %q does not exist in namespace %s", name, namespace)
+	return nil, missingError(fmt.Sprintf("storage location %q does not exist in namespace %s", name, namespace))
 }

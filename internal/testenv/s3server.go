@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -138,24 +137,8 @@ func (s *S3Server) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused process dies only once it runs
 	<-s.exited
 	s.cmd = nil
-}
-
-// Pause freezes the server (SIGSTOP): connections are accepted by the kernel but nothing is
-// answered, as with a hung storage service. Resume undoes it.
-func (s *S3Server) Pause() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
-	}
-}
-
-// Resume lets a paused server go on (SIGCONT).
-func (s *S3Server) Resume() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	}
 }
 
 // FreePort returns a port on 127.0.0.1 that nothing listens on right now.

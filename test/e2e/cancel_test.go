@@ -5,9 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -25,6 +30,13 @@ func s3Location(name, bucket string) *testenv.S3Server {
 	GinkgoHelper()
 	server := testenv.StartS3Server(GinkgoT())
 	server.CreateBucket(bucket)
+	createS3Location(name, bucket, server, server.Endpoint())
+	return server
+}
+
+// createS3Location creates a storage location for a bucket of server, reached at endpoint.
+func createS3Location(name, bucket string, server *testenv.S3Server, endpoint string) {
+	GinkgoHelper()
 	credentials := filepath.Join(GinkgoT().TempDir(), "cloud")
 	Expect(os.WriteFile(credentials, []byte(server.CredentialsFile()), 0o600)).To(Succeed())
 	kubectlOK("create", "secret", "generic", name, "-n", "cairn-system", "--from-file=cloud="+credentials)
@@ -37,13 +49,67 @@ spec:
   objectStorage: {bucket: %s, prefix: cluster}
   config: {endpoint: %q, region: us-east-1, forcePathStyle: "true"}
   credential: {name: %s, key: cloud}
-`, name, bucket, server.Endpoint(), name), "apply", "-f", "-")
+`, name, bucket, endpoint, name), "apply", "-f", "-")
 	Expect(err).NotTo(HaveOccurred(), stderr)
 	DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", name, "-n", "cairn-system") })
 	_, stderr, err = kubectl("wait", "backupstoragelocation/"+name, "-n", "cairn-system",
 		"--for=jsonpath={.status.phase}=Available", "--timeout=60s")
 	Expect(err).NotTo(HaveOccurred(), stderr)
-	return server
+}
+
+// stallingProxy stands between the manager and an S3 server: reads go through, and while
+// stalled, writes (PUT, POST, DELETE) hang until it is released or the client gives up, like
+// an object store that takes requests and never answers them.
+type stallingProxy struct {
+	URL     string
+	mu      sync.Mutex
+	release chan struct{}
+}
+
+func startStallingProxy(target string) *stallingProxy {
+	GinkgoHelper()
+	u, err := url.Parse(target)
+	Expect(err).NotTo(HaveOccurred())
+	p := &stallingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(u) // keeps the Host header, which SigV4 signed
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			p.mu.Lock()
+			release := p.release
+			p.mu.Unlock()
+			if release != nil {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	DeferCleanup(func() { p.unstall(); _ = srv.Close() })
+	p.URL = "http://" + l.Addr().String()
+	return p
+}
+
+func (p *stallingProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.release == nil {
+		p.release = make(chan struct{})
+	}
+}
+
+func (p *stallingProxy) unstall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.release != nil {
+		close(p.release)
+		p.release = nil
+	}
 }
 
 // bucketClient reads a bucket of the server directly, as a user with the credentials would.
@@ -57,7 +123,10 @@ func bucketClient(server *testenv.S3Server, bucket string) *storage.S3 {
 
 var _ = Describe("Cancelling backups with kubectl patch", func() {
 	It("fails a Queued and an InProgress backup; the InProgress one keeps only its log, which is downloadable", func() {
-		server := s3Location("s3-cancel", "cancel-e2e")
+		server := testenv.StartS3Server(GinkgoT())
+		server.CreateBucket("cancel-e2e")
+		proxy := startStallingProxy(server.Endpoint())
+		createS3Location("s3-cancel", "cancel-e2e", server, proxy.URL)
 		stderr, err := kubectlStdin(`apiVersion: v1
 kind: Namespace
 metadata: {name: cancel-e2e}
@@ -69,10 +138,9 @@ data: {a: b}
 `, "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), stderr)
 
-		// The storage hangs from now on: the first backup cannot finish its upload, and the
-		// second waits in the queue behind it (one backup at a time).
-		server.Pause()
-		DeferCleanup(server.Resume)
+		// Writes hang from now on: the first backup cannot finish its upload, and the second
+		// waits in the queue behind it (one backup at a time).
+		proxy.stall()
 		stderr, err = kubectlStdin(`apiVersion: cairn.dev/v1alpha1
 kind: Backup
 metadata: {name: stuck, namespace: cairn-system}
@@ -98,8 +166,8 @@ spec:
 
 		Expect(kubectlOK("patch", "backup", "stuck", "-n", "cairn-system", "--type", "merge", "-p", `{"spec":{"cancel":true}}`)).
 			To(ContainSubstring("patched"))
-		// The upload stopped, but the storage still hangs: the cleanup cannot run yet, and the
-		// backup says why instead of claiming to be done.
+		// The upload stopped, but writes still hang: the cleanup cannot run yet, and the backup
+		// says why instead of claiming to be done.
 		waitBackupPhase("cairn-system", "stuck", "FinalizingCancelled")
 		Eventually(func() string {
 			out, _, _ := kubectl("get", "backup", "stuck", "-n", "cairn-system",
@@ -107,7 +175,7 @@ spec:
 			return out
 		}).WithTimeout(60 * time.Second).Should(Equal("CleanupFailed"))
 
-		server.Resume()
+		proxy.unstall()
 		_, stderr, err = kubectl("wait", "backup/stuck", "-n", "cairn-system", "--for=jsonpath={.status.phase}=Failed", "--timeout=90s")
 		Expect(err).NotTo(HaveOccurred(), stderr)
 		Expect(kubectlOK("get", "backup", "stuck", "-n", "cairn-system", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))
