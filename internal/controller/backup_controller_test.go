@@ -83,7 +83,8 @@ func archiveItems(store storage.ObjectStore, name string) []string {
 	return names
 }
 
-func gunzipJSON(store storage.ObjectStore, key string, v any) {
+// gunzip reads a gzipped object.
+func gunzip(store storage.ObjectStore, key string) []byte {
 	GinkgoHelper()
 	rc, err := store.Get(context.Background(), key)
 	Expect(err).NotTo(HaveOccurred())
@@ -92,6 +93,13 @@ func gunzipJSON(store storage.ObjectStore, key string, v any) {
 	Expect(err).NotTo(HaveOccurred())
 	data, err := io.ReadAll(gz)
 	Expect(err).NotTo(HaveOccurred())
+	return data
+}
+
+// gunzipJSON decodes a gzipped JSON object into v (nil: only check that it reads).
+func gunzipJSON(store storage.ObjectStore, key string, v any) {
+	GinkgoHelper()
+	data := gunzip(store, key)
 	if v != nil {
 		Expect(json.NewDecoder(bytes.NewReader(data)).Decode(v)).To(Succeed())
 	}
@@ -150,11 +158,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 		}
 		stopExecManager = startExecManager()
 		DeferCleanup(func() { stopExecManager() })
-		Eventually(func() cairnv1.StorageLocationPhase {
-			var l cairnv1.BackupStorageLocation
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
-			return l.Status.Phase
-		}).Should(Equal(cairnv1.StorageLocationPhaseAvailable))
+		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 
 	AfterAll(func() { deleteAllBackups() })

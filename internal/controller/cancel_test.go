@@ -1,12 +1,10 @@
 package controller_test
 
 import (
-	"compress/gzip"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -35,14 +33,7 @@ func cancelBackup(name string) {
 // readLog returns a backup's log, decompressed.
 func readLog(store storage.ObjectStore, keys storage.BackupKeys) string {
 	GinkgoHelper()
-	rc, err := store.Get(suiteCtx, keys.Logs)
-	Expect(err).NotTo(HaveOccurred())
-	defer rc.Close()
-	gz, err := gzip.NewReader(rc)
-	Expect(err).NotTo(HaveOccurred())
-	data, err := io.ReadAll(gz)
-	Expect(err).NotTo(HaveOccurred())
-	return string(data)
+	return string(gunzip(store, keys.Logs))
 }
 
 // eventReasons lists the reasons of a backup's events.
@@ -117,11 +108,7 @@ var _ = Describe("Cancellation", Ordered, func() {
 		stop = startManager(config)
 		DeferCleanup(func() { stop() })
 		DeferCleanup(deleteAllBackups)
-		Eventually(func() cairnv1.StorageLocationPhase {
-			var l cairnv1.BackupStorageLocation
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
-			return l.Status.Phase
-		}).Should(Equal(cairnv1.StorageLocationPhaseAvailable))
+		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 
 	// runBlocked starts a backup whose archive upload blocks, and waits until it is InProgress
@@ -151,7 +138,7 @@ var _ = Describe("Cancellation", Ordered, func() {
 		b := getBackup(operatorNamespace, "cancel-running")
 		Expect(b.Status.BackupItemOperationsAttempted).To(BeEquivalentTo(1))
 		Expect(b.Status.BackupItemOperationsFailed).To(BeEquivalentTo(1))
-		Expect(eventReasons("cancel-running")).To(ContainElements("Started", "Cancelling", "Cancelled"))
+		Eventually(func() []string { return eventReasons("cancel-running") }).Should(ContainElements("Started", "Cancelling", "Cancelled"))
 		log := readLog(fault, storage.Layout{}.Backup(operatorNamespace, "cancel-running"))
 		Expect(log).To(ContainSubstring("the worker pool and the upload were stopped"))
 		Expect(log).To(ContainSubstring("op-ops-cancel-token"))
@@ -225,7 +212,7 @@ var _ = Describe("Cancellation", Ordered, func() {
 			g.Expect(cond.Message).To(ContainSubstring("connection refused"))
 			g.Expect(cond.Message).To(MatchRegexp(`attempt [2-9]`))
 		}).Should(Succeed())
-		Expect(eventReasons("cancel-offline")).To(ContainElement(cairnv1.ReasonCleanupFailed))
+		Eventually(func() []string { return eventReasons("cancel-offline") }).Should(ContainElement(cairnv1.ReasonCleanupFailed))
 		// It never claims success while the data is still there.
 		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "cancel-offline").Status.Phase }).
 			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseFinalizingCancelled))

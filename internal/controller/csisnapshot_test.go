@@ -136,7 +136,7 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 		Eventually(func() []unstructured.Unstructured { return volumeSnapshots("snap-cancel") }).Should(BeEmpty())
 		b := getBackup(operatorNamespace, "snap-cancel")
 		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(2)))
-		Expect(eventReasons("snap-cancel")).To(ContainElements("Cancelling", "Cancelled"))
+		Eventually(func() []string { return eventReasons("snap-cancel") }).Should(ContainElements("Cancelling", "Cancelled"))
 	})
 
 	It("resumes after a manager restart while the snapshot is being taken, and completes", func() {

@@ -114,11 +114,7 @@ var _ = Describe("Deletion", Ordered, func() {
 		DeferCleanup(func() { stop() })
 		DeferCleanup(deleteAllBackups)
 		for _, loc := range []*cairnv1.BackupStorageLocation{locA, locB} {
-			Eventually(func() cairnv1.StorageLocationPhase {
-				var l cairnv1.BackupStorageLocation
-				Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(loc), &l)).To(Succeed())
-				return l.Status.Phase
-			}).Should(Equal(cairnv1.StorageLocationPhaseAvailable))
+			eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 		}
 		recorder = recordPhases()
 	})
@@ -148,7 +144,7 @@ var _ = Describe("Deletion", Ordered, func() {
 		for _, key := range fault.Deletes() {
 			Expect(key).To(HavePrefix(keys1.Dir))
 		}
-		Expect(eventReasons("b1")).To(ContainElements("Deleting", "Deleted"))
+		Eventually(func() []string { return eventReasons("b1") }).Should(ContainElements("Deleting", "Deleted"))
 	})
 
 	It("retries failed deletions with backoff: Deleting → DeletionFailed → Deleting → gone", func() {
@@ -239,7 +235,7 @@ var _ = Describe("Deletion", Ordered, func() {
 		expectGone("del-running")
 		Expect(recorder.of("del-running")).To(ContainElements(cairnv1.BackupPhaseFinalizingCancelled, cairnv1.BackupPhaseFailed, cairnv1.BackupPhaseDeleting))
 		Expect(fault.List(suiteCtx, storage.Layout{}.Backup(operatorNamespace, "del-running").Dir)).To(BeEmpty())
-		Expect(eventReasons("del-running")).To(ContainElements("Cancelling", "Cancelled", "Deleted"))
+		Eventually(func() []string { return eventReasons("del-running") }).Should(ContainElements("Cancelling", "Cancelled", "Deleted"))
 	})
 
 	It("says what to do when the location is ReadOnly, and keep-data lets the object go without touching storage", func() {
@@ -249,11 +245,7 @@ var _ = Describe("Deletion", Ordered, func() {
 		locC := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "del-c", Namespace: operatorNamespace}, Spec: filesystemSpec(dir)}
 		Expect(k8sClient.Create(suiteCtx, locC)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(suiteCtx, locC) })
-		Eventually(func() cairnv1.StorageLocationPhase {
-			var l cairnv1.BackupStorageLocation
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(locC), &l)).To(Succeed())
-			return l.Status.Phase
-		}).Should(Equal(cairnv1.StorageLocationPhaseAvailable))
+		eventuallyLocation(locC, cairnv1.StorageLocationPhaseAvailable, "")
 		createBackup(operatorNamespace, "archived", cairnv1.BackupSpec{IncludedNamespaces: []string{"del-3"}, StorageLocation: "del-c"})
 		waitPhase("archived", cairnv1.BackupPhaseCompleted)
 		keys := storage.Layout{}.Backup(operatorNamespace, "archived")
@@ -271,7 +263,7 @@ var _ = Describe("Deletion", Ordered, func() {
 			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"cairn.dev/keep-data":"true"}}}`)))).To(Succeed())
 		expectGone("archived")
 		Expect(fs.List(suiteCtx, keys.Dir)).To(HaveLen(5), "keep-data touches nothing in storage")
-		Expect(eventReasons("archived")).To(ContainElement("DataKept"))
+		Eventually(func() []string { return eventReasons("archived") }).Should(ContainElement("DataKept"))
 	})
 
 	It("never lets a new backup overwrite the kept data of an earlier one with the same name", func() {
@@ -301,11 +293,7 @@ var _ = Describe("Deletion", Ordered, func() {
 		dir := GinkgoT().TempDir()
 		locD := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "del-d", Namespace: operatorNamespace}, Spec: filesystemSpec(dir)}
 		Expect(k8sClient.Create(suiteCtx, locD)).To(Succeed())
-		Eventually(func() cairnv1.StorageLocationPhase {
-			var l cairnv1.BackupStorageLocation
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(locD), &l)).To(Succeed())
-			return l.Status.Phase
-		}).Should(Equal(cairnv1.StorageLocationPhaseAvailable))
+		eventuallyLocation(locD, cairnv1.StorageLocationPhaseAvailable, "")
 		createBackup(operatorNamespace, "orphan", cairnv1.BackupSpec{IncludedNamespaces: []string{"del-3"}, StorageLocation: "del-d"})
 		waitPhase("orphan", cairnv1.BackupPhaseCompleted)
 		Expect(k8sClient.Delete(suiteCtx, locD)).To(Succeed())

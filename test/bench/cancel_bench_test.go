@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -39,32 +40,10 @@ func BenchmarkCancel20kConfigMaps(b *testing.B) {
 	// left to cancel 1 s in.
 	fillConfigMapsSized(b, cl.c, benchNamespaces(), n, 4096)
 
-	var phaseMu sync.Mutex
-	entered := map[string]map[cairnv1.BackupPhase]time.Time{}
-	stopWatch := watchBackups(b, cl.cfg, func(_, cur *cairnv1.Backup, at time.Time) {
-		phaseMu.Lock()
-		defer phaseMu.Unlock()
-		if entered[cur.Name] == nil {
-			entered[cur.Name] = map[cairnv1.BackupPhase]time.Time{}
-		}
-		if _, seen := entered[cur.Name][cur.Status.Phase]; !seen {
-			entered[cur.Name][cur.Status.Phase] = at
-		}
-	})
-	defer stopWatch()
+	phases := watchPhases(b, cl.cfg)
+	defer phases.stop()
 	waitFor := func(name string, phase cairnv1.BackupPhase, limit time.Duration) time.Time {
-		deadline := time.Now().Add(limit)
-		for time.Now().Before(deadline) {
-			phaseMu.Lock()
-			at, ok := entered[name][phase]
-			phaseMu.Unlock()
-			if ok {
-				return at
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		b.Fatalf("backup %s did not reach %s within %s", name, phase, limit)
-		return time.Time{}
+		return phases.waitFor(b, name, phase, limit)
 	}
 
 	var toStopped, toFailed []time.Duration
@@ -120,4 +99,42 @@ func slicesMax(ds []time.Duration) time.Duration {
 		m = max(m, d)
 	}
 	return m
+}
+
+// phaseTimes records when each backup first entered each phase, from an informer.
+type phaseTimes struct {
+	mu      sync.Mutex
+	entered map[string]map[cairnv1.BackupPhase]time.Time
+	stop    func()
+}
+
+func watchPhases(b *testing.B, cfg *rest.Config) *phaseTimes {
+	b.Helper()
+	p := &phaseTimes{entered: map[string]map[cairnv1.BackupPhase]time.Time{}}
+	p.stop = watchBackups(b, cfg, func(_, cur *cairnv1.Backup, at time.Time) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.entered[cur.Name] == nil {
+			p.entered[cur.Name] = map[cairnv1.BackupPhase]time.Time{}
+		}
+		if _, seen := p.entered[cur.Name][cur.Status.Phase]; !seen {
+			p.entered[cur.Name][cur.Status.Phase] = at
+		}
+	})
+	return p
+}
+
+// waitFor returns when the backup entered phase, waiting for it at most limit.
+func (p *phaseTimes) waitFor(b *testing.B, name string, phase cairnv1.BackupPhase, limit time.Duration) time.Time {
+	b.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		p.mu.Lock()
+		at, ok := p.entered[name][phase]
+		p.mu.Unlock()
+		if ok {
+			return at
+		}
+	}
+	b.Fatalf("backup %s did not reach %s within %s", name, phase, limit)
+	return time.Time{}
 }

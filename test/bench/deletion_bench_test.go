@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,30 +54,10 @@ func BenchmarkDeletionDoesNotBlock(b *testing.B) {
 	}
 	fillConfigMaps(b, cl.c, small, fresh)
 
-	var mu sync.Mutex
-	entered := map[string]map[cairnv1.BackupPhase]time.Time{}
-	stopWatch := watchBackups(b, cl.cfg, func(_, cur *cairnv1.Backup, at time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		if entered[cur.Name] == nil {
-			entered[cur.Name] = map[cairnv1.BackupPhase]time.Time{}
-		}
-		if _, seen := entered[cur.Name][cur.Status.Phase]; !seen {
-			entered[cur.Name][cur.Status.Phase] = at
-		}
-	})
-	defer stopWatch()
+	phases := watchPhases(b, cl.cfg)
+	defer phases.stop()
 	waitFor := func(name string, phase cairnv1.BackupPhase) time.Time {
-		for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			mu.Lock()
-			at, ok := entered[name][phase]
-			mu.Unlock()
-			if ok {
-				return at
-			}
-		}
-		b.Fatalf("backup %s did not reach %s", name, phase)
-		return time.Time{}
+		return phases.waitFor(b, name, phase, 5*time.Minute)
 	}
 	create := func(name string, namespaces []string, location string) time.Time {
 		mustCreate(b, cl.c, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name},
