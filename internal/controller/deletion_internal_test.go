@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 func TestNextDeletionStep(t *testing.T) {
@@ -189,4 +191,52 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// panickingStore panics on every read, as a buggy provider might.
+type panickingStore struct{ storage.ObjectStore }
+
+func (panickingStore) Get(context.Context, string) (io.ReadCloser, error) { panic("provider bug") }
+func (panickingStore) List(context.Context, string) ([]string, error)     { panic("provider bug") }
+
+// TestDeletionPanic: a deletion goroutine that panics reports a failure like any other, and the
+// backup goes to DeletionFailed instead of staying in Deleting.
+func TestDeletionPanic(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(clk.Now())
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "rw", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{cairnv1.ConfigKeyPath: t.TempDir()}}}
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-p",
+		DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	r := &DeletionReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{},
+		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+			return panickingStore{s}
+		}},
+		BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
+		deletions: newDeletions(), ended: make(chan event.GenericEvent, 1), life: &lifetime{ready: make(chan struct{})}}
+	go func() { _ = r.life.Start(ctx) }()
+	<-r.life.ready
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the panicking goroutine did not report")
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var got cairnv1.Backup
+	if err := c.Get(ctx, req.NamespacedName, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != cairnv1.BackupPhaseDeletionFailed || got.Status.LastDeletionError != "the deletion panicked: provider bug" {
+		t.Fatalf("phase %s, error %q", got.Status.Phase, got.Status.LastDeletionError)
+	}
 }
