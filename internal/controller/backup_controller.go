@@ -5,13 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
@@ -71,33 +69,10 @@ type BackupReconciler struct {
 	// ProgressInterval is how often progress is written, at most.
 	ProgressInterval time.Duration
 
-	// unwritten holds the last status write of runs whose write failed, for the next reconcile.
-	unwritten unwrittenEnds
-}
-
-// unwrittenEnds remembers, per backup UID, the status write that ends a run and could not be
-// written: the reconcile that retries finds the backup still InProgress and must write this,
-// not mistake the backup for one a restart interrupted. Safe for concurrent use.
-type unwrittenEnds struct {
-	mu sync.Mutex
-	m  map[types.UID]func(*cairnv1.BackupStatus)
-}
-
-func (u *unwrittenEnds) put(uid types.UID, mutate func(*cairnv1.BackupStatus)) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.m == nil {
-		u.m = map[types.UID]func(*cairnv1.BackupStatus){}
-	}
-	u.m[uid] = mutate
-}
-
-func (u *unwrittenEnds) take(uid types.UID) (func(*cairnv1.BackupStatus), bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	mutate, ok := u.m[uid]
-	delete(u.m, uid)
-	return mutate, ok
+	// unwritten holds the status write that ends a run and could not be written, for the next
+	// reconcile: it finds the backup still InProgress and must write this, not mistake the
+	// backup for one a restart interrupted.
+	unwritten uidMap[func(*cairnv1.BackupStatus)]
 }
 
 // maxEndRunAttempts bounds the retries of a run's last status write on conflicts.
@@ -114,14 +89,14 @@ func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxEndRunAttempts {
-			r.unwritten.put(b.UID, mutate)
+			r.unwritten.set(b.UID, mutate)
 			return err
 		}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			r.unwritten.put(b.UID, mutate)
+			r.unwritten.set(b.UID, mutate)
 			return err
 		}
 		if b.Status.Phase != cairnv1.BackupPhaseInProgress {
@@ -178,21 +153,17 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		// A location created a moment ago: wait for its first validation rather than fail.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
+	var store *location.Store
+	if problem == nil {
+		if store, problem, err = r.openFor(ctx, b, bsl); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if problem != nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
 		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = []string{problem.Error()}
-			s.CompletionTimestamp = &now
-		})
-	}
-	if problem, err := r.nameTaken(ctx, b, bsl); err != nil {
-		return ctrl.Result{}, err
-	} else if problem != "" {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
-			s.Phase = cairnv1.BackupPhaseFailedValidation
-			s.ValidationErrors = []string{problem}
 			s.CompletionTimestamp = &now
 		})
 	}
@@ -207,29 +178,33 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
-	return ctrl.Result{}, r.run(ctx, b, bsl)
+	return ctrl.Result{}, r.run(ctx, b, bsl, store)
 }
 
-// nameTaken says why the backup must not write where its name leads: the location already
-// holds a committed backup of that namespace and name made by another Backup object (one
-// deleted with cairn.dev/keep-data, or another cluster's). Writing there would overwrite it.
-func (r *BackupReconciler) nameTaken(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) (string, error) {
+// openFor opens the store a backup will write to. problem says why it must not: the location's
+// configuration is wrong, or it already holds a committed backup of that namespace and name
+// made by another Backup object (one deleted with cairn.dev/keep-data, or another cluster's),
+// which writing would overwrite. err is a failure that may pass.
+func (r *BackupReconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) (store *location.Store, problem, err error) {
 	ctx, cancel := r.stores.bounded(ctx)
 	defer cancel()
-	store, err := r.stores.open(ctx, bsl)
+	store, err = r.stores.open(ctx, bsl)
+	if errors.Is(err, location.ErrConfig) {
+		return nil, fmt.Errorf("opening storage location %s: %w", bsl.Name, err), nil
+	}
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	meta, err := storage.ReadMetadata(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
 	switch {
 	case errors.Is(err, storage.ErrNotCommitted):
-		return "", nil
+		return store, nil, nil
 	case err != nil:
-		return "", fmt.Errorf("checking storage location %s for an earlier backup named %s: %w", bsl.Name, qualifiedName(b), err)
+		return nil, nil, fmt.Errorf("checking storage location %s for an earlier backup named %s: %w", bsl.Name, qualifiedName(b), err)
 	case meta.UID == string(b.UID):
-		return "", nil
+		return store, nil, nil
 	}
-	return fmt.Sprintf("storage location %s already holds a backup named %s, made by another Backup object (UID %s); writing this one would overwrite it: choose another name, or delete that data first",
+	return nil, fmt.Errorf("storage location %s already holds a backup named %s, made by another Backup object (UID %s); writing this one would overwrite it: choose another name, or delete that data first",
 		bsl.Name, qualifiedName(b), meta.UID), nil
 }
 
@@ -263,13 +238,9 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 }
 
 // run runs an InProgress backup to the end of InProgress.
-func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) error {
+func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store) error {
 	log := backup.NewLog()
 	log.WithField("backup", qualifiedName(b)).WithField("storageLocation", bsl.Name).Info("Backup started")
-	store, err := r.stores.open(ctx, bsl)
-	if err != nil {
-		return r.fail(ctx, b, log, nil, nil, fmt.Sprintf("opening storage location %s: %v", bsl.Name, err))
-	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
 	resources, err := r.discover(log)
 	if err != nil {
@@ -369,12 +340,7 @@ func (r *BackupReconciler) cancelled(ctx context.Context, b *cairnv1.Backup, log
 	done, total := progress.Counts()
 	log.WithField("requestedBy", cancelRequester(b)).WithField("itemsBackedUp", done).WithField("totalItems", total).
 		Warn("Backup cancelled while running: the worker pool and the upload were stopped")
-	cancelCtx, stopCancel := r.stores.bounded(ctx)
-	ops := backup.CancelOperations(cancelCtx, started, r.Registry, b, r.Clock.Now(), failureReason)
-	stopCancel()
-	for _, op := range ops {
-		log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
-	}
+	ops := r.cancelStarted(ctx, b, log, started, failureReason)
 	keys := store.Layout.Backup(b.Namespace, b.Name)
 	putCtx, cancel := r.stores.bounded(ctx)
 	defer cancel()
@@ -458,24 +424,31 @@ func (r *BackupReconciler) putLogs(ctx context.Context, store storage.ObjectStor
 	return store.Put(ctx, keys.Logs, bytes.NewReader(data))
 }
 
+// cancelStarted cancels the async operations a run started, saying so in the backup's log, and
+// returns them marked failed with reason.
+func (r *BackupReconciler) cancelStarted(ctx context.Context, b *cairnv1.Backup, log *backup.Log, started []backup.Operation, reason string) []backup.Operation {
+	if len(started) == 0 {
+		return nil
+	}
+	ctx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	ops := backup.CancelOperations(ctx, started, r.Registry, b, r.Clock.Now(), reason)
+	for _, op := range ops {
+		log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
+	}
+	return ops
+}
+
 // fail ends a backup in Failed, cancelling the operations it started, keeping its log where
 // the store allows and removing whatever else it wrote.
 func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, started []backup.Operation, reason string) error {
 	log.Error("Backup failed: " + reason)
-	if len(started) > 0 {
-		cancelCtx, stopCancel := r.stores.bounded(ctx)
-		for _, op := range backup.CancelOperations(cancelCtx, started, r.Registry, b, r.Clock.Now(), "the backup failed") {
-			log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
-		}
-		stopCancel()
-	}
-	if store != nil {
-		storeCtx, cancel := r.stores.bounded(ctx)
-		keys := store.Layout.Backup(b.Namespace, b.Name)
-		removePartialBackup(storeCtx, store, keys)
-		_ = r.putLogs(storeCtx, store, keys, log)
-		cancel()
-	}
+	r.cancelStarted(ctx, b, log, started, "the backup failed")
+	storeCtx, cancel := r.stores.bounded(ctx)
+	keys := store.Layout.Backup(b.Namespace, b.Name)
+	removePartialBackup(storeCtx, store, keys)
+	_ = r.putLogs(storeCtx, store, keys, log)
+	cancel()
 	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", reason)
 	now := metav1.NewTime(r.Clock.Now())
 	warnings, errs := log.Counts()

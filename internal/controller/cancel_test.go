@@ -73,15 +73,8 @@ var _ = Describe("Cancellation", Ordered, func() {
 	)
 
 	BeforeAll(func() {
-		dir := GinkgoT().TempDir()
-		fs, err := storage.NewFilesystem(dir)
-		Expect(err).NotTo(HaveOccurred())
+		fs, loc := createDefaultLocation("cancel-default")
 		fault = testenv.NewFaultStore(fs)
-		spec := filesystemSpec(dir)
-		spec.Default = true
-		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "cancel-default", Namespace: operatorNamespace}, Spec: spec}
-		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
 
 		ensureNamespace("cancel-big")
 		// Incompressible data, so that a blocked upload holds up the writer and then the workers.

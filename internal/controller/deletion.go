@@ -1,11 +1,9 @@
 package controller
 
 import (
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -29,35 +27,11 @@ type deletionRecord struct {
 	Message string
 }
 
-// deletions is the in-memory map of the deletions this process runs, keyed by backup UID
-// (Longhorn's inProgressDeletingMap): the goroutine that deletes a backup's data writes its
+// newDeletions returns the in-memory map of the deletions this process runs, keyed by backup
+// UID (Longhorn's inProgressDeletingMap): the goroutine that deletes a backup's data writes its
 // outcome here, and the reconciler reads it. A backup in Deleting with no entry was being
-// deleted by a process that is gone. Safe for concurrent use.
-type deletions struct {
-	mu sync.Mutex
-	m  map[types.UID]deletionRecord
-}
-
-func newDeletions() *deletions { return &deletions{m: map[types.UID]deletionRecord{}} }
-
-func (d *deletions) get(uid types.UID) (deletionRecord, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	rec, ok := d.m[uid]
-	return rec, ok
-}
-
-func (d *deletions) set(uid types.UID, rec deletionRecord) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.m[uid] = rec
-}
-
-func (d *deletions) forget(uid types.UID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.m, uid)
-}
+// deleted by a process that is gone.
+func newDeletions() *uidMap[deletionRecord] { return &uidMap[deletionRecord]{} }
 
 // deletionStep is what the deletion reconciler does next with a backup being deleted.
 type deletionStep string

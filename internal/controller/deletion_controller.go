@@ -56,7 +56,7 @@ type DeletionReconciler struct {
 	// BackoffMin and BackoffMax bound the wait between deletion attempts.
 	BackoffMin, BackoffMax time.Duration
 
-	deletions *deletions
+	deletions *uidMap[deletionRecord]
 	// ended carries the backups whose deletion goroutine ended, to reconcile them at once.
 	ended chan event.GenericEvent
 	// life is the manager's lifetime: deletion goroutines outlive the reconcile that starts
@@ -165,35 +165,23 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 	if err := r.ownsData(ctx, store, keys, b); err != nil {
 		return err
 	}
-	listCtx, cancel := r.stores.bounded(ctx)
-	objects, err := store.List(listCtx, keys.Dir)
-	cancel()
-	if err != nil {
+	var objects []string
+	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		objects, err = store.List(ctx, keys.Dir)
+		return err
+	}); err != nil {
 		return fmt.Errorf("listing the backup's objects in storage location %s: %w", bsl.Name, err)
 	}
-	// The metadata first: without it the backup is not restorable, whatever else is left.
-	if i := indexOf(objects, keys.Metadata); i > 0 {
-		objects[0], objects[i] = objects[i], objects[0]
+	if _, err := r.stores.deleteObjects(ctx, store, keys, objects, nil); err != nil {
+		return fmt.Errorf("storage location %s: %w", bsl.Name, err)
 	}
-	for _, key := range objects {
-		deleteCtx, cancel := r.stores.bounded(ctx)
-		err := store.Delete(deleteCtx, key)
-		cancel()
-		if err != nil {
-			if errors.Is(err, storage.ErrReadOnly) {
-				return fmt.Errorf("storage location %s is ReadOnly: %w", bsl.Name, err)
-			}
-			return fmt.Errorf("deleting %s from storage location %s: %w", key, bsl.Name, err)
-		}
+	if r.Dynamic == nil {
+		return nil
 	}
-	if r.Dynamic != nil {
-		snapCtx, cancel := r.stores.bounded(ctx)
-		defer cancel()
-		if _, err := backup.DeleteSnapshots(snapCtx, r.Dynamic, b.UID); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.stores.call(ctx, func(ctx context.Context) error {
+		_, err := backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
+		return err
+	})
 }
 
 // ownsData refuses to delete a committed backup made by another Backup object of the same
@@ -212,15 +200,6 @@ func (r *DeletionReconciler) ownsData(ctx context.Context, store storage.ObjectS
 			keys.Dir, meta.UID, cairnv1.KeepDataAnnotation)
 	}
 	return nil
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // verify checks that the store holds nothing of the backup any more, then lets the object go.

@@ -93,16 +93,10 @@ var _ = Describe("Deletion", Ordered, func() {
 	)
 
 	BeforeAll(func() {
-		dirA := GinkgoT().TempDir()
-		fsA, err := storage.NewFilesystem(dirA)
-		Expect(err).NotTo(HaveOccurred())
+		fsA, locA := createDefaultLocation("del-a")
 		fault = testenv.NewFaultStore(fsA)
-		specA := filesystemSpec(dirA)
-		specA.Default = true
-		locA := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "del-a", Namespace: operatorNamespace}, Spec: specA}
-		Expect(k8sClient.Create(suiteCtx, locA)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, locA)).To(Succeed()) })
 		dirB := GinkgoT().TempDir()
+		var err error
 		plain, err = storage.NewFilesystem(dirB)
 		Expect(err).NotTo(HaveOccurred())
 		locB := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "del-b", Namespace: operatorNamespace}, Spec: filesystemSpec(dirB)}

@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
@@ -61,7 +59,7 @@ type FinalizerReconciler struct {
 	retries                              *retryBackoff
 	// logged holds the cancelled backups whose log already says so (in this process): a
 	// retried cleanup does not repeat the line.
-	logged uidSet
+	logged uidMap[struct{}]
 }
 
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
@@ -160,15 +158,8 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 	}
 	if kept := dataKeptReason(ctx, r.stores, b); kept != "" {
 		// Nothing can (or may) be removed: end now rather than retry forever.
-		r.retries.forget(b.UID)
 		message := fmt.Sprintf("%s; its data was not removed: %s", failureReason, kept)
-		if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
-			cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
-		}); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Cancelled", "Cancel", message)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeWarning)
 	}
 	removed, snapshots, err := r.removeCancelledData(ctx, b)
 	if err != nil {
@@ -186,17 +177,23 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		}
 		return ctrl.Result{RequeueAfter: next.Sub(r.Clock.Now())}, nil
 	}
-	r.retries.forget(b.UID)
-	r.logged.forget(b.UID)
 	message := fmt.Sprintf("%s: removed %d objects from the storage location and %d VolumeSnapshots; the log is kept",
 		failureReason, removed, snapshots)
+	return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeNormal)
+}
+
+// endCancelled ends a cancelled backup in Failed, with a Cancelled event of eventType, and
+// forgets what this process remembered of its cleanup.
+func (r *FinalizerReconciler) endCancelled(ctx context.Context, b *cairnv1.Backup, reason, failureReason, message, eventType string) error {
 	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
 		cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
 	}); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", message)
-	return ctrl.Result{}, nil
+	r.retries.forget(b.UID)
+	r.logged.forget(b.UID)
+	r.Recorder.Eventf(b, nil, eventType, "Cancelled", "Cancel", message)
+	return nil
 }
 
 // dataKeptReason says why a cancelled backup's data cannot or must not be removed, if so: its
@@ -220,14 +217,9 @@ func dataKeptReason(ctx context.Context, st stores, b *cairnv1.Backup) string {
 // restorable, whatever else is left) and the VolumeSnapshots its operations created. Each call
 // is bounded by the storage timeout; every step is safe to repeat.
 func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv1.Backup) (removed, snapshots int, err error) {
-	call := func(f func(ctx context.Context) error) error {
-		ctx, cancel := r.stores.bounded(ctx)
-		defer cancel()
-		return f(ctx)
-	}
 	var store *location.Store
 	var objects []string
-	if err := call(func(ctx context.Context) (err error) {
+	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
 		if store, err = r.stores.forBackup(ctx, b); err != nil {
 			return err
 		}
@@ -239,27 +231,18 @@ func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv
 		return 0, 0, err
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
-	if !r.logged.has(b.UID) {
-		if err := call(func(ctx context.Context) error { return r.appendCancelToLog(ctx, store, keys, b, objects) }); err != nil {
+	if _, done := r.logged.get(b.UID); !done {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return r.appendCancelToLog(ctx, store, keys, b, objects) }); err != nil {
 			return 0, 0, err
 		}
-		r.logged.add(b.UID)
+		r.logged.set(b.UID, struct{}{})
 	}
-	// The metadata first.
-	slices.SortStableFunc(objects, func(x, y string) int {
-		return boolToInt(y == keys.Metadata) - boolToInt(x == keys.Metadata)
-	})
-	for _, key := range objects {
-		if key == keys.Logs {
-			continue
-		}
-		if err := call(func(ctx context.Context) error { return store.Delete(ctx, key) }); err != nil {
-			return removed, 0, fmt.Errorf("deleting %s: %w", key, err)
-		}
-		removed++
+	removed, err = r.stores.deleteObjects(ctx, store, keys, objects, func(key string) bool { return key == keys.Logs })
+	if err != nil {
+		return removed, 0, err
 	}
 	if r.Dynamic != nil {
-		if err := call(func(ctx context.Context) (err error) {
+		if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
 			snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
 			return err
 		}); err != nil {
@@ -267,40 +250,6 @@ func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv
 		}
 	}
 	return removed, snapshots, nil
-}
-
-func boolToInt(v bool) int {
-	if v {
-		return 1
-	}
-	return 0
-}
-
-// uidSet is a set of backup UIDs; safe for concurrent use.
-type uidSet struct {
-	mu sync.Mutex
-	m  map[types.UID]bool
-}
-
-func (s *uidSet) has(uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[uid]
-}
-
-func (s *uidSet) add(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[types.UID]bool{}
-	}
-	s.m[uid] = true
-}
-
-func (s *uidSet) forget(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, uid)
 }
 
 // appendCancelToLog adds who cancelled the backup, and when, to its log (creating the log when

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,4 +65,37 @@ func (s stores) forBackup(ctx context.Context, b *cairnv1.Backup) (*location.Sto
 		return nil, err
 	}
 	return s.open(ctx, bsl)
+}
+
+// call runs one storage call (or a few small ones) bounded by the storage timeout.
+func (s stores) call(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	return f(ctx)
+}
+
+// deleteObjects deletes the listed objects of a backup but those keep names (nil keeps none):
+// the metadata first, since without it the backup is not restorable whatever else is left, and
+// each call bounded. It returns how many it deleted.
+func (s stores) deleteObjects(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, objects []string, keep func(key string) bool) (int, error) {
+	ordered := make([]string, 0, len(objects))
+	if slices.Contains(objects, keys.Metadata) {
+		ordered = append(ordered, keys.Metadata)
+	}
+	for _, key := range objects {
+		if key != keys.Metadata {
+			ordered = append(ordered, key)
+		}
+	}
+	removed := 0
+	for _, key := range ordered {
+		if keep != nil && keep(key) {
+			continue
+		}
+		if err := s.call(ctx, func(ctx context.Context) error { return store.Delete(ctx, key) }); err != nil {
+			return removed, fmt.Errorf("deleting %s: %w", key, err)
+		}
+		removed++
+	}
+	return removed, nil
 }

@@ -112,6 +112,21 @@ func (p *stallingProxy) unstall() {
 	}
 }
 
+// namespaceWithConfigMap creates a namespace holding one ConfigMap, something to back up.
+func namespaceWithConfigMap(name string) {
+	GinkgoHelper()
+	stderr, err := kubectlStdin(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: %[1]s}
+data: {a: b}
+`, name), "apply", "-f", "-")
+	Expect(err).NotTo(HaveOccurred(), stderr)
+}
+
 // bucketClient reads a bucket of the server directly, as a user with the credentials would.
 func bucketClient(server *testenv.S3Server, bucket string) *storage.S3 {
 	GinkgoHelper()
@@ -127,21 +142,12 @@ var _ = Describe("Cancelling backups with kubectl patch", func() {
 		server.CreateBucket("cancel-e2e")
 		proxy := startStallingProxy(server.Endpoint())
 		createS3Location("s3-cancel", "cancel-e2e", server, proxy.URL)
-		stderr, err := kubectlStdin(`apiVersion: v1
-kind: Namespace
-metadata: {name: cancel-e2e}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: settings, namespace: cancel-e2e}
-data: {a: b}
-`, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), stderr)
+		namespaceWithConfigMap("cancel-e2e")
 
 		// Writes hang from now on: the first backup cannot finish its upload, and the second
 		// waits in the queue behind it (one backup at a time).
 		proxy.stall()
-		stderr, err = kubectlStdin(`apiVersion: cairn.dev/v1alpha1
+		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
 kind: Backup
 metadata: {name: stuck, namespace: cairn-system}
 spec:

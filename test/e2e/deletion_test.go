@@ -16,16 +16,8 @@ import (
 var _ = Describe("Deleting a backup with kubectl delete", func() {
 	It("shows DeletionFailed while the S3 server is down, and removes everything once it is back", func() {
 		server := s3Location("s3-delete", "delete-e2e")
-		stderr, err := kubectlStdin(`apiVersion: v1
-kind: Namespace
-metadata: {name: delete-e2e}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: settings, namespace: delete-e2e}
-data: {a: b}
----
-apiVersion: cairn.dev/v1alpha1
+		namespaceWithConfigMap("delete-e2e")
+		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
 kind: Backup
 metadata: {name: doomed, namespace: cairn-system}
 spec:

@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// uidMap is what a reconciler remembers of backups in memory between reconciles, keyed by
+// backup UID; the zero value is empty and ready. After a restart it is empty, which is itself
+// information (a deletion with no entry was interrupted). Safe for concurrent use.
+type uidMap[V any] struct {
+	mu sync.Mutex
+	m  map[types.UID]V
+}
+
+func (u *uidMap[V]) get(uid types.UID) (V, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.m[uid]
+	return v, ok
+}
+
+func (u *uidMap[V]) set(uid types.UID, v V) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[types.UID]V{}
+	}
+	u.m[uid] = v
+}
+
+// take returns the entry and removes it.
+func (u *uidMap[V]) take(uid types.UID) (V, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.m[uid]
+	delete(u.m, uid)
+	return v, ok
+}
+
+func (u *uidMap[V]) forget(uid types.UID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.m, uid)
+}
