@@ -106,6 +106,16 @@ const (
 	ReasonCleanupFailed = "CleanupFailed"
 )
 
+// Bounds of status.validationErrors: a spec with many bad entries must still produce a status
+// the API server accepts (the queue caps the messages it writes to these).
+const (
+	// MaxValidationErrors is the most messages status.validationErrors holds; the last one says
+	// how many more problems there were.
+	MaxValidationErrors = 20
+	// MaxValidationErrorLength is the longest message in status.validationErrors, in bytes.
+	MaxValidationErrorLength = 1024
+)
+
 // FailureReasonCancelled is the failureReason of a backup cancelled with spec.cancel.
 const FailureReasonCancelled = "Backup cancelled by user"
 
@@ -240,7 +250,14 @@ type BackupStatus struct {
 	// ValidationErrors says what is wrong with a backup in FailedValidation.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=1024
 	ValidationErrors []string `json:"validationErrors,omitempty"`
+
+	// PhaseTransitionTime is when the backup entered its current phase; a phase that cannot
+	// move on for --phase-timeout ends the backup with the last error.
+	// +optional
+	PhaseTransitionTime *metav1.Time `json:"phaseTransitionTime,omitempty"`
 
 	// FailureReason says why a backup Failed.
 	// +optional

@@ -179,6 +179,10 @@ func (in *BackupStatus) DeepCopyInto(out *BackupStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.PhaseTransitionTime != nil {
+		in, out := &in.PhaseTransitionTime, &out.PhaseTransitionTime
+		*out = (*in).DeepCopy()
+	}
 	if in.StartTimestamp != nil {
 		in, out := &in.StartTimestamp, &out.StartTimestamp
 		*out = (*in).DeepCopy()

@@ -71,6 +71,7 @@ func run(args []string) int {
 		RetryBackoffMin:            opts.backoffMin,
 		StorageTimeout:             opts.storageTimeout,
 		RetryBackoffMax:            opts.backoffMax,
+		PhaseTimeout:               opts.phaseTimeout,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

@@ -27,6 +27,7 @@ type options struct {
 	backoffMin           time.Duration
 	storageTimeout       time.Duration
 	backoffMax           time.Duration
+	phaseTimeout         time.Duration
 	zap                  zap.Options
 }
 
@@ -58,6 +59,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"The first wait before a failed removal of a backup's data (a deletion, or the cleanup of a cancelled backup) is tried again; it doubles with each failure.")
 	fs.DurationVar(&o.backoffMax, "retry-backoff-max", controller.DefaultRetryBackoffMax,
 		"The longest wait between attempts to remove a backup's data.")
+	fs.DurationVar(&o.phaseTimeout, "phase-timeout", controller.DefaultPhaseTimeout,
+		"How long a backup may stay in one non-terminal phase that cannot move on (storage or the API server failing) before it is ended with the last error.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -93,6 +96,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.backoffMax < o.backoffMin {
 		return o, fmt.Errorf("invalid value %s for --retry-backoff-max: must be at least --retry-backoff-min (%s)", o.backoffMax, o.backoffMin)
+	}
+	if o.phaseTimeout <= 0 {
+		return o, fmt.Errorf("invalid value %s for --phase-timeout: must be greater than zero", o.phaseTimeout)
 	}
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))

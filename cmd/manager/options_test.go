@@ -35,12 +35,13 @@ func TestParseOptions(t *testing.T) {
 			args: []string{"--namespace=backups", "--concurrent-backups=3", "--item-block-worker-count=8",
 				"--kubeconfig=/tmp/kc", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9",
 				"--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s",
-				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s"},
+				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
 					queueResyncPeriod: 5 * time.Second, operationSync: 3 * time.Second,
-					backoffMin: 2 * time.Second, backoffMax: 20 * time.Second, storageTimeout: 9 * time.Second}
+					backoffMin: 2 * time.Second, backoffMax: 20 * time.Second, storageTimeout: 9 * time.Second,
+					phaseTimeout: 2 * time.Hour}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -58,6 +59,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero storage timeout", args: []string{"--storage-timeout=0s"}, wantErr: "invalid value 0s for --storage-timeout: must be greater than zero"},
 		{name: "zero backoff", args: []string{"--retry-backoff-min=0s"}, wantErr: "invalid value 0s for --retry-backoff-min: must be greater than zero"},
 		{name: "backoff max below min", args: []string{"--retry-backoff-min=30s", "--retry-backoff-max=10s"}, wantErr: "invalid value 10s for --retry-backoff-max: must be at least --retry-backoff-min (30s)"},
+		{name: "zero phase timeout", args: []string{"--phase-timeout=0s"}, wantErr: "invalid value 0s for --phase-timeout: must be greater than zero"},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}

@@ -84,7 +84,7 @@ const maxEndRunAttempts = 5
 // for the next reconcile (see orphaned).
 func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus), onCancel func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := patchBackupStatus(ctx, r.Client, b, mutate)
+		err := patchBackupStatus(ctx, r.Client, r.Clock, b, mutate)
 		if err == nil {
 			return nil
 		}
@@ -137,7 +137,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	now := metav1.NewTime(r.Clock.Now())
 	if reason, failureReason, ok := cancellation(b); ok {
 		message := failureReason + " before it started"
-		if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			cancelledStatus(s, b.Generation, reason, failureReason, message, now)
 		}); err != nil {
 			return ctrl.Result{}, err
@@ -161,14 +161,14 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}
 	if problem != nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = []string{problem.Error()}
 			s.CompletionTimestamp = &now
 		})
 	}
 	expiration := metav1.NewTime(now.Add(b.Spec.GetTTL()))
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now
 		s.Expiration = &expiration
@@ -514,7 +514,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctr
 	if mutate, ok := r.unwritten.take(fresh.UID); ok {
 		return ctrl.Result{}, r.endRun(ctx, &fresh, mutate, nil)
 	}
-	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, r.stores, r.Dynamic, &fresh, r.Clock.Now())
+	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, r.stores, r.Dynamic, &fresh, r.Clock)
 }
 
 // afterInterruptedRun is where a backup goes that was InProgress when the operator stopped: a
@@ -530,7 +530,7 @@ func afterInterruptedRun(b *cairnv1.Backup) (cairnv1.BackupPhase, string) {
 // endInterruptedRun moves on a backup that was InProgress when the operator stopped (see
 // afterInterruptedRun). A failed one has its partial uploads and snapshots removed and keeps
 // its log; a cancelled one is cleaned up by the finalizer.
-func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dynamic.Interface, b *cairnv1.Backup, now time.Time) error {
+func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dynamic.Interface, b *cairnv1.Backup, clk clock.PassiveClock) error {
 	next, failureReason := afterInterruptedRun(b)
 	if next == cairnv1.BackupPhaseFailed {
 		storeCtx, cancel := st.bounded(ctx)
@@ -542,8 +542,8 @@ func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dyna
 		}
 		cancel()
 	}
-	t := metav1.NewTime(now)
-	return patchBackupStatus(ctx, c, b, func(s *cairnv1.BackupStatus) {
+	t := metav1.NewTime(clk.Now())
+	return patchBackupStatus(ctx, c, clk, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		if next == cairnv1.BackupPhaseFailed {
 			s.FailureReason = failureReason
@@ -563,7 +563,7 @@ func endInterruptedBackups(c client.Client, st stores, dyn dynamic.Interface, cl
 		}
 		for i := range list.Items {
 			if b := &list.Items[i]; b.Status.Phase == cairnv1.BackupPhaseInProgress {
-				if err := endInterruptedRun(ctx, c, st, dyn, b, clk.Now()); err != nil && !apierrors.IsNotFound(err) {
+				if err := endInterruptedRun(ctx, c, st, dyn, b, clk); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("ending backup %s: %w", qualifiedName(b), err)
 				}
 			}

@@ -431,7 +431,7 @@ func qualifiedName(b *cairnv1.Backup) string { return b.Namespace + "/" + b.Name
 // in the pass.
 func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
 	oldPhase := b.Status.Phase
-	if err := patchBackupStatus(ctx, r.Client, b, mutate); err != nil {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, mutate); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
 		}

@@ -113,7 +113,7 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl
 	}
 	// The phase first: should this process stop before the goroutine starts, the next one
 	// finds Deleting with no record and retries.
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeleting
 		s.NextDeletionAttempt = nil
 	}); err != nil {
@@ -235,7 +235,7 @@ func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, messag
 	attempts := b.Status.DeletionAttempts + 1
 	delay := backoffDelay(int(attempts), r.BackoffMin, r.BackoffMax)
 	next := metav1.NewTime(now.Add(delay))
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeletionFailed
 		s.LastDeletionError = message
 		s.DeletionAttempts = attempts

@@ -122,7 +122,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 		return err
 	}
 	t := metav1.NewTime(now)
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &t
 		s.Warnings += int32(len(warnings))
@@ -136,7 +136,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 // toCancelled moves a finalizing backup that was cancelled to FinalizingCancelled.
 func (r *FinalizerReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup) error {
 	_, failureReason, _ := cancellation(b)
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
 	}); err != nil {
 		return err
@@ -167,7 +167,7 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		message := fmt.Sprintf("Removing the cancelled backup's data failed (attempt %d): %v; next attempt at %s",
 			failures, err, next.UTC().Format(time.RFC3339))
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cairnv1.ReasonCleanupFailed, "Cancel", message)
-		if perr := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+		if perr := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 				Type: cairnv1.BackupConditionCancelled, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonCleanupFailed,
 				Message: message, ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
@@ -185,7 +185,7 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 // endCancelled ends a cancelled backup in Failed, with a Cancelled event of eventType, and
 // forgets what this process remembered of its cleanup.
 func (r *FinalizerReconciler) endCancelled(ctx context.Context, b *cairnv1.Backup, reason, failureReason, message, eventType string) error {
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
 	}); err != nil {
 		return err

@@ -102,7 +102,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	running, completed, failed := backup.OperationCounts(ops)
 	next := backup.NextAfterOperations(b.Status.Phase, ops)
-	if err := patchBackupStatus(ctx, r.Client, &b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, &b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.BackupItemOperationsAttempted = int32(len(ops))
 		s.BackupItemOperationsCompleted = int32(completed)
@@ -130,7 +130,7 @@ func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, st
 		}
 	}
 	_, completed, failed := backup.OperationCounts(ops)
-	if err := patchBackupStatus(ctx, r.Client, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
 		s.BackupItemOperationsAttempted = int32(len(ops))
 		s.BackupItemOperationsCompleted = int32(completed)

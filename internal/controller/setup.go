@@ -58,6 +58,9 @@ type Config struct {
 	// RetryBackoffMin and RetryBackoffMax bound the backoff between attempts to remove a
 	// backup's data (deletion, cleanup of a cancelled backup); 0 means the defaults (10s, 1m).
 	RetryBackoffMin, RetryBackoffMax time.Duration
+	// PhaseTimeout is how long a backup may stay in one non-terminal phase that cannot move on
+	// before its owner ends it with the last error; 0 means DefaultPhaseTimeout.
+	PhaseTimeout time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -79,6 +82,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	if cfg.PhaseTimeout <= 0 {
+		cfg.PhaseTimeout = DefaultPhaseTimeout
 	}
 	if cfg.QueueResyncPeriod <= 0 {
 		cfg.QueueResyncPeriod = DefaultQueueResyncPeriod

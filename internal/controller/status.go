@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -12,9 +15,16 @@ import (
 // patchBackupStatus is the one way a reconciler writes a backup's status: mutate applies the
 // change to b, which is patched with an optimistic lock and updated in place. A conflict
 // (someone wrote first) comes back as an error, and the reconcile is retried on fresh data.
-func patchBackupStatus(ctx context.Context, c client.Client, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
+//
+// A write that changes the phase also sets status.phaseTransitionTime (from clk), which the
+// phase timeout is measured from: no caller has to remember it.
+func patchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
 	old := b.DeepCopy()
 	mutate(&b.Status)
+	if b.Status.Phase != old.Status.Phase {
+		now := metav1.NewTime(clk.Now())
+		b.Status.PhaseTransitionTime = &now
+	}
 	if err := c.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
 	}
