@@ -90,6 +90,9 @@ const (
 	// BackupConditionCancelled is True once a cancelled backup has been cleaned up; False
 	// (reason CleanupFailed) while removing its data fails and is retried.
 	BackupConditionCancelled = "Cancelled"
+	// BackupConditionStorageReady is False while a ReadyToStart backup waits for its storage
+	// location (not validated yet, or not reachable); its message says why.
+	BackupConditionStorageReady = "StorageReady"
 )
 
 // Condition reasons on a Backup.
@@ -104,6 +107,8 @@ const (
 	ReasonBackupDeleted             = "BackupDeleted"
 	// ReasonCleanupFailed: removing a cancelled backup's data failed; it is retried with backoff.
 	ReasonCleanupFailed = "CleanupFailed"
+	// ReasonStorageUnavailable: the backup's storage location cannot be used yet.
+	ReasonStorageUnavailable = "StorageUnavailable"
 )
 
 // Bounds of status.validationErrors: a spec with many bad entries must still produce a status
@@ -298,6 +303,16 @@ type BackupStatus struct {
 	// BackupItemOperationsFailed is the number of async plugin operations that failed.
 	// +optional
 	BackupItemOperationsFailed int32 `json:"backupItemOperationsFailed,omitempty"`
+
+	// ArchiveSHA256 is the SHA-256 of the archive as it was uploaded (hex); the finalizer checks
+	// the stored archive against it before the backup is committed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ArchiveSHA256 string `json:"archiveSHA256,omitempty"`
+
+	// ArchiveSize is the size of the archive as it was uploaded, in bytes.
+	// +optional
+	ArchiveSize int64 `json:"archiveSize,omitempty"`
 
 	// FormatVersion is the version of the archive format the backup was written in.
 	// +optional

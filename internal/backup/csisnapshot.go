@@ -69,7 +69,7 @@ func (a CSISnapshotAction) Execute(ctx context.Context, item *unstructured.Unstr
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: pvc.Name + "-",
 			Namespace:    pvc.Namespace,
-			Labels:       map[string]string{BackupNameLabel: labelValue(b.Name), BackupUIDLabel: string(b.UID)},
+			Labels:       map[string]string{BackupNameLabel: LabelValue(b.Name), BackupUIDLabel: string(b.UID)},
 		},
 		Spec: snapshotv1.VolumeSnapshotSpec{
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &pvc.Name},
@@ -157,14 +157,6 @@ func (a CSISnapshotAction) Cancel(ctx context.Context, operationID string, _ *ca
 		return nil
 	}
 	return err
-}
-
-// labelValue fits a name into a label value (63 characters).
-func labelValue(s string) string {
-	if len(s) > 63 {
-		return s[:63]
-	}
-	return s
 }
 
 // DeleteSnapshots deletes every VolumeSnapshot a backup created (labelled with its UID), in any

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -18,8 +18,13 @@ import (
 // named, as they are now (a VolumeSnapshot that became ready, say): every other entry is
 // copied, an earlier copy of such an item is replaced. The new archive goes to the same key in
 // one Put, which replaces the old one only once it is complete. Items that are gone are
-// returned as warnings.
-func (r *Runner) AddPostOperationItems(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, resources []Resource, ids []ItemID) (storage.ArchiveDigest, []string, error) {
+// returned as warnings; items the backup may not hold (the backup's Selection decides, as for
+// every other item: no cluster-scoped item in a team's backup) are left out.
+func (r *Runner) AddPostOperationItems(ctx context.Context, b *cairnv1.Backup, operatorNamespace string, store storage.ObjectStore, keys storage.BackupKeys, resources []Resource, ids []ItemID) (storage.ArchiveDigest, []string, error) {
+	sel, _, err := NewSelection(b, operatorNamespace, resources, nil)
+	if err != nil {
+		return storage.ArchiveDigest{}, nil, err
+	}
 	byGR := map[string]Resource{}
 	for _, res := range resources {
 		byGR[res.GroupResource().String()] = res
@@ -37,6 +42,9 @@ func (r *Runner) AddPostOperationItems(ctx context.Context, store storage.Object
 			warnings = append(warnings, fmt.Sprintf("post-operation item %s: the cluster does not serve %s", id, id.GroupResource))
 			continue
 		}
+		if !sel.Includes(res, id.Namespace, id.Name, nil, PostOperation) {
+			continue
+		}
 		client := r.Dynamic.Resource(res.GroupVersionResource)
 		get := client.Get
 		if res.Namespaced {
@@ -49,6 +57,9 @@ func (r *Runner) AddPostOperationItems(ctx context.Context, store storage.Object
 		}
 		if err != nil {
 			return storage.ArchiveDigest{}, warnings, fmt.Errorf("getting post-operation item %s: %w", id, err)
+		}
+		if !sel.Includes(res, id.Namespace, id.Name, item.GetLabels(), PostOperation) {
+			continue
 		}
 		data, err := json.Marshal(item.Object)
 		if err != nil {
@@ -68,7 +79,7 @@ func (r *Runner) AddPostOperationItems(ctx context.Context, store storage.Object
 	defer old.Close()
 	pr, pw := io.Pipe()
 	go func() {
-		aw, err := archive.NewWriter(pw, time.Now())
+		aw, err := archive.NewWriter(pw, r.clock().Now())
 		if err == nil {
 			err = archive.Each(old, func(e archive.Entry) error {
 				if e.Name == archive.VersionPath || replaced[e.Name] {

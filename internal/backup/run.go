@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strconv"
 	"sync"
@@ -17,14 +19,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
-	"github.com/cairn-backup/cairn/internal/scope"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -37,6 +41,8 @@ type Runner struct {
 	// Raw is a REST client for any path (the discovery client's): LIST pages are read as raw
 	// JSON, and items no action needs to see are written without ever being decoded.
 	Raw rest.Interface
+	// Discovery finds the cluster's resources when a run starts.
+	Discovery discovery.DiscoveryInterface
 	// Workers is the size of each backup's own worker pool (--item-block-worker-count).
 	Workers int
 	// PageSize is the LIST page size; 0 means DefaultPageSize.
@@ -46,24 +52,39 @@ type Runner struct {
 	// OnWorkerPool, when set, is told when a backup's pool starts and stops (for tests and
 	// metrics): delta is +Workers or -Workers.
 	OnWorkerPool func(backup string, delta int)
+	// Clock is the run's time source; nil means the real clock.
+	Clock clock.Clock
+	// StorageTimeout bounds each small storage call; 0 means DefaultStorageTimeout.
+	StorageTimeout time.Duration
+	// ProgressInterval is how often progress is reported, at most; 0 means DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// Retry paces the retries of API calls that failed transiently; zero means DefaultRetry.
+	Retry wait.Backoff
+}
+
+// DefaultRetry paces the retries of a run's API calls that failed transiently (a LIST page,
+// discovery, the namespaces): about half a minute in all before the run gives up.
+var DefaultRetry = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 6}
+
+func (r *Runner) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }
 
 // Request is one backup to run.
 type Request struct {
 	Backup            *cairnv1.Backup
 	OperatorNamespace string
-	// Resources are the cluster's resources (ResourcesFromDiscovery).
-	Resources []Resource
-	// CustomResources are the resources CRDs serve (CustomResources).
-	CustomResources []CustomResource
-	// ClusterNamespaces are the cluster's namespaces, to resolve wildcards.
-	ClusterNamespaces []string
-	Store             storage.ObjectStore
-	Keys              storage.BackupKeys
-	// Log is the backup's own log; its warnings and errors are counted by the caller's hook.
-	Log logrus.FieldLogger
-	// Progress receives the counts as they change, from several goroutines.
+	// LocationName names the storage location, for the log and messages.
+	LocationName string
+	Store        storage.ObjectStore
+	Keys         storage.BackupKeys
+	// Progress receives the counts as they change, from several goroutines; nil means a new one.
 	Progress *Progress
+	// OnProgress, when set, is told the counts at most once per ProgressInterval while they change.
+	OnProgress func(done, total int64)
 }
 
 // Progress counts a backup's items; safe for concurrent use.
@@ -113,8 +134,8 @@ type Results struct {
 	Errors   []ItemResult `json:"errors,omitempty"`
 }
 
-// Outcome is what a Run produced.
-type Outcome struct {
+// outcome is what streaming a backup's items produced.
+type outcome struct {
 	Digest     storage.ArchiveDigest
 	Operations []Operation
 	Results    Results
@@ -125,15 +146,11 @@ type Outcome struct {
 // run is the state of one Run.
 type run struct {
 	*Runner
-	req        Request
-	registry   *Registry
-	byGR       map[schema.GroupResource]Resource
-	nsFilter   scope.NamespaceFilter
-	namespaces scope.NamespaceSet
-	resFilter  ResourceFilter
-	selectors  []labels.Selector
-	// clusterScope: "all", "none" or "needed" (includeClusterResources true/false/nil).
-	clusterScope string
+	req       Request
+	log       logrus.FieldLogger
+	registry  *Registry
+	byGR      map[schema.GroupResource]Resource
+	selection Selection
 
 	mu         sync.Mutex
 	seen       map[ItemID]bool
@@ -149,16 +166,17 @@ type writtenItem struct {
 	data []byte
 }
 
-// Run backs up the items the backup selects into the archive object, streaming: items are
-// listed a page at a time, handed to the backup's own workers, and written by one writer into
-// one upload. It returns when everything is written or ctx ends; when ctx ends, the workers
-// and the upload stop at once and the error is ctx's. Problems with single items are warnings
-// or errors in the outcome and the log; a returned error means the backup failed, and the
-// outcome then holds only the operations that were started.
-func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
-	ru, err := r.newRun(req)
-	if err != nil {
-		return Outcome{}, err
+// stream backs up the items the backup selects into the archive object: items are listed a
+// page at a time, handed to the backup's own workers, and written by one writer into one
+// upload. It returns when everything is written or ctx ends; when ctx ends, the workers and the
+// upload stop at once and the error is ctx's. Problems with single items are warnings or errors
+// in the outcome and the log; a returned error means the backup failed, and the outcome then
+// holds only the operations that were started.
+func (r *Runner) stream(ctx context.Context, req Request, sel Selection, resources []Resource, registry *Registry, log logrus.FieldLogger) (outcome, error) {
+	ru := &run{Runner: r, req: req, log: log, registry: registry, byGR: map[schema.GroupResource]Resource{},
+		selection: sel, seen: map[ItemID]bool{}, resources: map[string][]string{}}
+	for _, res := range resources {
+		ru.byGR[res.GroupResource()] = res
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -183,10 +201,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	defer stopUpload()
 
 	// The single writer.
-	aw, err := archive.NewWriter(pw, time.Now())
+	aw, err := archive.NewWriter(pw, r.clock().Now())
 	if err != nil {
 		_ = pw.CloseWithError(err)
-		return Outcome{}, firstError(err, <-uploaded)
+		return outcome{}, firstError(err, <-uploaded)
 	}
 	ru.out = make(chan writtenItem, 64)
 	written := make(chan error, 1)
@@ -210,7 +228,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	blocks := make(chan listedItem, 2*r.Workers)
 	var workers sync.WaitGroup
 	if r.OnWorkerPool != nil {
-		r.OnWorkerPool(req.Backup.Namespace+"/"+req.Backup.Name, r.Workers)
+		r.OnWorkerPool(requestLabel(req.Backup), r.Workers)
 	}
 	for range r.Workers {
 		workers.Add(1)
@@ -222,11 +240,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 		}()
 	}
 
-	collectErr := ru.collect(ctx, blocks)
+	collectErr := ru.collect(ctx, ru.selection.ListTasks(resources), blocks)
 	close(blocks)
 	workers.Wait()
 	if r.OnWorkerPool != nil {
-		r.OnWorkerPool(req.Backup.Namespace+"/"+req.Backup.Name, -r.Workers)
+		r.OnWorkerPool(requestLabel(req.Backup), -r.Workers)
 	}
 	close(ru.out)
 	writeErr := <-written
@@ -242,12 +260,12 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	// the collection (its error is then only "context canceled").
 	if err := firstError(parent.Err(), writeErr, uploadErr, collectErr); err != nil {
 		// The operations already started are returned even so: the caller cancels them.
-		return Outcome{Operations: ru.operations}, err
+		return outcome{Operations: ru.operations}, err
 	}
 	for k := range ru.resources {
 		sort.Strings(ru.resources[k])
 	}
-	return Outcome{Digest: digest, Operations: ru.operations, Results: ru.results, ResourceList: ru.resources}, nil
+	return outcome{Digest: digest, Operations: ru.operations, Results: ru.results, ResourceList: ru.resources}, nil
 }
 
 func firstError(errs ...error) error {
@@ -259,85 +277,14 @@ func firstError(errs ...error) error {
 	return nil
 }
 
-func (r *Runner) newRun(req Request) (*run, error) {
-	b := req.Backup
-	ru := &run{
-		Runner:    r,
-		req:       req,
-		registry:  NewRegistry(req.CustomResources, r.ExtraActions...),
-		byGR:      map[schema.GroupResource]Resource{},
-		nsFilter:  scope.ForBackup(b, req.OperatorNamespace),
-		seen:      map[ItemID]bool{},
-		resources: map[string][]string{},
-	}
-	for _, res := range req.Resources {
-		ru.byGR[res.GroupResource()] = res
-	}
-	ru.namespaces = ru.nsFilter.Resolve(req.ClusterNamespaces)
-	var warnings []string
-	ru.resFilter, warnings = NewResourceFilter(b.Spec.IncludedResources, b.Spec.ExcludedResources, req.Resources)
-	for _, w := range warnings {
-		req.Log.Warn(w)
-	}
-	switch {
-	case b.Namespace != req.OperatorNamespace:
-		ru.clusterScope = "none" // tenancy: a team's backup never holds cluster-scoped items
-	case b.Spec.IncludeClusterResources == nil:
-		ru.clusterScope = "needed"
-	case *b.Spec.IncludeClusterResources:
-		ru.clusterScope = "all"
-	default:
-		ru.clusterScope = "none"
-	}
-	selectors := b.Spec.OrLabelSelectors
-	if b.Spec.LabelSelector != nil {
-		selectors = []*metav1.LabelSelector{b.Spec.LabelSelector}
-	}
-	for _, s := range selectors {
-		sel, err := metav1.LabelSelectorAsSelector(s)
-		if err != nil {
-			return nil, fmt.Errorf("label selector: %w", err)
-		}
-		ru.selectors = append(ru.selectors, sel)
-	}
-	return ru, nil
-}
-
 // listers is how many LISTs a backup runs at once: most (resource, namespace) pairs are empty,
 // so their round trips, not their items, would dominate a sequential walk.
 const listers = 8
 
-// collect lists every selected resource a page at a time and hands each selected item to the
-// workers as the root of an ItemBlock.
-func (ru *run) collect(ctx context.Context, blocks chan<- listedItem) error {
-	type listTask struct {
-		res       Resource
-		namespace string
-	}
-	var tasks []listTask
-	for _, res := range ru.req.Resources {
-		gr := res.GroupResource()
-		if !ru.resFilter.Includes(gr) {
-			continue
-		}
-		if !res.Namespaced && gr != nsGR && ru.clusterScope != "all" {
-			continue // cluster-scoped items come in only as items that namespaced ones need
-		}
-		switch {
-		case gr == nsGR:
-			if ru.clusterScope == "none" && ru.req.Backup.Namespace == ru.req.OperatorNamespace {
-				continue
-			}
-			tasks = append(tasks, listTask{res, ""})
-		case !res.Namespaced || ru.namespaces.All:
-			tasks = append(tasks, listTask{res, ""})
-		default:
-			for _, ns := range ru.namespaces.Names {
-				tasks = append(tasks, listTask{res, ns})
-			}
-		}
-	}
-	work := make(chan listTask)
+// collect lists the collections of tasks a page at a time, listers at once, and hands each
+// selected item to the workers as the root of an ItemBlock.
+func (ru *run) collect(ctx context.Context, tasks []ListTask, blocks chan<- listedItem) error {
+	work := make(chan ListTask)
 	errs := make(chan error, listers)
 	var wg sync.WaitGroup
 	for range listers {
@@ -345,7 +292,7 @@ func (ru *run) collect(ctx context.Context, blocks chan<- listedItem) error {
 		go func() {
 			defer wg.Done()
 			for t := range work {
-				if err := ru.listPages(ctx, t.res, t.namespace, blocks); err != nil {
+				if err := ru.listPages(ctx, t.Resource, t.Namespace, blocks); err != nil {
 					errs <- err
 					return
 				}
@@ -395,36 +342,69 @@ func listPath(res Resource, ns string) string {
 	return path + "/" + res.Resource
 }
 
+// maxListRestarts bounds how often one collection's LIST starts again from the beginning
+// after its continue token expired without the API server offering a way to resume.
+const maxListRestarts = 3
+
 // listPages reads a resource's collection page by page as raw JSON, decoding only each item's
-// metadata for the filters.
+// metadata for the filters. A page that fails transiently is retried; a continue token that
+// expired during a long backup (410 Gone) is resumed from the token the API server offers with
+// the error, so a huge LIST never starts over forever. A resource that vanished is a warning;
+// one this backup may not list (Forbidden) is an error: the backup is incomplete.
 func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks chan<- listedItem) error {
 	pageSize := ru.PageSize
 	if pageSize == 0 {
 		pageSize = DefaultPageSize
 	}
 	apiVersion := res.GroupVersion().String()
+	log := ru.log.WithField("resource", res.GroupResource().String())
+	if ns != "" {
+		log = log.WithField("namespace", ns)
+	}
 	continueToken := ""
+	restarts := 0
 	for {
-		req := ru.Raw.Get().AbsPath(listPath(res, ns)).Param("limit", strconv.FormatInt(pageSize, 10)).
-			SetHeader("Accept", "application/json")
-		if continueToken != "" {
-			req = req.Param("continue", continueToken)
-		}
-		if len(ru.selectors) == 1 {
-			req = req.Param("labelSelector", ru.selectors[0].String())
-		}
-		data, err := req.DoRaw(ctx)
+		var data []byte
+		err := ru.retryTransient(ctx, func() (err error) {
+			req := ru.Raw.Get().AbsPath(listPath(res, ns)).Param("limit", strconv.FormatInt(pageSize, 10)).
+				SetHeader("Accept", "application/json")
+			if continueToken != "" {
+				req = req.Param("continue", continueToken)
+			}
+			if selector := ru.selection.ServerSideSelector(); selector != "" {
+				req = req.Param("labelSelector", selector)
+			}
+			// Do, not DoRaw: only Result.Error decodes the Status the API server sends with an
+			// error (a 410's reason Expired and its continue token).
+			result := req.Do(ctx)
+			if err := result.Error(); err != nil {
+				return err
+			}
+			data, err = result.Raw()
+			return err
+		})
 		if apierrors.IsResourceExpired(err) && continueToken != "" {
-			// The continue token expired on a long backup: start the list again; items
-			// already seen are skipped.
-			continueToken = ""
+			next, resumed := nextAfterExpired(err)
+			switch {
+			case resumed:
+				log.Warn("The LIST's continue token expired during the backup; resumed where the API server allows (items changed meanwhile may be missing or newer)")
+			case next == "" && restarts < maxListRestarts:
+				restarts++
+				log.Warnf("The LIST's continue token expired during the backup; listing again from the start (%d of %d)", restarts, maxListRestarts)
+			default:
+				return fmt.Errorf("listing %s: the continue token expired %d times: %w", res.GroupResource(), restarts+1, err)
+			}
+			continueToken = next
 			continue
 		}
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
-			ru.req.Log.WithField("resource", res.GroupResource().String()).Warnf("Skipped a resource that cannot be listed: %v", err)
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+			log.Warnf("Skipped a resource that cannot be listed: %v", err)
 			return nil
-		}
-		if err != nil {
+		case apierrors.IsForbidden(err):
+			log.Errorf("Could not list a resource: the operator may not (the backup is incomplete): %v", err)
+			return nil
+		case err != nil:
 			return fmt.Errorf("listing %s: %w", res.GroupResource(), err)
 		}
 		var page struct {
@@ -439,10 +419,10 @@ func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks ch
 		for _, raw := range page.Items {
 			item, err := parseListed(res, apiVersion, raw)
 			if err != nil {
-				ru.req.Log.WithField("resource", res.GroupResource().String()).Errorf("Skipped an item that could not be read: %v", err)
+				log.Errorf("Skipped an item that could not be read: %v", err)
 				continue
 			}
-			if !ru.selected(res, item.namespace, item.name, item.labels) {
+			if !ru.selection.Includes(res, item.namespace, item.name, item.labels, Listed) {
 				continue
 			}
 			select {
@@ -456,6 +436,59 @@ func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks ch
 		}
 		continueToken = page.Metadata.Continue
 	}
+}
+
+// nextAfterExpired is where a LIST goes on after its continue token expired (410 Gone): from
+// the continue token the API server returns with the error, when it offers one (resumed); else
+// from the start ("").
+func nextAfterExpired(err error) (next string, resumed bool) {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if token := status.Status().ListMeta.Continue; token != "" {
+			return token, true
+		}
+	}
+	return "", false
+}
+
+// retryTransient runs f until it succeeds, fails with an error that waiting will not mend, or
+// the retries (Runner.Retry) run out; it stops when ctx ends.
+func (r *Runner) retryTransient(ctx context.Context, f func() error) error {
+	backoff := r.Retry
+	if backoff.Steps == 0 {
+		backoff = DefaultRetry
+	}
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		last = f()
+		switch {
+		case last == nil:
+			return true, nil
+		case isTransient(last):
+			return false, nil
+		}
+		return false, last
+	})
+	if wait.Interrupted(err) && last != nil {
+		return last
+	}
+	return err
+}
+
+// isTransient tells the API errors that a retry may mend: timeouts, throttling, an API server
+// that is restarting or overloaded, a connection that broke.
+func isTransient(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+		return true
+	case utilnet.IsConnectionReset(err), utilnet.IsConnectionRefused(err), utilnet.IsProbableEOF(err):
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // parseListed reads an item's metadata and makes sure its JSON carries apiVersion and kind,
@@ -484,29 +517,6 @@ func parseListed(res Resource, apiVersion string, raw []byte) (listedItem, error
 		raw = append([]byte(prefix), rest...)
 	}
 	return listedItem{res: res, raw: raw, namespace: head.Metadata.Namespace, name: head.Metadata.Name, labels: head.Metadata.Labels}, nil
-}
-
-// selected applies the namespace, label and exclusion filters to a listed item.
-func (ru *run) selected(res Resource, namespace, name string, itemLabels map[string]string) bool {
-	if itemLabels[cairnv1.ExcludeFromBackupLabel] == "true" {
-		return false
-	}
-	if res.GroupResource() == nsGR {
-		return ru.nsFilter.Matches(name) && (ru.clusterScope != "none" || ru.req.Backup.Namespace != ru.req.OperatorNamespace)
-	}
-	if res.Namespaced && !ru.nsFilter.Matches(namespace) {
-		return false
-	}
-	if len(ru.selectors) > 1 {
-		set := labels.Set(itemLabels)
-		for _, s := range ru.selectors {
-			if s.Matches(set) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
 }
 
 // backUpBlock backs up a listed item and, on the same worker, the items its actions say
@@ -563,27 +573,24 @@ func (ru *run) claim(id ItemID) bool {
 	return true
 }
 
-// fetch gets an additional item. An item that is gone, or that the backup may not include
-// (cluster-scoped in a team's backup, excluded by resource or label), is skipped.
+// fetch gets an additional item. An item that is gone, or that the backup may not hold (the
+// selection decides: cluster-scoped in a team's backup, excluded by resource, namespace or
+// label), is skipped.
 func (ru *run) fetch(ctx context.Context, id ItemID) (*unstructured.Unstructured, bool) {
 	res, ok := ru.byGR[id.GroupResource]
-	if !ok || !ru.resFilter.Includes(id.GroupResource) {
-		return nil, false
-	}
-	if !res.Namespaced && ru.clusterScope == "none" {
-		return nil, false
-	}
-	if res.Namespaced && !ru.nsFilter.Matches(id.Namespace) {
+	if !ok || !ru.selection.Includes(res, id.Namespace, id.Name, nil, Additional) {
 		return nil, false
 	}
 	client := ru.Dynamic.Resource(res.GroupVersionResource)
 	var item *unstructured.Unstructured
-	var err error
-	if res.Namespaced {
-		item, err = client.Namespace(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
-	} else {
-		item, err = client.Get(ctx, id.Name, metav1.GetOptions{})
-	}
+	err := ru.retryTransient(ctx, func() (err error) {
+		if res.Namespaced {
+			item, err = client.Namespace(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
+		} else {
+			item, err = client.Get(ctx, id.Name, metav1.GetOptions{})
+		}
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		if id.GroupResource != crdsGR { // a CRD is looked up by name and may well not exist
 			ru.itemWarning(id, "the item is gone: it was deleted during the backup, or never existed")
@@ -594,7 +601,7 @@ func (ru *run) fetch(ctx context.Context, id ItemID) (*unstructured.Unstructured
 		ru.itemError(id, fmt.Sprintf("getting the item: %v", err))
 		return nil, false
 	}
-	if item.GetLabels()[cairnv1.ExcludeFromBackupLabel] == "true" {
+	if !ru.selection.Includes(res, id.Namespace, id.Name, item.GetLabels(), Additional) {
 		return nil, false
 	}
 	return item, true
@@ -617,7 +624,7 @@ func (ru *run) backUpItem(ctx context.Context, id ItemID, item *unstructured.Uns
 		if res.OperationID != "" {
 			ru.mu.Lock()
 			ru.operations = append(ru.operations, Operation{Action: action.Name(), OperationID: res.OperationID, Item: id,
-				PostOperationItems: res.PostOperationItems, Started: time.Now()})
+				PostOperationItems: res.PostOperationItems, Started: ru.clock().Now()})
 			ru.mu.Unlock()
 		}
 	}
@@ -642,14 +649,14 @@ func (ru *run) itemError(id ItemID, message string) {
 	ru.mu.Lock()
 	ru.results.Errors = append(ru.results.Errors, ItemResult{Item: id.String(), Message: message})
 	ru.mu.Unlock()
-	ru.req.Log.WithField("item", id.String()).Error(message)
+	ru.log.WithField("item", id.String()).Error(message)
 }
 
 func (ru *run) itemWarning(id ItemID, message string) {
 	ru.mu.Lock()
 	ru.results.Warnings = append(ru.results.Warnings, ItemResult{Item: id.String(), Message: message})
 	ru.mu.Unlock()
-	ru.req.Log.WithField("item", id.String()).Warn(message)
+	ru.log.WithField("item", id.String()).Warn(message)
 }
 
 func (ru *run) recordResource(id ItemID) {

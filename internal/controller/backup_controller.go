@@ -1,62 +1,64 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // DefaultProgressInterval is how often a running backup's progress is written, at most.
-const DefaultProgressInterval = time.Second
+const DefaultProgressInterval = backup.DefaultProgressInterval
 
-// cancelPollInterval is how often a running backup looks for spec.cancel or a deletion in the
-// cache (an in-memory read): a cancel stops the worker pool within this much plus the time the
-// workers take to notice.
-const cancelPollInterval = 200 * time.Millisecond
-
-// errCancelRequested is the cause of a running backup's cancelled context.
-var errCancelRequested = errors.New("backup cancel requested")
+// storageWaitRequeue is how soon a ReadyToStart backup whose location was not validated yet is
+// looked at again.
+const storageWaitRequeue = time.Second
 
 // FailureReasonRestarted is the failureReason of a backup that was running when the operator
 // stopped.
 const FailureReasonRestarted = "the operator restarted during the backup"
 
 // BackupReconciler runs backups (DESIGN.md section 4). It owns ReadyToStart and InProgress: it
-// checks the storage location (→ FailedValidation), moves the backup to InProgress, runs it to
-// the end on the backup's own worker pool inside the reconcile (MaxConcurrentReconciles =
-// --concurrent-backups), and hands it on: WaitingForPluginOperations[PartiallyFailed] when
-// async operations are pending, else Finalizing[PartiallyFailed]; Failed on a fatal error.
+// checks the storage location and the tenancy rule again (→ FailedValidation), moves the backup
+// to InProgress and starts its run (internal/backup: the run owns its discovery, worker pool,
+// archive, side files, log and progress end to end), observes how the run ended and writes it:
+// WaitingForPluginOperations[PartiallyFailed] when async operations are pending, else
+// Finalizing[PartiallyFailed]; FinalizingCancelled when cancelled; Failed on a fatal error. The
+// run lasts as long as the reconcile (MaxConcurrentReconciles = --concurrent-backups); a cancel
+// reaches it through a watch event, which cancels its context.
 type BackupReconciler struct {
 	client.Client
 	// APIReader reads around the cache, where a stale phase would mislead.
 	APIReader client.Reader
 	Namespace string
 	Runner    *backup.Runner
-	// Registry finds the action of an operation to cancel.
-	Registry  *backup.Registry
-	Discovery discovery.DiscoveryInterface
-	// Dynamic deletes what a backup's async operations created.
+	// Dynamic deletes what an interrupted backup's async operations created.
 	Dynamic  dynamic.Interface
 	stores   stores
 	Clock    clock.Clock
@@ -66,46 +68,49 @@ type BackupReconciler struct {
 	}
 	// ConcurrentBackups is MaxConcurrentReconciles.
 	ConcurrentBackups int
-	// ProgressInterval is how often progress is written, at most.
-	ProgressInterval time.Duration
+	// PhaseTimeout bounds how long a ReadyToStart backup waits for its storage.
+	PhaseTimeout time.Duration
+	// logs is shared with the finalizer: the cancelled runs whose log upload is in flight.
+	logs *logUploads
 
+	// running holds the cancel function of each run of this process, by backup UID.
+	running uidMap[context.CancelCauseFunc]
 	// unwritten holds the status write that ends a run and could not be written, for the next
 	// reconcile: it finds the backup still InProgress and must write this, not mistake the
 	// backup for one a restart interrupted.
 	unwritten uidMap[func(*cairnv1.BackupStatus)]
 }
 
-// maxEndRunAttempts bounds the retries of a run's last status write on conflicts.
-const maxEndRunAttempts = 5
-
-// endRun writes the status that ends a run. Someone else's write meanwhile (a label, an
-// annotation, a cancel) makes the optimistic lock fail: the write is retried on the fresh
-// object, and a cancel seen there wins when onCancel is given. A write that still fails is kept
-// for the next reconcile (see orphaned).
-func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus), onCancel func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := patchBackupStatus(ctx, r.Client, r.Clock, b, mutate)
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt == maxEndRunAttempts {
-			r.unwritten.set(b.UID, mutate)
-			return err
-		}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-			if apierrors.IsNotFound(err) {
+// endRun writes the status that ends a run (mutate). Someone else's write meanwhile (a label,
+// an annotation, a cancel) makes the optimistic lock fail: the write is retried on the fresh
+// object, and when onCancel is given and the fresh object shows a cancel, onCancel is written
+// instead. A write that still fails is kept for the next reconcile (see orphaned). The writes
+// use the reconcile's context, never the run's, which a cancel ends.
+func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate, onCancel func(*cairnv1.BackupStatus)) error {
+	write := mutate
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				return err
+			}
+			if b.Status.Phase != cairnv1.BackupPhaseInProgress {
+				write = nil // someone else ended it: nothing to write
 				return nil
 			}
-			r.unwritten.set(b.UID, mutate)
-			return err
+			if _, _, cancelled := cancellation(b); cancelled && onCancel != nil {
+				write = onCancel
+			}
 		}
-		if b.Status.Phase != cairnv1.BackupPhaseInProgress {
-			return nil
-		}
-		if _, _, cancelled := cancellation(b); cancelled && onCancel != nil {
-			return onCancel()
-		}
+		first = false
+		return patchBackupStatus(ctx, r.Client, r.Clock, b, write)
+	})
+	switch {
+	case apierrors.IsNotFound(err), err == nil:
+		return nil
 	}
+	r.unwritten.set(b.UID, write)
+	return err
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
@@ -131,8 +136,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return ctrl.Result{}, nil
 }
 
-// start moves a ReadyToStart backup on: cancelled → Failed; bad location → FailedValidation;
-// else InProgress, and runs it.
+// start moves a ReadyToStart backup on: cancelled → Failed; bad location or tenancy →
+// FailedValidation; storage not reachable → a StorageReady=False condition saying why, and
+// Failed once that lasted --phase-timeout (the slot is freed); else InProgress, and runs it.
 func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
 	if reason, failureReason, ok := cancellation(b); ok {
@@ -151,12 +157,22 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}
 	if errors.Is(problem, errNotValidatedYet) {
 		// A location created a moment ago: wait for its first validation rather than fail.
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		return r.waitForStorage(ctx, b, problem, storageWaitRequeue)
+	}
+	if problem == nil {
+		// The tenancy rule and the spec, checked again now: the queue checked them when the
+		// backup was queued, which may be long ago. The location was resolved above.
+		resolved := bsl.DeepCopy()
+		resolved.Spec.Default = true
+		if errs, _ := queue.Validate(b, r.Namespace, []cairnv1.BackupStorageLocation{*resolved}); len(errs) > 0 {
+			problem = errors.New(strings.Join(errs, "; "))
+		}
 	}
 	var store *location.Store
 	if problem == nil {
-		if store, problem, err = r.openFor(ctx, b, bsl); err != nil {
-			return ctrl.Result{}, err
+		store, problem, err = r.openFor(ctx, b, bsl)
+		if err != nil {
+			return r.waitForStorage(ctx, b, err, 0)
 		}
 	}
 	if problem != nil {
@@ -167,6 +183,12 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 			s.CompletionTimestamp = &now
 		})
 	}
+
+	// Registered before the phase is written, so that no cancel event can be missed.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	r.running.set(b.UID, cancelRun)
+	defer r.running.forget(b.UID)
 	expiration := metav1.NewTime(now.Add(b.Spec.GetTTL()))
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
@@ -174,11 +196,44 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		s.Expiration = &expiration
 		s.FormatVersion = archive.FormatVersion
 		s.Progress = cairnv1.NewBackupProgress(0, 0)
+		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionStorageReady)
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
+	if _, _, cancelled := cancellation(b); cancelled {
+		cancelRun(backup.ErrCancelRequested) // cancelled between the read and the write
+	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
-	return ctrl.Result{}, r.run(ctx, b, bsl, store)
+	return ctrl.Result{}, r.run(ctx, runCtx, b, bsl, store)
+}
+
+// waitForStorage keeps a ReadyToStart backup waiting for its storage location, with a
+// StorageReady=False condition saying why, and ends it Failed once it has waited
+// --phase-timeout, freeing its slot. A requeue of 0 retries with the rate limiter's backoff.
+func (r *BackupReconciler) waitForStorage(ctx context.Context, b *cairnv1.Backup, cause error, requeue time.Duration) (ctrl.Result, error) {
+	now := metav1.NewTime(r.Clock.Now())
+	if phaseTimedOut(b, now.Time, r.PhaseTimeout) {
+		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Start", "Backup failed: %s", reason)
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+			s.Phase = cairnv1.BackupPhaseFailed
+			s.FailureReason = reason
+			s.CompletionTimestamp = &now
+		})
+	}
+	message := fmt.Sprintf("waiting for storage location %s: %v", b.Status.StorageLocation, cause)
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+			Type: cairnv1.BackupConditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
+			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
+		})
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if requeue > 0 {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	return ctrl.Result{}, cause
 }
 
 // openFor opens the store a backup will write to. problem says why it must not: the location's
@@ -237,130 +292,81 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 	return bsl, nil, nil
 }
 
-// run runs an InProgress backup to the end of InProgress.
-func (r *BackupReconciler) run(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store) error {
-	log := backup.NewLog()
-	log.WithField("backup", qualifiedName(b)).WithField("storageLocation", bsl.Name).Info("Backup started")
-	keys := store.Layout.Backup(b.Namespace, b.Name)
-	resources, err := r.discover(log)
-	if err != nil {
-		return r.fail(ctx, b, log, store, nil, err.Error())
-	}
-	customResources, err := backup.CustomResources(ctx, r.Runner.Dynamic)
-	if err != nil {
-		log.Warnf("Could not list the CRDs; custom resources are backed up without their CRDs: %v", err)
-	}
-	var namespaces corev1.NamespaceList
-	if err := r.List(ctx, &namespaces); err != nil {
-		return err
-	}
-	clusterNamespaces := make([]string, 0, len(namespaces.Items))
-	for _, ns := range namespaces.Items {
-		clusterNamespaces = append(clusterNamespaces, ns.Name)
-	}
-
-	progress := &backup.Progress{}
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	stopWatching := r.watchCancel(runCtx, b, stopRun)
-	stopProgress := r.reportProgress(runCtx, b, progress)
-	outcome, runErr := r.Runner.Run(runCtx, backup.Request{
-		Backup: b, OperatorNamespace: r.Namespace, Resources: resources, CustomResources: customResources, ClusterNamespaces: clusterNamespaces,
-		Store: store, Keys: keys, Log: log, Progress: progress,
+// run runs an InProgress backup to the end of InProgress and writes how it ended. runCtx is
+// the run's own context, which a cancel ends; every write here uses ctx.
+func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store) error {
+	res := r.Runner.Run(runCtx, backup.Request{
+		Backup: b.DeepCopy(), OperatorNamespace: r.Namespace, LocationName: bsl.Name,
+		Store: store, Keys: store.Layout.Backup(b.Namespace, b.Name),
+		OnProgress: func(done, total int64) { r.writeProgress(runCtx, b, done, total) },
 	})
-	stopWatching()
-	stopProgress()
-	// The progress writes moved the object on: the final write starts from what is stored.
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		return err
+	progress := cairnv1.NewBackupProgress(res.ItemsBackedUp, res.TotalItems)
+	cancelledWrite := func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
+		s.Progress = progress
+		s.Warnings, s.Errors = res.Warnings, res.Errors
+		// The operations it started were running: each is cancelled, and fails.
+		s.BackupItemOperationsAttempted = int32(len(res.Operations))
+		s.BackupItemOperationsFailed = int32(len(res.Operations))
 	}
-	onCancel := func() error { return r.cancelled(ctx, b, log, store, outcome.Operations, progress) }
-	if _, _, cancelled := cancellation(b); cancelled {
-		return onCancel()
+	switch res.Ending {
+	case backup.Interrupted:
+		return ctx.Err() // the manager is stopping; the restart recovery ends the backup
+	case backup.Cancelled:
+		return r.endCancelledRun(ctx, b, res, cancelledWrite)
+	case backup.Failed:
+		now := metav1.NewTime(r.Clock.Now())
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", res.FailureReason)
+		return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
+			s.Phase = cairnv1.BackupPhaseFailed
+			s.FailureReason = res.FailureReason
+			s.CompletionTimestamp = &now
+			s.Progress = progress
+			s.Warnings, s.Errors = res.Warnings, res.Errors
+		}, nil)
 	}
-	if runErr != nil {
-		return r.fail(ctx, b, log, store, outcome.Operations, fmt.Sprintf("backing up items: %v", runErr))
-	}
-
-	sidecarCtx, cancelSidecars := r.stores.bounded(ctx)
-	defer cancelSidecars()
-	if err := r.putSidecars(sidecarCtx, store, keys, outcome); err != nil {
-		return r.fail(ctx, b, log, store, outcome.Operations, fmt.Sprintf("uploading to storage location %s: %v", bsl.Name, err))
-	}
-	done, total := progress.Counts()
-	log.WithField("itemsBackedUp", done).WithField("totalItems", total).Info("Backup items written")
-	warnings, errs := log.Counts()
-	if err := r.putLogs(sidecarCtx, store, keys, log); err != nil {
-		return r.fail(ctx, b, log, store, outcome.Operations, fmt.Sprintf("uploading the log to storage location %s: %v", bsl.Name, err))
-	}
-	next := nextAfterInProgress(errs > 0, len(outcome.Operations) > 0)
+	next := nextAfterInProgress(res.Errors > 0, len(res.Operations) > 0)
 	return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
-		s.Progress = cairnv1.NewBackupProgress(done, total)
-		s.Warnings, s.Errors = warnings, errs
-		s.BackupItemOperationsAttempted = int32(len(outcome.Operations))
-	}, onCancel)
+		s.Progress = progress
+		s.Warnings, s.Errors = res.Warnings, res.Errors
+		s.BackupItemOperationsAttempted = int32(len(res.Operations))
+		s.ArchiveSHA256, s.ArchiveSize = res.Digest.SHA256, res.Digest.Size
+	}, cancelledWrite)
 }
 
-// watchCancel cancels the run (cause errCancelRequested) once the backup shows spec.cancel or
-// a deletion timestamp, until stopped. It polls the cache, which costs no API call: the backup
-// reconciler is busy with this backup for the whole run, so its own events cannot reach it.
-func (r *BackupReconciler) watchCancel(ctx context.Context, b *cairnv1.Backup, cancel context.CancelCauseFunc) (stop func()) {
-	ctx, stopWatch := context.WithCancel(ctx)
-	done := make(chan struct{})
-	key := client.ObjectKeyFromObject(b)
-	go func() {
-		defer close(done)
-		for {
-			var current cairnv1.Backup
-			if err := r.Get(ctx, key, &current); err == nil {
-				if _, _, cancelled := cancellation(&current); cancelled {
-					cancel(errCancelRequested)
-					return
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.Clock.After(cancelPollInterval):
-			}
-		}
-	}()
-	return func() {
-		stopWatch()
-		<-done
+// endCancelledRun writes FinalizingCancelled for a run that stopped on a cancel — with no
+// storage call before it, so a hung storage service cannot hold a cancel — and then lets the
+// run finish what it leaves for after: its operations cancelled and its log uploaded (each call
+// bounded). The finalizer, which removes the data meanwhile, appends to that log only once the
+// upload is over.
+func (r *BackupReconciler) endCancelledRun(ctx context.Context, b *cairnv1.Backup, res *backup.Result, write func(*cairnv1.BackupStatus)) error {
+	r.logs.hold(b.UID)
+	defer r.logs.release(b.UID)
+	err := r.endRun(ctx, b, write, nil)
+	reason, failureReason, cancelled := cancellation(b)
+	if !cancelled {
+		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
 	}
-}
-
-// cancelled ends a run that was cancelled (spec.cancel or a deletion): the operations it
-// started are cancelled, its log says who asked and when, and it goes to FinalizingCancelled,
-// where the finalizer removes its data. The worker pool has stopped when this runs.
-func (r *BackupReconciler) cancelled(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, started []backup.Operation, progress *backup.Progress) error {
-	reason, failureReason, _ := cancellation(b)
-	done, total := progress.Counts()
-	log.WithField("requestedBy", cancelRequester(b)).WithField("itemsBackedUp", done).WithField("totalItems", total).
-		Warn("Backup cancelled while running: the worker pool and the upload were stopped")
-	ops := r.cancelStarted(ctx, b, log, started, failureReason)
-	keys := store.Layout.Backup(b.Namespace, b.Name)
-	putCtx, cancel := r.stores.bounded(ctx)
-	defer cancel()
-	if err := r.putLogs(putCtx, store, keys, log); err != nil {
+	if err == nil {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while it ran (%s); removing its data", failureReason, reason)
+	}
+	if _, uploadErr := res.FinishCancelled(context.WithoutCancel(ctx), failureReason, cancelRequester(b)); uploadErr != nil {
 		// The finalizer writes the cancel into the log again when it cleans up.
-		ctrl.LoggerFrom(ctx).Info("Could not upload the log of a cancelled backup", "backup", qualifiedName(b), "error", err.Error())
+		ctrl.LoggerFrom(ctx).Info("Could not upload the log of a cancelled backup", "backup", qualifiedName(b), "error", uploadErr.Error())
 	}
-	warnings, errs := log.Counts()
-	_, _, failed := backup.OperationCounts(ops)
-	if err := r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
-		s.Progress = cairnv1.NewBackupProgress(done, total)
-		s.Warnings, s.Errors = warnings, errs
-		s.BackupItemOperationsAttempted = int32(len(ops))
-		s.BackupItemOperationsFailed = int32(failed)
-	}, nil); err != nil {
-		return err
+	return err
+}
+
+// writeProgress writes a running backup's progress; the run calls it at most once per
+// progress interval. A failed write is only logged: the next one carries newer counts.
+func (r *BackupReconciler) writeProgress(ctx context.Context, b *cairnv1.Backup, done, total int64) {
+	current := b.DeepCopy()
+	patch := client.MergeFrom(current.DeepCopy())
+	current.Status.Progress = cairnv1.NewBackupProgress(done, total)
+	if err := r.Status().Patch(ctx, current, patch); err != nil && ctx.Err() == nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Could not write backup progress", "error", err.Error())
 	}
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while it ran (%s); removing its data", failureReason, reason)
-	return nil
 }
 
 // nextAfterInProgress is the phase a backup goes to when its items are written.
@@ -376,126 +382,10 @@ func nextAfterInProgress(hadErrors, operationsPending bool) cairnv1.BackupPhase 
 	return cairnv1.BackupPhaseFinalizing
 }
 
-// discover lists the cluster's resources at their preferred versions. Groups whose discovery
-// failed are skipped with a warning.
-func (r *BackupReconciler) discover(log *backup.Log) ([]backup.Resource, error) {
-	lists, err := r.Discovery.ServerPreferredResources()
-	if err != nil {
-		var partial *discovery.ErrGroupDiscoveryFailed
-		if !errors.As(err, &partial) || len(lists) == 0 {
-			return nil, fmt.Errorf("discovering the cluster's resources: %w", err)
-		}
-		for gv, gerr := range partial.Groups {
-			log.WithField("groupVersion", gv.String()).Warnf("Skipped an API group whose discovery failed: %v", gerr)
-		}
-	}
-	return backup.ResourcesFromDiscovery(lists), nil
-}
-
-// putSidecars uploads the resource list, the results and, when there are any, the operations.
-func (r *BackupReconciler) putSidecars(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, outcome backup.Outcome) error {
-	objects := []struct {
-		key   string
-		value any
-	}{{keys.ResourceList, outcome.ResourceList}, {keys.Results, outcome.Results}}
-	if len(outcome.Operations) > 0 {
-		objects = append(objects, struct {
-			key   string
-			value any
-		}{keys.ItemOperations, outcome.Operations})
-	}
-	for _, o := range objects {
-		data, err := backup.GzipJSON(o.value)
-		if err != nil {
-			return err
-		}
-		if err := store.Put(ctx, o.key, bytes.NewReader(data)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *BackupReconciler) putLogs(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, log *backup.Log) error {
-	data, err := log.Gzipped()
-	if err != nil {
-		return err
-	}
-	return store.Put(ctx, keys.Logs, bytes.NewReader(data))
-}
-
-// cancelStarted cancels the async operations a run started, saying so in the backup's log, and
-// returns them marked failed with reason.
-func (r *BackupReconciler) cancelStarted(ctx context.Context, b *cairnv1.Backup, log *backup.Log, started []backup.Operation, reason string) []backup.Operation {
-	if len(started) == 0 {
-		return nil
-	}
-	ctx, cancel := r.stores.bounded(ctx)
-	defer cancel()
-	ops := backup.CancelOperations(ctx, started, r.Registry, b, r.Clock.Now(), reason)
-	for _, op := range ops {
-		log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
-	}
-	return ops
-}
-
-// fail ends a backup in Failed, cancelling the operations it started, keeping its log where
-// the store allows and removing whatever else it wrote.
-func (r *BackupReconciler) fail(ctx context.Context, b *cairnv1.Backup, log *backup.Log, store *location.Store, started []backup.Operation, reason string) error {
-	log.Error("Backup failed: " + reason)
-	r.cancelStarted(ctx, b, log, started, "the backup failed")
-	storeCtx, cancel := r.stores.bounded(ctx)
-	keys := store.Layout.Backup(b.Namespace, b.Name)
-	removePartialBackup(storeCtx, store, keys)
-	_ = r.putLogs(storeCtx, store, keys, log)
-	cancel()
-	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", reason)
-	now := metav1.NewTime(r.Clock.Now())
-	warnings, errs := log.Counts()
-	return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseFailed
-		s.FailureReason = reason
-		s.CompletionTimestamp = &now
-		s.Warnings, s.Errors = warnings, errs
-	}, nil)
-}
-
 // removePartialBackup deletes every object of a backup but its log.
 func removePartialBackup(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) {
 	for _, key := range []string{keys.Metadata, keys.Archive, keys.ResourceList, keys.Results, keys.ItemOperations} {
 		_ = store.Delete(ctx, key)
-	}
-}
-
-// reportProgress writes the backup's progress at most once per ProgressInterval until stopped.
-func (r *BackupReconciler) reportProgress(ctx context.Context, b *cairnv1.Backup, p *backup.Progress) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var lastDone, lastTotal int64 = -1, -1
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.Clock.After(r.ProgressInterval):
-			}
-			d, t := p.Counts()
-			if d == lastDone && t == lastTotal {
-				continue
-			}
-			lastDone, lastTotal = d, t
-			current := b.DeepCopy()
-			patch := client.MergeFrom(current.DeepCopy())
-			current.Status.Progress = cairnv1.NewBackupProgress(d, t)
-			if err := r.Status().Patch(ctx, current, patch); err != nil && ctx.Err() == nil {
-				ctrl.LoggerFrom(ctx).V(1).Info("Could not write backup progress", "error", err.Error())
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
 	}
 }
 
@@ -508,6 +398,9 @@ func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if fresh.Status.Phase != cairnv1.BackupPhaseInProgress {
+		return ctrl.Result{}, nil
+	}
+	if _, running := r.running.get(fresh.UID); running {
 		return ctrl.Result{}, nil
 	}
 	// A run of this process whose last write failed: write it now.
@@ -572,15 +465,40 @@ func endInterruptedBackups(c client.Client, st stores, dyn dynamic.Interface, cl
 	}}
 }
 
-// SetupWithManager registers the reconciler for backups in its phases.
+// SetupWithManager registers the reconciler for backups in its phases, and a watch that
+// cancels a running backup's context the moment the backup shows spec.cancel or a deletion
+// timestamp (the reconcile is busy running it, so its own events cannot reach it).
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.logs == nil {
+		r.logs = &logUploads{}
+	}
+	if r.PhaseTimeout <= 0 {
+		r.PhaseTimeout = DefaultPhaseTimeout
+	}
 	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
 		return ok && (b.Status.Phase == cairnv1.BackupPhaseReadyToStart || b.Status.Phase == cairnv1.BackupPhaseInProgress)
 	})
+	runs := handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			b, ok := e.ObjectNew.(*cairnv1.Backup)
+			if !ok {
+				return
+			}
+			if cancel, running := r.running.get(b.UID); running {
+				if _, _, cancelled := cancellation(b); cancelled {
+					cancel(backup.ErrCancelRequested)
+				}
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.unwritten.forget(e.Object.GetUID())
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backup").
 		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
+		Watches(&cairnv1.Backup{}, runs).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

@@ -294,7 +294,8 @@ var _ = Describe("Backup execution", Ordered, func() {
 		ensureNamespace("ops-a")
 		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "one"}, StringData: map[string]string{"a": "b"}})
 		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "two"}, StringData: map[string]string{"a": "b"}})
-		createBackup(operatorNamespace, "ops-good", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-a"}, IncludedResources: []string{"secrets"}})
+		// Post-operation items pass the backup's filters like every other item: configmaps are included.
+		createBackup(operatorNamespace, "ops-good", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-a"}, IncludedResources: []string{"secrets", "configmaps"}})
 		waitPhase("ops-good", cairnv1.BackupPhaseWaitingForPluginOperations)
 		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "ops-good").Status.Phase }).
 			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseWaitingForPluginOperations))

@@ -3,6 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +17,16 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
@@ -56,13 +62,25 @@ type FinalizerReconciler struct {
 	}
 	// CleanupBackoffMin and CleanupBackoffMax bound the wait between cleanup attempts.
 	CleanupBackoffMin, CleanupBackoffMax time.Duration
-	retries                              *retryBackoff
+	// PhaseTimeout bounds how long a backup stays in Finalizing* or FinalizingCancelled when
+	// storage keeps failing; 0 means DefaultPhaseTimeout.
+	PhaseTimeout time.Duration
+	// Workers is how many backups are finalized at once (MaxConcurrentReconciles); cancelled
+	// backups are cleaned up by workers of their own, so a long finalize never holds a cancel.
+	Workers int
+	// logs are the cancelled runs whose log upload is in flight (shared with the backup reconciler).
+	logs    *logUploads
+	retries *retryBackoff
 	// logged holds the cancelled backups whose log already says so (in this process): a
 	// retried cleanup does not repeat the line.
 	logged uidMap[struct{}]
 }
 
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
+
+// logUploadWait is how soon a cancelled backup whose run is still uploading its log is looked
+// at again.
+const logUploadWait = 500 * time.Millisecond
 
 // Reconcile finalizes one backup.
 func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -83,17 +101,47 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if _, _, cancelled := cancellation(&b); cancelled {
 		return ctrl.Result{}, r.toCancelled(ctx, &b)
 	}
-	return ctrl.Result{}, r.finalize(ctx, &b, final)
+	err := r.finalize(ctx, &b, final)
+	switch {
+	case err == nil:
+		return ctrl.Result{}, nil
+	case isPermanent(err):
+		return ctrl.Result{}, r.failFinalizing(ctx, &b, err.Error())
+	case phaseTimedOut(&b, r.Clock.Now(), r.PhaseTimeout):
+		return ctrl.Result{}, r.failFinalizing(ctx, &b, fmt.Sprintf("could not be finalized within %s: %v", r.PhaseTimeout, err))
+	}
+	return ctrl.Result{}, err // storage or the API server failing: retried with backoff
 }
 
-// finalize writes the final archive and the metadata and ends the backup in final.
+// finalize writes the final archive and the metadata and ends the backup in final. Once this
+// backup's commit marker is in its location, a retried finalize only writes the status: the
+// archive is never rewritten.
 func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase) error {
-	store, err := r.stores.forBackup(ctx, b)
-	if err != nil {
-		return err // the location may come back; retried with backoff
+	var store *location.Store
+	var committed *storage.BackupMetadata
+	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		if store, err = r.writableStore(ctx, b); err != nil {
+			return err
+		}
+		meta, err := storage.ReadMetadata(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+		switch {
+		case errors.Is(err, storage.ErrNotCommitted):
+			return nil
+		case err != nil:
+			return err
+		case meta.UID != string(b.UID):
+			return permanent(fmt.Errorf("the storage location holds a backup named %s made by another Backup object (UID %s)", qualifiedName(b), meta.UID))
+		}
+		committed = &meta
+		return nil
+	}); err != nil {
+		return err
+	}
+	if committed != nil {
+		return r.endFinalized(ctx, b, final, committed.CompletionTimestamp, committed.Warnings-int(b.Status.Warnings), nil)
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
-	digest, warnings, err := r.finalArchive(ctx, store, keys)
+	digest, warnings, err := r.finalArchive(ctx, b, store, keys)
 	if err != nil {
 		return err
 	}
@@ -104,9 +152,6 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 	if _, _, cancelled := cancellation(b); cancelled {
 		return r.toCancelled(ctx, b)
 	}
-	for _, w := range warnings {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PostOperationItem", "Finalize", w)
-	}
 	now := r.Clock.Now()
 	meta := storage.BackupMetadata{
 		FormatVersion: archive.FormatVersion, Namespace: b.Namespace, Name: b.Name, UID: string(b.UID),
@@ -116,20 +161,62 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 	if b.Status.StartTimestamp != nil {
 		meta.StartTimestamp = b.Status.StartTimestamp.Time
 	}
-	metaCtx, cancel := r.stores.bounded(ctx)
-	defer cancel()
-	if err := storage.WriteMetadata(metaCtx, store, keys, meta); err != nil {
+	if err := r.stores.call(ctx, func(ctx context.Context) error { return storage.WriteMetadata(ctx, store, keys, meta) }); err != nil {
 		return err
 	}
-	t := metav1.NewTime(now)
+	return r.endFinalized(ctx, b, final, now, len(warnings), warnings)
+}
+
+// endFinalized writes the terminal phase of a committed backup.
+func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase, completed time.Time, moreWarnings int, warnings []string) error {
+	for _, w := range warnings {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PostOperationItem", "Finalize", w)
+	}
+	t := metav1.NewTime(completed)
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &t
-		s.Warnings += int32(len(warnings))
+		s.Warnings += int32(max(moreWarnings, 0))
 	}); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(final), "Finalize", "Backup %s", final)
+	return nil
+}
+
+// writableStore opens the store of a backup that is to be written. A location that is gone,
+// misconfigured or was made ReadOnly is a permanent problem: the backup cannot be committed.
+func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Backup) (*location.Store, error) {
+	bsl, err := r.stores.location(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	if bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly {
+		return nil, permanent(fmt.Errorf("storage location %s was made ReadOnly before the backup was committed", bsl.Name))
+	}
+	return r.stores.open(ctx, bsl)
+}
+
+// failFinalizing ends a finalizing backup that cannot be committed in Failed, with the reason;
+// what it had uploaded is removed where the store allows, but the log. It is a departure from
+// DESIGN.md's owner table (Finalizing* → Completed, PartiallyFailed or FinalizingCancelled):
+// a backup without a commit marker is not restorable, so neither of those would be true.
+func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
+	if store, err := r.stores.forBackup(ctx, b); err == nil {
+		keys := store.Layout.Backup(b.Namespace, b.Name)
+		for _, key := range []string{keys.Metadata, keys.Archive, keys.ResourceList, keys.Results, keys.ItemOperations} {
+			_ = r.stores.call(ctx, func(ctx context.Context) error { return store.Delete(ctx, key) })
+		}
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFailed
+		s.FailureReason = reason
+		s.CompletionTimestamp = &now
+	}); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Finalize", "Backup failed: %s", reason)
 	return nil
 }
 
@@ -151,6 +238,10 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 	if wait := r.retries.wait(b.UID); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	if r.logs.inFlight(b.UID) {
+		// The run is uploading its log (bounded by the storage timeout): append after it.
+		return ctrl.Result{RequeueAfter: logUploadWait}, nil
+	}
 	reason, failureReason, cancelled := cancellation(b)
 	if !cancelled {
 		// Cannot happen through the API (cancel never goes back), but no backup may stay here.
@@ -162,6 +253,10 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeWarning)
 	}
 	removed, snapshots, err := r.removeCancelledData(ctx, b)
+	if err != nil && phaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
+		message := fmt.Sprintf("%s; not all of its data could be removed within %s: %v", failureReason, r.PhaseTimeout, err)
+		return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeWarning)
+	}
 	if err != nil {
 		failures, next := r.retries.failed(b.UID)
 		message := fmt.Sprintf("Removing the cancelled backup's data failed (attempt %d): %v; next attempt at %s",
@@ -294,14 +389,24 @@ func finalPhase(p cairnv1.BackupPhase) (cairnv1.BackupPhase, bool) {
 }
 
 // finalArchive adds the post-operation items of completed operations to the archive, when
-// there are any, and returns the final archive's checksum.
-func (r *FinalizerReconciler) finalArchive(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, []string, error) {
+// there are any, and checks the stored archive before it is committed: it must have the
+// digest computed while it was uploaded and be a readable gzip+tar to its end. It returns the
+// final archive's digest and warnings about post-operation items.
+func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backup, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, []string, error) {
 	var postItems []backup.ItemID
-	if ok, err := store.Exists(ctx, keys.ItemOperations); err != nil {
+	var hasOperations bool
+	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		hasOperations, err = store.Exists(ctx, keys.ItemOperations)
+		return err
+	}); err != nil {
 		return storage.ArchiveDigest{}, nil, err
-	} else if ok {
-		ops, err := readOperations(ctx, store, keys)
-		if err != nil {
+	}
+	if hasOperations {
+		var ops []backup.Operation
+		if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+			ops, err = readOperations(ctx, store, keys)
+			return err
+		}); err != nil {
 			return storage.ArchiveDigest{}, nil, err
 		}
 		for _, op := range ops {
@@ -310,28 +415,74 @@ func (r *FinalizerReconciler) finalArchive(ctx context.Context, store storage.Ob
 			}
 		}
 	}
-	if len(postItems) == 0 {
-		d, err := archiveDigest(ctx, store, keys)
-		return d, nil, err
+	want := storage.ArchiveDigest{SHA256: b.Status.ArchiveSHA256, Size: b.Status.ArchiveSize}
+	var warnings []string
+	if len(postItems) > 0 {
+		lists, err := r.Discovery.ServerPreferredResources()
+		if err != nil && len(lists) == 0 {
+			return storage.ArchiveDigest{}, nil, fmt.Errorf("discovering the cluster's resources: %w", err)
+		}
+		if want, warnings, err = r.Runner.AddPostOperationItems(ctx, b, r.Namespace, store, keys, backup.ResourcesFromDiscovery(lists), postItems); err != nil {
+			return storage.ArchiveDigest{}, warnings, err
+		}
 	}
-	lists, err := r.Discovery.ServerPreferredResources()
-	if err != nil && len(lists) == 0 {
-		return storage.ArchiveDigest{}, nil, fmt.Errorf("discovering the cluster's resources: %w", err)
-	}
-	return r.Runner.AddPostOperationItems(ctx, store, keys, backup.ResourcesFromDiscovery(lists), postItems)
+	got, err := verifyArchive(ctx, store, keys.Archive, want)
+	return got, warnings, err
 }
 
-// archiveDigest reads the uploaded archive back and computes its checksum.
-func archiveDigest(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, error) {
-	rc, err := store.Get(ctx, keys.Archive)
+// errChecksumMismatch: the stored archive is not the one that was uploaded.
+var errChecksumMismatch = errors.New("archive checksum mismatch")
+
+// verifyArchive reads the stored archive to its end, as gzip+tar, and checks its digest
+// against want (which a backup written before the digest was kept lacks: then only the
+// reading is checked). It returns the stored archive's digest.
+func verifyArchive(ctx context.Context, store storage.ObjectStore, key string, want storage.ArchiveDigest) (storage.ArchiveDigest, error) {
+	rc, err := store.Get(ctx, key)
 	if err != nil {
 		return storage.ArchiveDigest{}, fmt.Errorf("reading the archive back: %w", err)
 	}
 	defer rc.Close()
-	return storage.Digest(rc)
+	hash := sha256.New()
+	counted := &countingWriter{w: hash}
+	if err := archive.Each(io.TeeReader(rc, counted), func(archive.Entry) error { return nil }); err != nil {
+		if ctx.Err() != nil {
+			return storage.ArchiveDigest{}, ctx.Err()
+		}
+		return storage.ArchiveDigest{}, permanent(fmt.Errorf("the stored archive cannot be read: %w", err))
+	}
+	// The tar end marker is not the end of the gzip stream: read whatever is left.
+	if _, err := io.Copy(counted, rc); err != nil {
+		return storage.ArchiveDigest{}, fmt.Errorf("reading the archive back: %w", err)
+	}
+	got := storage.ArchiveDigest{SHA256: hex.EncodeToString(hash.Sum(nil)), Size: counted.n}
+	if want.SHA256 != "" && (got.SHA256 != want.SHA256 || got.Size != want.Size) {
+		return got, permanent(fmt.Errorf("%w: the stored archive (sha256 %s, %d bytes) is not the one uploaded (sha256 %s, %d bytes)",
+			errChecksumMismatch, got.SHA256, got.Size, want.SHA256, want.Size))
+	}
+	return got, nil
 }
 
-// SetupWithManager registers the reconciler for backups in its phases.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// DefaultFinalizerWorkers is how many backups the finalizer finalizes at once.
+const DefaultFinalizerWorkers = 4
+
+// cancelCleanupWorkers is how many cancelled backups are cleaned up at once, by workers that
+// finalizing backups never occupy.
+const cancelCleanupWorkers = 2
+
+// SetupWithManager registers the reconciler twice: for Finalizing* backups, with Workers
+// workers, and for FinalizingCancelled backups, with workers of their own, so that a cancel is
+// never queued behind long finalizes. Both are the finalizer: the owner of these phases.
 func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CleanupBackoffMin <= 0 {
 		r.CleanupBackoffMin = DefaultRetryBackoffMin
@@ -339,18 +490,43 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CleanupBackoffMax < r.CleanupBackoffMin {
 		r.CleanupBackoffMax = max(DefaultRetryBackoffMax, r.CleanupBackoffMin)
 	}
+	if r.PhaseTimeout <= 0 {
+		r.PhaseTimeout = DefaultPhaseTimeout
+	}
+	if r.Workers < 1 {
+		r.Workers = DefaultFinalizerWorkers
+	}
+	if r.logs == nil {
+		r.logs = &logUploads{}
+	}
 	r.retries = newRetryBackoff(r.Clock, r.CleanupBackoffMin, r.CleanupBackoffMax)
-	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		r.retries.forget(e.Object.GetUID())
+		r.logged.forget(e.Object.GetUID())
+	}}
+	finalizing := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
 		if !ok {
 			return false
 		}
-		_, finalizing := finalPhase(b.Status.Phase)
-		return finalizing || b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled
+		_, ok = finalPhase(b.Status.Phase)
+		return ok
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("finalizer").
+		For(&cairnv1.Backup{}, builder.WithPredicates(finalizing)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Workers, RateLimiter: storageRateLimiter()}).
+		Complete(r); err != nil {
+		return err
+	}
+	cancelled := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		b, ok := obj.(*cairnv1.Backup)
+		return ok && b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("finalizer").
-		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
+		Named("finalizer-cancelled").
+		For(&cairnv1.Backup{}, builder.WithPredicates(cancelled)).
+		Watches(&cairnv1.Backup{}, forget).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: cancelCleanupWorkers, RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

@@ -106,8 +106,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	actions := append([]backup.BackupItemAction{backup.CSISnapshotAction{Dynamic: dyn}}, cfg.Actions...)
 	registry := backup.NewRegistry(nil, actions...)
-	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Workers: cfg.ItemBlockWorkerCount,
-		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool}
+	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Discovery: disco, Workers: cfg.ItemBlockWorkerCount,
+		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
+		ProgressInterval: cfg.ProgressInterval}
+	logs := &logUploads{}
 	reconcilers := []struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -126,15 +128,14 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			APIReader:         mgr.GetAPIReader(),
 			Namespace:         cfg.Namespace,
 			Runner:            runner,
-			Registry:          registry,
-			Discovery:         disco,
 			Dynamic:           dyn,
 			stores:            st,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
 			Gate:              recovery,
 			ConcurrentBackups: cfg.ConcurrentBackups,
-			ProgressInterval:  cfg.ProgressInterval,
+			PhaseTimeout:      cfg.PhaseTimeout,
+			logs:              logs,
 		}},
 		{"operations", &OperationsReconciler{
 			Client:        mgr.GetClient(),
@@ -159,6 +160,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:              recovery,
 			CleanupBackoffMin: cfg.RetryBackoffMin,
 			CleanupBackoffMax: cfg.RetryBackoffMax,
+			PhaseTimeout:      cfg.PhaseTimeout,
+			logs:              logs,
 		}},
 		{"deletion", &DeletionReconciler{
 			Client:     mgr.GetClient(),
