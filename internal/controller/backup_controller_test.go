@@ -330,7 +330,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 	It("resumes waiting for operations after a manager restart", func() {
 		ensureNamespace("ops-restart")
 		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-restart", Name: "s"}, StringData: map[string]string{"a": "b"}})
-		createBackup(operatorNamespace, "ops-resume", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-restart"}, IncludedResources: []string{"secrets"}})
+		createBackup(operatorNamespace, "ops-resume", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-restart"}, IncludedResources: []string{"secrets", "configmaps"}})
 		waitPhase("ops-resume", cairnv1.BackupPhaseWaitingForPluginOperations)
 		stopExecManager()
 		setOperation("op-ops-restart-s", "done")
