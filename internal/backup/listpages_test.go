@@ -49,7 +49,7 @@ func status(code int, reason, continueToken string) string {
 }
 
 // listAll runs listPages against srv and returns the names it handed on, the error, and the log.
-func listAll(t *testing.T, srv *httptest.Server) ([]string, error, *Log) {
+func listAll(t *testing.T, srv *httptest.Server) ([]string, *Log, error) {
 	t.Helper()
 	raw := discovery.NewDiscoveryClientForConfigOrDie(&rest.Config{Host: srv.URL}).RESTClient()
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system"}}
@@ -67,7 +67,7 @@ func listAll(t *testing.T, srv *httptest.Server) ([]string, error, *Log) {
 	for it := range blocks {
 		names = append(names, it.name)
 	}
-	return names, err, log
+	return names, log, err
 }
 
 func TestListPagesResumesAfterAnExpiredContinueToken(t *testing.T) {
@@ -82,7 +82,7 @@ func TestListPagesResumesAfterAnExpiredContinueToken(t *testing.T) {
 		}
 		return 500, status(500, "InternalError", "")
 	})
-	names, err, log := listAll(t, srv)
+	names, log, err := listAll(t, srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestListPagesRestartsABoundedNumberOfTimes(t *testing.T) {
 		}
 		return 410, status(410, "Expired", "") // no way to resume offered
 	})
-	names, err, _ := listAll(t, srv)
+	names, _, err := listAll(t, srv)
 	if err == nil {
 		t.Fatal("no error: a LIST whose token always expires must end, not restart forever")
 	}
@@ -117,7 +117,7 @@ func TestListPagesRetriesTransientErrors(t *testing.T) {
 		}
 		return 200, page("", "a")
 	})
-	names, err, _ := listAll(t, srv)
+	names, _, err := listAll(t, srv)
 	if err != nil {
 		t.Fatalf("error = %v: a LIST failing twice with 503 is retried", err)
 	}
@@ -128,14 +128,14 @@ func TestListPagesRetriesTransientErrors(t *testing.T) {
 
 func TestListPagesGivesUpOnLastingTransientErrors(t *testing.T) {
 	srv := pageServer(t, func(int, string) (int, string) { return 503, status(503, "ServiceUnavailable", "") })
-	if _, err, _ := listAll(t, srv); err == nil {
+	if _, _, err := listAll(t, srv); err == nil {
 		t.Fatal("no error: a LIST that keeps failing must fail the backup once the retries run out")
 	}
 }
 
 func TestListPagesForbiddenIsAnError(t *testing.T) {
 	srv := pageServer(t, func(int, string) (int, string) { return 403, status(403, "Forbidden", "") })
-	_, err, log := listAll(t, srv)
+	_, log, err := listAll(t, srv)
 	if err != nil {
 		t.Fatalf("error = %v: one forbidden resource does not stop the others", err)
 	}
@@ -146,7 +146,7 @@ func TestListPagesForbiddenIsAnError(t *testing.T) {
 
 func TestListPagesSkipsAResourceThatIsGone(t *testing.T) {
 	srv := pageServer(t, func(int, string) (int, string) { return 404, status(404, "NotFound", "") })
-	_, err, log := listAll(t, srv)
+	_, log, err := listAll(t, srv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -444,7 +444,7 @@ func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks ch
 func nextAfterExpired(err error) (next string, resumed bool) {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		if token := status.Status().ListMeta.Continue; token != "" {
+		if token := status.Status().Continue; token != "" {
 			return token, true
 		}
 	}
