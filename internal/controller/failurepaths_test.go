@@ -1,0 +1,141 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// trickyStore fails the Puts and Gets of keys that contain a given text, and can flip a byte of
+// the archive as it is stored (a disk that corrupts what it is given).
+type trickyStore struct {
+	storage.ObjectStore
+	mu             sync.Mutex
+	failPuts       string
+	failGets       string
+	corruptArchive bool
+}
+
+var errInjected = errors.New("injected storage failure")
+
+func (s *trickyStore) set(f func(*trickyStore)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+func (s *trickyStore) Put(ctx context.Context, key string, r io.Reader) error {
+	s.mu.Lock()
+	fail, corrupt := s.failPuts != "" && strings.Contains(key, s.failPuts), s.corruptArchive && strings.HasSuffix(key, ".tar.gz")
+	s.mu.Unlock()
+	if fail {
+		_, _ = io.Copy(io.Discard, r)
+		return errInjected
+	}
+	if corrupt {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		data[len(data)/2] ^= 0x01
+		r = bytes.NewReader(data)
+	}
+	return s.ObjectStore.Put(ctx, key, r)
+}
+
+func (s *trickyStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	s.mu.Lock()
+	fail := s.failGets != "" && strings.Contains(key, s.failGets)
+	s.mu.Unlock()
+	if fail {
+		return nil, errInjected
+	}
+	return s.ObjectStore.Get(ctx, key)
+}
+
+var _ = Describe("Failure paths", Ordered, func() {
+	var tricky *trickyStore
+
+	BeforeAll(func() {
+		fs, loc := createDefaultLocation("tricky-default")
+		tricky = &trickyStore{ObjectStore: fs}
+		ensureNamespace("tricky-data")
+		createObject(configMap("tricky-data", "a", nil))
+		stop := startManager(controller.Config{ConcurrentBackups: 1, ItemBlockWorkerCount: 2, PhaseTimeout: 3 * time.Second,
+			StorageTimeout: 2 * time.Second, RetryBackoffMin: 100 * time.Millisecond, RetryBackoffMax: 500 * time.Millisecond,
+			WrapStore: func(bsl *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+				if bsl.Name == "tricky-default" {
+					return tricky
+				}
+				return s
+			}})
+		DeferCleanup(func() { stop() })
+		DeferCleanup(deleteAllBackups)
+		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+	})
+	AfterEach(func() { tricky.set(func(s *trickyStore) { s.failPuts, s.failGets, s.corruptArchive = "", "", false }) })
+
+	// onlyLog says the backup's directory holds nothing but its log.
+	onlyLog := func(name string) {
+		GinkgoHelper()
+		keys := storage.Layout{}.Backup(operatorNamespace, name)
+		Expect(tricky.ObjectStore.List(suiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
+		Expect(readLog(tricky.ObjectStore, keys)).To(ContainSubstring("Backup failed"))
+	}
+
+	It("fails a run whose archive upload fails, keeping only the log", func() {
+		tricky.set(func(s *trickyStore) { s.failPuts = ".tar.gz" })
+		createBackup(operatorNamespace, "fail-upload", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := waitPhase("fail-upload", cairnv1.BackupPhaseFailed)
+		Expect(b.Status.FailureReason).To(ContainSubstring("injected storage failure"))
+		onlyLog("fail-upload")
+	})
+
+	It("fails a run whose side file upload fails, removing the archive it wrote", func() {
+		tricky.set(func(s *trickyStore) { s.failPuts = "-resource-list.json.gz" })
+		createBackup(operatorNamespace, "fail-sidefile", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := waitPhase("fail-sidefile", cairnv1.BackupPhaseFailed)
+		Expect(b.Status.FailureReason).To(And(ContainSubstring("uploading to storage location tricky-default"), ContainSubstring("injected storage failure")))
+		onlyLog("fail-sidefile")
+	})
+
+	It("fails a backup whose stored archive is not the one uploaded, committing nothing", func() {
+		tricky.set(func(s *trickyStore) { s.corruptArchive = true })
+		createBackup(operatorNamespace, "corrupted", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := waitPhase("corrupted", cairnv1.BackupPhaseFailed)
+		Expect(b.Status.FailureReason).To(SatisfyAny(ContainSubstring("archive checksum mismatch"), ContainSubstring("cannot be read")))
+		keys := storage.Layout{}.Backup(operatorNamespace, "corrupted")
+		Expect(tricky.ObjectStore.Exists(suiteCtx, keys.Metadata)).To(BeFalse(), "no commit marker")
+		Expect(tricky.ObjectStore.Exists(suiteCtx, keys.Archive)).To(BeFalse(), "the bad archive is removed")
+	})
+
+	It("retries a finalize while storage fails, and commits once it answers", func() {
+		tricky.set(func(s *trickyStore) { s.failGets = ".tar.gz" })
+		createBackup(operatorNamespace, "finalize-later", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		waitPhase("finalize-later", cairnv1.BackupPhaseFinalizing)
+		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "finalize-later").Status.Phase }).
+			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseFinalizing))
+		tricky.set(func(s *trickyStore) { s.failGets = "" })
+		waitPhase("finalize-later", cairnv1.BackupPhaseCompleted)
+		Expect(tricky.ObjectStore.Exists(suiteCtx, storage.Layout{}.Backup(operatorNamespace, "finalize-later").Metadata)).To(BeTrue())
+	})
+
+	It("ends a finalize that cannot succeed within the phase timeout in Failed, with the last error", func() {
+		tricky.set(func(s *trickyStore) { s.failGets = ".tar.gz" })
+		createBackup(operatorNamespace, "finalize-never", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := waitPhase("finalize-never", cairnv1.BackupPhaseFailed)
+		Expect(b.Status.FailureReason).To(And(ContainSubstring("could not be finalized within 3s"), ContainSubstring("injected storage failure")))
+		Expect(tricky.ObjectStore.Exists(suiteCtx, storage.Layout{}.Backup(operatorNamespace, "finalize-never").Metadata)).To(BeFalse())
+	})
+})
