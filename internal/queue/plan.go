@@ -1,7 +1,8 @@
 // Package queue holds the decisions of the backup queue (DESIGN.md section 3): the order of
 // the queue, which queued backups may start now, why the others wait, and the early validation
-// of new backups. Everything here is a pure function; the queue reconciler fetches, calls and
-// writes.
+// of new backups. The decisions are pure functions; the queue reconciler fetches, calls them
+// and writes. Resolutions is the one piece of state: the queue's cache of resolved namespace
+// sets, kept between passes.
 package queue
 
 import (
