@@ -6,6 +6,7 @@ package scope
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,15 +48,23 @@ func (f NamespaceFilter) SelectsAll() bool {
 
 // Matches reports whether the namespace ns is selected.
 func (f NamespaceFilter) Matches(ns string) bool {
-	for _, p := range f.Excluded {
-		if match(p, ns) {
-			return false
-		}
-	}
+	return f.included(ns) && !f.excluded(ns)
+}
+
+func (f NamespaceFilter) included(ns string) bool {
 	if len(f.Included) == 0 {
 		return true
 	}
 	for _, p := range f.Included {
+		if match(p, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f NamespaceFilter) excluded(ns string) bool {
+	for _, p := range f.Excluded {
 		if match(p, ns) {
 			return true
 		}
@@ -113,27 +122,35 @@ type NamespaceSet struct {
 	Names []string
 }
 
-// Resolve resolves the filter against the cluster's namespaces.
+// Resolve resolves the filter against the cluster's namespaces, given in any order. Sorted,
+// they are faster to resolve against: a pattern with a literal prefix (`team-a-*`) is then
+// matched only against the namespaces that start with that prefix.
 func (f NamespaceFilter) Resolve(clusterNamespaces []string) NamespaceSet {
 	if f.SelectsAll() {
 		return NamespaceSet{All: true}
 	}
 	selected := map[string]bool{}
-	wildcards := false
+	checked, sorted := false, false
 	for _, p := range f.Included {
-		switch {
-		case isPattern(p):
-			wildcards = true
-		case f.Matches(p):
+		if !isPattern(p) {
 			// A namespace named outright is selected even if it does not exist yet: it may
 			// be created before the backup runs.
-			selected[p] = true
+			if !f.excluded(p) {
+				selected[p] = true
+			}
+			continue
 		}
-	}
-	// Without a wildcard the cluster's namespaces add nothing: they are not matched one by one.
-	if wildcards {
-		for _, ns := range clusterNamespaces {
-			if !selected[ns] && f.Matches(ns) {
+		candidates := clusterNamespaces
+		if prefix := literalPrefix(p); prefix != "" {
+			if !checked {
+				checked, sorted = true, slices.IsSorted(clusterNamespaces)
+			}
+			if sorted {
+				candidates = withPrefix(clusterNamespaces, prefix)
+			}
+		}
+		for _, ns := range candidates {
+			if !selected[ns] && match(p, ns) && !f.excluded(ns) {
 				selected[ns] = true
 			}
 		}
@@ -144,6 +161,24 @@ func (f NamespaceFilter) Resolve(clusterNamespaces []string) NamespaceSet {
 	}
 	sort.Strings(names)
 	return NamespaceSet{Names: names}
+}
+
+// literalPrefix is what every name that pattern p matches starts with.
+func literalPrefix(p string) string {
+	if i := strings.IndexAny(p, `*?[\`); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// withPrefix is the run of sorted names that start with prefix.
+func withPrefix(sorted []string, prefix string) []string {
+	lo := sort.SearchStrings(sorted, prefix)
+	hi := lo
+	for hi < len(sorted) && strings.HasPrefix(sorted[hi], prefix) {
+		hi++
+	}
+	return sorted[lo:hi]
 }
 
 // isPattern reports whether p may match anything but itself.

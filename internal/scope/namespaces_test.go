@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -126,7 +127,9 @@ func resolveByScan(f NamespaceFilter, clusterNamespaces []string) NamespaceSet {
 
 func TestResolveAgreesWithAScanOfEveryNamespace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	words := []string{"ns1", "ns2", "ns3", "team-a", "team-b", "kube-system", "future", "ns?", "team-*", "*-b", "n*", "kube-*", "[x", "t?am-[ab]"}
+	unsorted := slices.Clone(cluster)
+	slices.Reverse(unsorted)
+	words := []string{"ns1", "ns2", "ns3", "team-a", "team-b", "kube-system", "future", "ns?", "team-*", "*-b", "n*", "kube-*", "[x", "t?am-[ab]", "team-[a]", "tools*", "z*"}
 	pick := func() []string {
 		var out []string
 		for range rng.IntN(4) {
@@ -139,8 +142,11 @@ func TestResolveAgreesWithAScanOfEveryNamespace(t *testing.T) {
 		if len(f.Included) == 0 {
 			f.Included = []string{"ns1"}
 		}
-		if got, want := f.Resolve(cluster), resolveByScan(f, cluster); !reflect.DeepEqual(got, want) {
-			t.Fatalf("Resolve(%+v) = %+v, a scan says %+v", f, got, want)
+		want := resolveByScan(f, cluster)
+		for _, namespaces := range [][]string{cluster, unsorted} {
+			if got := f.Resolve(namespaces); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Resolve(%+v) against %v = %+v, a scan says %+v", f, namespaces, got, want)
+			}
 		}
 	}
 }
