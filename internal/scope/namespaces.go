@@ -237,9 +237,6 @@ func (c *Claims) Add(s NamespaceSet) int {
 	return i
 }
 
-// Len is the number of sets recorded.
-func (c *Claims) Len() int { return c.count }
-
 // FirstOverlap returns the index of the first recorded set that overlaps s, and what Overlap
 // says they share (the first shared namespace, or "" when one of them selects every
 // namespace). ok is false when none overlaps.
