@@ -3,16 +3,17 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,7 +28,6 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/queue"
-	"github.com/cairn-backup/cairn/internal/scope"
 )
 
 const (
@@ -58,7 +58,12 @@ var queueRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: 
 // status.queuePosition), moves queued backups that may run to ReadyToStart, fails cancelled or
 // deleted ones (→ Failed), and keeps the positions of the rest at 1..n in queue order with a
 // Queued condition saying why each waits. What runs is derived from the API on every pass;
-// nothing about other backups is remembered between passes.
+// the only thing remembered between passes is each backup's resolved namespaces (a cache keyed
+// by its UID and generation and the cluster's namespaces, never a record of what runs).
+//
+// One failed write (a conflict, a status the API server rejects) never stops a pass: it is
+// logged, the pass goes on with the other backups, and the pass ends with an error so that
+// the failed write is retried with backoff.
 type BackupQueueReconciler struct {
 	client.Client
 	// Namespace is the operator's namespace (storage locations, administrators' backups).
@@ -78,6 +83,9 @@ type BackupQueueReconciler struct {
 	// first such pass since positions were last exact) pace the coalesced renumbering. They are
 	// touched only by the single reconcile thread and hold no state about backups.
 	lastChange, staleSince time.Time
+	// resolutions are the namespace sets of the backups, resolved once per backup generation
+	// and cluster namespace list; made on the first pass.
+	resolutions *queue.Resolutions
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;update;patch
@@ -97,6 +105,44 @@ type queuePass struct {
 	mu         sync.Mutex // guards the fields below, written by concurrent patches
 	structural bool
 	written    []client.Object
+	// failed are the backups whose write failed in this pass: later steps of the pass leave
+	// them alone, and the next pass retries them.
+	failed   map[types.UID]bool
+	failures []error
+}
+
+// record notes the outcome of a write for backup b: a failure is logged and remembered, and
+// the pass goes on. It returns err.
+func (p *queuePass) record(ctx context.Context, b *cairnv1.Backup, err error) error {
+	if err == nil {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Error(err, "Could not write a backup's queue status; the queue goes on and retries it later", "backup", qualifiedName(b))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == nil {
+		p.failed = map[types.UID]bool{}
+	}
+	p.failed[b.UID] = true
+	p.failures = append(p.failures, err)
+	return err
+}
+
+// hasFailed reports whether a write for b failed earlier in this pass.
+func (p *queuePass) hasFailed(b *cairnv1.Backup) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed[b.UID]
+}
+
+// err is what the pass returns: nil, or an error that brings the pass back with backoff.
+func (p *queuePass) err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.failures) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of the queue's writes failed (each is logged; retrying), the first: %w", len(p.failures), p.failures[0])
 }
 
 // candidate is a New or Queued backup with what the queue needs to know of it.
@@ -132,14 +178,24 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	if err := r.List(ctx, &backups); err != nil {
 		return nil, err
 	}
+	// Only the names are read: the cache's own objects are enough.
 	var namespaces corev1.NamespaceList
-	if err := r.List(ctx, &namespaces); err != nil {
+	if err := r.List(ctx, &namespaces, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var locations cairnv1.BackupStorageLocationList
+	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
 		return nil, err
 	}
 	clusterNamespaces := make([]string, 0, len(namespaces.Items))
 	for _, ns := range namespaces.Items {
 		clusterNamespaces = append(clusterNamespaces, ns.Name)
 	}
+	if r.resolutions == nil {
+		r.resolutions = queue.NewResolutions(r.Namespace)
+	}
+	r.resolutions.Begin(clusterNamespaces)
+	defer r.resolutions.End()
 
 	pass := &queuePass{now: r.Clock.Now(), deleting: map[string]string{}}
 	var waiting []*cairnv1.Backup
@@ -147,7 +203,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 		b := &backups.Items[i]
 		switch b.EffectivePhase() {
 		case cairnv1.BackupPhaseReadyToStart, cairnv1.BackupPhaseInProgress:
-			pass.running = append(pass.running, r.entry(b, b.Status.StorageLocation, clusterNamespaces))
+			pass.running = append(pass.running, r.entry(b, b.Status.StorageLocation))
 		case cairnv1.BackupPhaseDeleting:
 			if loc := b.Status.StorageLocation; loc != "" {
 				if _, seen := pass.deleting[loc]; !seen {
@@ -160,33 +216,29 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	}
 	queue.Order(waiting)
 
-	var locations cairnv1.BackupStorageLocationList
-	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
-		return nil, err
-	}
 	for _, b := range waiting {
 		c := candidate{backup: b}
 		loc := b.Status.StorageLocation
 		if b.EffectivePhase() == cairnv1.BackupPhaseNew && !leavesQueue(b) {
 			c.validationErrors, loc = queue.Validate(b, r.Namespace, locations.Items)
 		}
-		c.entry = r.entry(b, loc, clusterNamespaces)
+		c.entry = r.entry(b, loc)
 		pass.waiting = append(pass.waiting, c)
 	}
 	return pass, nil
 }
 
 // run applies the pass: first the backups that leave the queue without running, then the
-// start decisions, then (coalesced) the positions and reasons of those that stay.
+// start decisions, then (coalesced) the positions and reasons of those that stay. A write that
+// fails is recorded in the pass and the rest goes on; the backup it was for is left alone for
+// the rest of the pass, and the pass returns an error so that it is retried with backoff.
 func (r *BackupQueueReconciler) run(ctx context.Context, pass *queuePass) (ctrl.Result, error) {
 	var order []candidate
 	var entries []queue.Entry
 	for _, c := range pass.waiting {
+		// A backup whose write failed is leaving all the same: it is not decided on.
 		left, err := r.leave(ctx, pass, c)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !left {
+		if pass.record(ctx, c.backup, err) == nil && !left {
 			order = append(order, c)
 			entries = append(entries, c.entry)
 		}
@@ -195,35 +247,41 @@ func (r *BackupQueueReconciler) run(ctx context.Context, pass *queuePass) (ctrl.
 	decisions := queue.Decide(r.ConcurrentBackups, pass.running, entries, pass.deleting)
 
 	// New backups join the queue after the last position, in order. Their writes go out
-	// together: each takes a position no one else holds.
-	enqueue := make([]func() error, 0, len(order))
+	// together: each takes a position no one else holds. The group has no context, so one
+	// failed write never cancels the others; each failure is recorded in the pass.
+	enqueue := writeGroup()
 	lastPosition := maxPosition(order)
 	for i, c := range order {
 		if c.backup.EffectivePhase() == cairnv1.BackupPhaseNew {
 			lastPosition++
-			c, position, d := c, lastPosition, decisions[i]
-			enqueue = append(enqueue, func() error { return r.enqueue(ctx, pass, c, position, d) })
+			position, d := lastPosition, decisions[i]
+			enqueue.Go(func() error { return pass.record(ctx, c.backup, r.enqueue(ctx, pass, c, position, d)) })
 		}
 	}
-	if err := runBounded(enqueueParallelism, enqueue); err != nil {
-		return ctrl.Result{}, err
-	}
+	_ = enqueue.Wait() // every failure is in the pass
 
-	// Those that may run leave the queue together (position 0 is no one's place).
+	// Those that may run leave the queue together (position 0 is no one's place). A new
+	// backup that could not be queued is not started.
+	dequeue := writeGroup()
+	for i, c := range order {
+		if b := c.backup; decisions[i].Start && !pass.hasFailed(b) {
+			dequeue.Go(func() error { return pass.record(ctx, b, r.dequeue(ctx, pass, b)) })
+		}
+	}
+	_ = dequeue.Wait()
+
+	// The rest stay, at positions 1..n in order. A backup whose dequeue failed is still
+	// queued and keeps its place; one that could not be queued has none.
 	position := int32(0)
 	var stay []staying
-	var dequeue []func() error
 	for i, c := range order {
 		b, d := c.backup, decisions[i]
-		if d.Start {
-			dequeue = append(dequeue, func() error { return r.dequeue(ctx, pass, b) })
+		failed := pass.hasFailed(b)
+		if (d.Start && !failed) || (failed && b.EffectivePhase() == cairnv1.BackupPhaseNew) {
 			continue
 		}
 		position++
-		stay = append(stay, staying{backup: b, position: position, decision: d})
-	}
-	if err := runBounded(enqueueParallelism, dequeue); err != nil {
-		return ctrl.Result{}, err
+		stay = append(stay, staying{backup: b, position: position, decision: d, failed: failed})
 	}
 
 	if pass.structural {
@@ -232,7 +290,18 @@ func (r *BackupQueueReconciler) run(ctx context.Context, pass *queuePass) (ctrl.
 			r.staleSince = pass.now
 		}
 	}
-	return r.renumber(ctx, pass, stay)
+	result := r.renumber(ctx, pass, stay)
+	if err := pass.err(); err != nil {
+		return ctrl.Result{}, err
+	}
+	return result, nil
+}
+
+// writeGroup runs a pass's writes, enqueueParallelism at a time.
+func writeGroup() *errgroup.Group {
+	g := new(errgroup.Group)
+	g.SetLimit(enqueueParallelism)
+	return g
 }
 
 // staying is a backup that stays queued after this pass, with its exact position and reason.
@@ -240,6 +309,8 @@ type staying struct {
 	backup   *cairnv1.Backup
 	position int32
 	decision queue.Decision
+	// failed: a write for it failed in this pass; it is not written again until the next.
+	failed bool
 }
 
 // leave fails a New or Queued backup that was cancelled or deleted, and a New backup that does
@@ -262,15 +333,16 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 		if err := addDataFinalizer(ctx, r.Client, b); err != nil {
 			return true, err
 		}
+		problems := queue.CapValidationErrors(c.validationErrors)
 		err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
-			s.ValidationErrors = c.validationErrors
+			s.ValidationErrors = problems
 			s.QueuePosition = 0
 			s.CompletionTimestamp = &now
 		})
 		if err == nil {
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Validate",
-				"Backup failed validation: %s", strings.Join(c.validationErrors, "; "))
+				"Backup failed validation: %s", strings.Join(problems, "; "))
 		}
 		return true, err
 	}
@@ -351,17 +423,24 @@ func (r *BackupQueueReconciler) dequeue(ctx context.Context, pass *queuePass, b 
 // the queue has been still for renumberQuietPeriod (or renumberMaxDelay has passed since the
 // last renumbering). Until then their stored positions may have gaps, but never the wrong
 // order.
-func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, stay []staying) (ctrl.Result, error) {
-	var dirty []staying
+//
+// Positions are written in queue order, and a backup moves only to a position above every
+// position stored for the backups ahead of it: when one write fails, that backup keeps its
+// old place, and those behind it wait rather than jump over it.
+func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, stay []staying) ctrl.Result {
+	dirty := func(s staying) bool {
+		return s.backup.EffectivePhase() == cairnv1.BackupPhaseQueued && !s.failed && !upToDate(s)
+	}
+	toWrite := 0
 	for _, s := range stay {
-		if s.backup.EffectivePhase() == cairnv1.BackupPhaseQueued && !upToDate(s) {
-			dirty = append(dirty, s)
+		if dirty(s) {
+			toWrite++
 		}
 	}
 	result := ctrl.Result{RequeueAfter: r.ResyncPeriod}
-	if len(dirty) == 0 {
+	if toWrite == 0 {
 		r.staleSince = time.Time{}
-		return result, nil
+		return result
 	}
 	due := r.lastChange.Add(renumberQuietPeriod)
 	if !r.staleSince.IsZero() {
@@ -370,24 +449,27 @@ func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, s
 		}
 	}
 	if wait := due.Sub(pass.now); wait > 0 {
-		return ctrl.Result{RequeueAfter: min(wait, r.ResyncPeriod)}, nil
+		return ctrl.Result{RequeueAfter: min(wait, r.ResyncPeriod)}
 	}
-	if len(dirty) > renumberBatch {
-		// Come back at once for the rest, after whatever events arrived meanwhile.
-		dirty, result = dirty[:renumberBatch], ctrl.Result{RequeueAfter: time.Millisecond}
-	} else {
-		r.staleSince = time.Time{}
-	}
-	for _, s := range dirty {
-		err := r.patchBackupStatus(ctx, pass, s.backup, func(st *cairnv1.BackupStatus) {
-			st.QueuePosition = s.position
-			setQueuedReason(st, s.backup.Generation, s.decision, metav1.NewTime(pass.now))
-		})
-		if err != nil {
-			return ctrl.Result{}, err
+	writes := 0
+	ahead := int32(0) // the highest position stored for a backup ahead
+	for _, s := range stay {
+		b := s.backup
+		if dirty(s) && writes < renumberBatch && (s.position > ahead || s.position == b.Status.QueuePosition) {
+			writes++
+			_ = pass.record(ctx, b, r.patchBackupStatus(ctx, pass, b, func(st *cairnv1.BackupStatus) {
+				st.QueuePosition = s.position
+				setQueuedReason(st, b.Generation, s.decision, metav1.NewTime(pass.now))
+			}))
 		}
+		ahead = max(ahead, b.Status.QueuePosition)
 	}
-	return result, nil
+	if writes < toWrite {
+		// Come back at once for the rest, after whatever events arrived meanwhile.
+		return ctrl.Result{RequeueAfter: time.Millisecond}
+	}
+	r.staleSince = time.Time{}
+	return result
 }
 
 // upToDate reports whether a staying backup already shows its position and reason.
@@ -416,11 +498,11 @@ func maxPosition(waiting []candidate) int32 {
 	return highest
 }
 
-func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string, clusterNamespaces []string) queue.Entry {
+func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string) queue.Entry {
 	return queue.Entry{
 		Namespace:  b.Namespace,
 		Name:       b.Name,
-		Namespaces: scope.ForBackup(b, r.Namespace).Resolve(clusterNamespaces),
+		Namespaces: r.resolutions.Resolve(b),
 		Location:   location,
 	}
 }
@@ -428,10 +510,12 @@ func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string, cluste
 func qualifiedName(b *cairnv1.Backup) string { return b.Namespace + "/" + b.Name }
 
 // patchBackupStatus writes b's status (the package's patchBackupStatus) and records the write
-// in the pass.
+// in the pass. When the write fails, b keeps the status it had, so the rest of the pass sees
+// the backup as the API server does.
 func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
-	oldPhase := b.Status.Phase
+	old := b.Status.DeepCopy()
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, mutate); err != nil {
+		b.Status = *old
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
 		}
@@ -439,32 +523,8 @@ func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *que
 	}
 	pass.mu.Lock()
 	defer pass.mu.Unlock()
-	pass.structural = pass.structural || oldPhase != b.Status.Phase
+	pass.structural = pass.structural || old.Phase != b.Status.Phase
 	pass.written = append(pass.written, b)
-	return nil
-}
-
-// runBounded runs the jobs, at most limit at a time, and returns the first error.
-func runBounded(limit int, jobs []func() error) error {
-	sem := make(chan struct{}, limit)
-	errs := make(chan error, len(jobs))
-	var wg sync.WaitGroup
-	for _, job := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs <- job()
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -481,7 +541,13 @@ func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []clie
 		for {
 			var cached cairnv1.Backup
 			err := r.Get(ctx, client.ObjectKeyFromObject(obj), &cached)
-			if apierrors.IsNotFound(err) || (err == nil && resourceVersionAtLeast(cached.ResourceVersion, want)) {
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			// resourceVersions compare as the integers etcd makes them; any other form only
+			// by equality.
+			cmp, cmpErr := resourceversion.CompareResourceVersion(cached.ResourceVersion, want)
+			if err == nil && (cached.ResourceVersion == want || (cmpErr == nil && cmp >= 0)) {
 				break
 			}
 			select {
@@ -492,17 +558,6 @@ func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []clie
 		}
 	}
 	return nil
-}
-
-// resourceVersionAtLeast compares resourceVersions as the integers etcd makes them; where they
-// are not integers, only equality counts.
-func resourceVersionAtLeast(have, want string) bool {
-	h, err1 := strconv.ParseUint(have, 10, 64)
-	w, err2 := strconv.ParseUint(want, 10, 64)
-	if err1 != nil || err2 != nil {
-		return have == want
-	}
-	return h >= w
 }
 
 // SetupWithManager registers the queue: every relevant event maps to the one queue request.

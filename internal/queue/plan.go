@@ -1,7 +1,8 @@
 // Package queue holds the decisions of the backup queue (DESIGN.md section 3): the order of
 // the queue, which queued backups may start now, why the others wait, and the early validation
-// of new backups. Everything here is a pure function; the queue reconciler fetches, calls and
-// writes.
+// of new backups. The decisions are pure functions; the queue reconciler fetches, calls them
+// and writes. Resolutions is the one piece of state: the queue's cache of resolved namespace
+// sets, kept between passes.
 package queue
 
 import (
@@ -42,40 +43,64 @@ type Decision struct {
 // Walking in order means that an earlier runnable backup always goes first.
 func Decide(limit int, running, queued []Entry, deleting map[string]string) []Decision {
 	decisions := make([]Decision, len(queued))
-	run := append([]Entry(nil), running...)
-	var ahead []Entry
+	run, ahead := newClaimed(running), newClaimed(nil)
 	for i, q := range queued {
 		d := decide(limit, run, ahead, deleting, q)
 		decisions[i] = d
 		if d.Start {
-			run = append(run, q)
+			run.add(q)
 		} else {
-			ahead = append(ahead, q)
+			ahead.add(q)
 		}
 	}
 	return decisions
 }
 
+// claimed are entries in order, with their namespaces indexed, so that finding the first one
+// a backup overlaps costs a lookup per namespace of that backup, not a walk over them all.
+type claimed struct {
+	entries []Entry
+	claims  scope.Claims
+}
+
+func newClaimed(entries []Entry) *claimed {
+	c := &claimed{}
+	for _, e := range entries {
+		c.add(e)
+	}
+	return c
+}
+
+func (c *claimed) add(e Entry) {
+	c.entries = append(c.entries, e)
+	c.claims.Add(e.Namespaces)
+}
+
+// firstOverlap is the first entry whose namespaces overlap q's, and what they share.
+func (c *claimed) firstOverlap(q Entry) (Entry, string, bool) {
+	i, shared, ok := c.claims.FirstOverlap(q.Namespaces)
+	if !ok {
+		return Entry{}, "", false
+	}
+	return c.entries[i], shared, true
+}
+
 // decide gives the most specific reason first: an overlap or a deletion still holds a backup
 // back when a concurrency slot frees.
-func decide(limit int, running, ahead []Entry, deleting map[string]string, q Entry) Decision {
-	for _, r := range running {
-		if ok, ns := scope.Overlap(q.Namespaces, r.Namespaces); ok {
-			return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
-				Message: overlapMessage(ns, "running backup "+displayName(q, r))}
-		}
+func decide(limit int, running, ahead *claimed, deleting map[string]string, q Entry) Decision {
+	if r, ns, ok := running.firstOverlap(q); ok {
+		return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
+			Message: overlapMessage(ns, "running backup "+displayName(q, r))}
 	}
-	for _, a := range ahead {
-		if ok, ns := scope.Overlap(q.Namespaces, a.Namespaces); ok {
-			return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
-				Message: overlapMessage(ns, "backup "+displayName(q, a)+" queued ahead")}
-		}
+	if a, ns, ok := ahead.firstOverlap(q); ok {
+		return Decision{Reason: cairnv1.ReasonNamespaceOverlap,
+			Message: overlapMessage(ns, "backup "+displayName(q, a)+" queued ahead")}
 	}
 	if name, ok := deleting[q.Location]; ok {
 		return Decision{Reason: cairnv1.ReasonWaitingForDeletion,
 			Message: fmt.Sprintf("waiting for backup %s to be deleted from storage location %s", name, q.Location)}
 	}
-	if len(running) >= limit {
+	if len(running.entries) >= limit {
 		return Decision{Reason: cairnv1.ReasonWaitingForConcurrencySlot,
 			Message: fmt.Sprintf("concurrency limit %d reached", limit)}
 	}

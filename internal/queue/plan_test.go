@@ -2,6 +2,8 @@ package queue
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -203,5 +205,81 @@ func TestDecideWithWildcards(t *testing.T) {
 	}
 	if ds[0].Message != "namespace team-a overlaps running backup teams" {
 		t.Errorf("a-only waits because %q", ds[0].Message)
+	}
+}
+
+// decideByPairs is Decide as DESIGN.md states it, comparing each queued backup with every
+// running one and every one queued ahead in turn.
+func decideByPairs(limit int, running, queued []Entry, deleting map[string]string) []Decision {
+	decisions := make([]Decision, len(queued))
+	run := append([]Entry(nil), running...)
+	var ahead []Entry
+	for i, q := range queued {
+		d := Decision{Start: true}
+		if r, ns, ok := firstOverlapByPairs(run, q); ok {
+			d = Decision{Reason: cairnv1.ReasonNamespaceOverlap, Message: overlapMessage(ns, "running backup "+displayName(q, r))}
+		} else if a, ns, ok := firstOverlapByPairs(ahead, q); ok {
+			d = Decision{Reason: cairnv1.ReasonNamespaceOverlap, Message: overlapMessage(ns, "backup "+displayName(q, a)+" queued ahead")}
+		} else if name, ok := deleting[q.Location]; ok {
+			d = Decision{Reason: cairnv1.ReasonWaitingForDeletion,
+				Message: fmt.Sprintf("waiting for backup %s to be deleted from storage location %s", name, q.Location)}
+		} else if len(run) >= limit {
+			d = Decision{Reason: cairnv1.ReasonWaitingForConcurrencySlot, Message: fmt.Sprintf("concurrency limit %d reached", limit)}
+		}
+		decisions[i] = d
+		if d.Start {
+			run = append(run, q)
+		} else {
+			ahead = append(ahead, q)
+		}
+	}
+	return decisions
+}
+
+func firstOverlapByPairs(entries []Entry, q Entry) (Entry, string, bool) {
+	for _, e := range entries {
+		if ok, ns := scope.Overlap(q.Namespaces, e.Namespaces); ok {
+			return e, ns, true
+		}
+	}
+	return Entry{}, "", false
+}
+
+// TestDecideAgreesWithPairwiseComparison checks Decide against decideByPairs on random queues:
+// the same backups start, and the others wait for the same reason, naming the same backup
+// and namespace.
+func TestDecideAgreesWithPairwiseComparison(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	randomEntry := func(i int) Entry {
+		e := Entry{Namespace: "cairn-system", Name: fmt.Sprintf("b%d", i), Location: []string{"default", "s3"}[rng.IntN(2)]}
+		if rng.IntN(20) == 0 {
+			e.Namespaces = scope.NamespaceSet{All: true}
+			return e
+		}
+		var included []string
+		for range rng.IntN(4) {
+			included = append(included, fmt.Sprintf("ns%02d", rng.IntN(30)))
+		}
+		// Its own namespace too, so that no filter is empty (which would select everything).
+		e.Namespaces = scope.NamespaceFilter{Included: append(included, fmt.Sprintf("own-%d", i))}.Resolve(nil)
+		return e
+	}
+	for range 300 {
+		var running, queued []Entry
+		for i := range rng.IntN(4) {
+			running = append(running, randomEntry(i))
+		}
+		for i := range rng.IntN(40) {
+			queued = append(queued, randomEntry(100+i))
+		}
+		var deleting map[string]string
+		if rng.IntN(3) == 0 {
+			deleting = map[string]string{"s3": "old"}
+		}
+		limit := 1 + rng.IntN(5)
+		got, want := Decide(limit, running, queued, deleting), decideByPairs(limit, running, queued, deleting)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("limit %d, running %+v, queued %+v, deleting %v:\nDecide  %+v\nby pairs %+v", limit, running, queued, deleting, got, want)
+		}
 	}
 }

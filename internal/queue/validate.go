@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -11,27 +12,17 @@ import (
 	"github.com/cairn-backup/cairn/internal/scope"
 )
 
-// Validate checks what can be checked of a new backup before it is queued: its spec, the
-// tenancy rule (DESIGN.md section 2), and that its storage location exists. It returns every
-// problem, as messages for status.validationErrors, and the name of the backup's storage
-// location (its own, or the default).
+// Validate checks what can be checked of a backup before it runs: its spec, the tenancy rule
+// (CheckTenancy), and that its storage location exists. It returns every problem, as messages
+// for status.validationErrors (bound them with CapValidationErrors before writing), and the
+// name of the backup's storage location (its own, or the default).
+//
+// It is a pure function of its arguments: the queue calls it on new backups, and any other
+// reconciler may call it again (on a backup about to start, say) with the locations it sees.
 func Validate(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.BackupStorageLocation) (errs []string, locationName string) {
 	filter := scope.NamespaceFilter{Included: b.Spec.IncludedNamespaces, Excluded: b.Spec.ExcludedNamespaces}
 	errs = append(errs, filter.Validate()...)
-
-	if b.Namespace != operatorNamespace {
-		for _, ns := range b.Spec.IncludedNamespaces {
-			if ns != b.Namespace {
-				errs = append(errs, fmt.Sprintf("spec.includedNamespaces: a backup in namespace %s may only back up its own namespace, not %q (only backups in %s may select other namespaces)",
-					b.Namespace, ns, operatorNamespace))
-				break
-			}
-		}
-		if b.Spec.IncludeClusterResources != nil && *b.Spec.IncludeClusterResources {
-			errs = append(errs, fmt.Sprintf("spec.includeClusterResources: a backup in namespace %s cannot include cluster-scoped resources (only backups in %s can)",
-				b.Namespace, operatorNamespace))
-		}
-	}
+	errs = append(errs, CheckTenancy(b, operatorNamespace)...)
 
 	errs = append(errs, validateResources("includedResources", b.Spec.IncludedResources)...)
 	errs = append(errs, validateResources("excludedResources", b.Spec.ExcludedResources)...)
@@ -64,6 +55,66 @@ func Validate(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.B
 		locationName = loc.Name
 	}
 	return errs, locationName
+}
+
+// CheckTenancy returns what breaks the tenancy rule (DESIGN.md section 2) in b: a backup
+// outside the operator's namespace may select only its own namespace (an empty
+// includedNamespaces means just that) and no cluster-scoped resources. It returns nil for a
+// backup in the operator's namespace, which may select anything. Validate calls it; a
+// reconciler that re-checks tenancy when a backup starts calls it too.
+func CheckTenancy(b *cairnv1.Backup, operatorNamespace string) []string {
+	if b.Namespace == operatorNamespace {
+		return nil
+	}
+	var errs []string
+	for _, ns := range b.Spec.IncludedNamespaces {
+		if ns != b.Namespace {
+			errs = append(errs, fmt.Sprintf("spec.includedNamespaces: a backup in namespace %s may only back up its own namespace, not %q (only backups in %s may select other namespaces)",
+				b.Namespace, ns, operatorNamespace))
+			break
+		}
+	}
+	if b.Spec.IncludeClusterResources != nil && *b.Spec.IncludeClusterResources {
+		errs = append(errs, fmt.Sprintf("spec.includeClusterResources: a backup in namespace %s cannot include cluster-scoped resources (only backups in %s can)",
+			b.Namespace, operatorNamespace))
+	}
+	return errs
+}
+
+// CapValidationErrors bounds messages for status.validationErrors, so that a spec with many
+// bad entries still makes a status the API server accepts: at most
+// cairnv1.MaxValidationErrors messages, the last of them saying how many more problems there
+// were, each at most cairnv1.MaxValidationErrorLength bytes (a longer one is cut at a
+// character boundary and ends in "…"). The messages it keeps are unchanged.
+func CapValidationErrors(errs []string) []string {
+	if len(errs) == 0 {
+		return nil
+	}
+	kept := errs
+	if len(errs) > cairnv1.MaxValidationErrors {
+		kept = errs[:cairnv1.MaxValidationErrors-1]
+	}
+	out := make([]string, 0, min(len(errs), cairnv1.MaxValidationErrors))
+	for _, e := range kept {
+		out = append(out, capMessage(e, cairnv1.MaxValidationErrorLength))
+	}
+	if more := len(errs) - len(kept); more > 0 {
+		out = append(out, fmt.Sprintf("and %d more problems", more))
+	}
+	return out
+}
+
+// capMessage cuts s to at most limit bytes, ellipsis included, without splitting a character.
+func capMessage(s string, limit int) string {
+	const ellipsis = "…"
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 // validateResources checks the syntax of resource names (plural, singular or short name,

@@ -1,8 +1,11 @@
 package queue
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -74,5 +77,111 @@ func TestValidate(t *testing.T) {
 				t.Errorf("location = %q, want %q", loc, tt.wantLocation)
 			}
 		})
+	}
+}
+
+func TestCheckTenancy(t *testing.T) {
+	tests := []struct {
+		name      string
+		namespace string
+		spec      cairnv1.BackupSpec
+		want      []string
+	}{
+		{name: "admin backup of everything", namespace: "cairn-system"},
+		{name: "admin backup of other namespaces and cluster resources", namespace: "cairn-system",
+			spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"team-a", "*"}, IncludeClusterResources: ptr.To(true)}},
+		{name: "team backup with no filter", namespace: "team-a"},
+		{name: "team backup of its own namespace", namespace: "team-a", spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"team-a"}}},
+		{name: "team backup that excludes namespaces", namespace: "team-a", spec: cairnv1.BackupSpec{ExcludedNamespaces: []string{"team-b"}}},
+		{name: "team backup without cluster resources", namespace: "team-a", spec: cairnv1.BackupSpec{IncludeClusterResources: ptr.To(false)}},
+		{name: "team backup of another namespace", namespace: "team-a", spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"team-a", "team-b", "team-c"}},
+			want: []string{`spec.includedNamespaces: a backup in namespace team-a may only back up its own namespace, not "team-b" (only backups in cairn-system may select other namespaces)`}},
+		{name: "team backup with a wildcard that matches its own namespace", namespace: "team-a", spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"team-?"}},
+			want: []string{`spec.includedNamespaces: a backup in namespace team-a may only back up its own namespace, not "team-?" (only backups in cairn-system may select other namespaces)`}},
+		{name: "team backup with cluster resources", namespace: "team-a", spec: cairnv1.BackupSpec{IncludeClusterResources: ptr.To(true)},
+			want: []string{"spec.includeClusterResources: a backup in namespace team-a cannot include cluster-scoped resources (only backups in cairn-system can)"}},
+		{name: "both", namespace: "team-a", spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"*"}, IncludeClusterResources: ptr.To(true)},
+			want: []string{
+				`spec.includedNamespaces: a backup in namespace team-a may only back up its own namespace, not "*" (only backups in cairn-system may select other namespaces)`,
+				"spec.includeClusterResources: a backup in namespace team-a cannot include cluster-scoped resources (only backups in cairn-system can)",
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: tt.namespace}, Spec: tt.spec}
+			if got := CheckTenancy(b, "cairn-system"); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("CheckTenancy = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCapValidationErrors(t *testing.T) {
+	numbered := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("problem %d", i+1)
+		}
+		return out
+	}
+	long := strings.Repeat("a", cairnv1.MaxValidationErrorLength+10)
+	// Three-byte characters placed so that the cut falls inside one.
+	wide := strings.Repeat("a", cairnv1.MaxValidationErrorLength-5) + strings.Repeat("€", 5)
+	tests := []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{name: "none", in: nil, want: nil},
+		{name: "a few, unchanged", in: numbered(3), want: numbered(3)},
+		{name: "exactly the most", in: numbered(cairnv1.MaxValidationErrors), want: numbered(cairnv1.MaxValidationErrors)},
+		{name: "one more than the most", in: numbered(cairnv1.MaxValidationErrors + 1),
+			want: append(numbered(cairnv1.MaxValidationErrors-1), "and 2 more problems")},
+		{name: "many more", in: numbered(1000), want: append(numbered(cairnv1.MaxValidationErrors-1), "and 981 more problems")},
+		{name: "a message of exactly the longest length", in: []string{long[:cairnv1.MaxValidationErrorLength]}, want: []string{long[:cairnv1.MaxValidationErrorLength]}},
+		{name: "a long message", in: []string{long}, want: []string{long[:cairnv1.MaxValidationErrorLength-3] + "…"}},
+		{name: "a long message cut between characters", in: []string{wide},
+			want: []string{strings.Repeat("a", cairnv1.MaxValidationErrorLength-5) + "…"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CapValidationErrors(tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("CapValidationErrors = %q, want %q", got, tt.want)
+			}
+			if len(got) > cairnv1.MaxValidationErrors {
+				t.Errorf("%d messages", len(got))
+			}
+			for _, m := range got {
+				if len(m) > cairnv1.MaxValidationErrorLength || !utf8.ValidString(m) {
+					t.Errorf("message of %d bytes (valid UTF-8: %v)", len(m), utf8.ValidString(m))
+				}
+			}
+		})
+	}
+}
+
+// TestValidateMaxSizeSpec: a spec with the most entries the CRD allows, all bad, yields
+// messages that fit status.validationErrors once capped.
+func TestValidateMaxSizeSpec(t *testing.T) {
+	spec := cairnv1.BackupSpec{StorageLocation: "gone"}
+	for i := range 1000 {
+		spec.IncludedNamespaces = append(spec.IncludedNamespaces, fmt.Sprintf("Bad_%d_%s", i, strings.Repeat("x", 200)))
+	}
+	for i := range 500 {
+		spec.ExcludedResources = append(spec.ExcludedResources, fmt.Sprintf("Bad/%d", i))
+	}
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "team-a"}, Spec: spec}
+	errs, _ := Validate(b, "cairn-system", nil)
+	capped := CapValidationErrors(errs)
+	if len(capped) != cairnv1.MaxValidationErrors || capped[len(capped)-1] != fmt.Sprintf("and %d more problems", len(errs)-cairnv1.MaxValidationErrors+1) {
+		t.Errorf("%d problems capped to %d messages, the last %q", len(errs), len(capped), capped[len(capped)-1])
+	}
+	size := 0
+	for _, m := range capped {
+		size += len(m)
+	}
+	if size > cairnv1.MaxValidationErrors*cairnv1.MaxValidationErrorLength {
+		t.Errorf("capped messages take %d bytes", size)
 	}
 }

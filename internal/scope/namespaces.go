@@ -6,6 +6,7 @@ package scope
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,15 +48,23 @@ func (f NamespaceFilter) SelectsAll() bool {
 
 // Matches reports whether the namespace ns is selected.
 func (f NamespaceFilter) Matches(ns string) bool {
-	for _, p := range f.Excluded {
-		if match(p, ns) {
-			return false
-		}
-	}
+	return f.included(ns) && !f.excluded(ns)
+}
+
+func (f NamespaceFilter) included(ns string) bool {
 	if len(f.Included) == 0 {
 		return true
 	}
 	for _, p := range f.Included {
+		if match(p, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f NamespaceFilter) excluded(ns string) bool {
+	for _, p := range f.Excluded {
 		if match(p, ns) {
 			return true
 		}
@@ -113,36 +122,67 @@ type NamespaceSet struct {
 	Names []string
 }
 
-// Resolve resolves the filter against the cluster's namespaces.
+// Resolve resolves the filter against the cluster's namespaces, given in any order. Sorted,
+// they are faster to resolve against: a pattern with a literal prefix (`team-a-*`) is then
+// matched only against the namespaces that start with that prefix.
 func (f NamespaceFilter) Resolve(clusterNamespaces []string) NamespaceSet {
 	if f.SelectsAll() {
 		return NamespaceSet{All: true}
 	}
-	var names []string
-	for _, ns := range clusterNamespaces {
-		if f.Matches(ns) {
-			names = append(names, ns)
+	selected := map[string]bool{}
+	checked, sorted := false, false
+	for _, p := range f.Included {
+		if !isPattern(p) {
+			// A namespace named outright is selected even if it does not exist yet: it may
+			// be created before the backup runs.
+			if !f.excluded(p) {
+				selected[p] = true
+			}
+			continue
+		}
+		candidates := clusterNamespaces
+		if prefix := literalPrefix(p); prefix != "" {
+			if !checked {
+				checked, sorted = true, slices.IsSorted(clusterNamespaces)
+			}
+			if sorted {
+				candidates = withPrefix(clusterNamespaces, prefix)
+			}
+		}
+		for _, ns := range candidates {
+			if !selected[ns] && match(p, ns) && !f.excluded(ns) {
+				selected[ns] = true
+			}
 		}
 	}
-	// A namespace named outright is selected even if it does not exist yet: it may be
-	// created before the backup runs.
-	for _, p := range f.Included {
-		if !strings.ContainsAny(p, "*?") && f.Matches(p) && !contains(names, p) {
-			names = append(names, p)
-		}
+	var names []string
+	for ns := range selected {
+		names = append(names, ns)
 	}
 	sort.Strings(names)
 	return NamespaceSet{Names: names}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+// literalPrefix is what every name that pattern p matches starts with.
+func literalPrefix(p string) string {
+	if i := strings.IndexAny(p, `*?[\`); i >= 0 {
+		return p[:i]
 	}
-	return false
+	return p
 }
+
+// withPrefix is the run of sorted names that start with prefix.
+func withPrefix(sorted []string, prefix string) []string {
+	lo := sort.SearchStrings(sorted, prefix)
+	hi := lo
+	for hi < len(sorted) && strings.HasPrefix(sorted[hi], prefix) {
+		hi++
+	}
+	return sorted[lo:hi]
+}
+
+// isPattern reports whether p may match anything but itself.
+func isPattern(p string) bool { return strings.ContainsAny(p, `*?[\`) }
 
 // Overlap reports whether two sets share a namespace. shared is the first shared namespace,
 // or "" when one of them selects every namespace.
@@ -162,4 +202,67 @@ func Overlap(a, b NamespaceSet) (overlaps bool, shared string) {
 		}
 	}
 	return false, ""
+}
+
+// Claims are namespace sets recorded in order (the running backups, say, or those queued
+// ahead). FirstOverlap answers what checking Overlap against each recorded set in turn would,
+// with one map lookup per namespace of the set asked about instead of a walk over every
+// recorded set. The zero value holds no set.
+type Claims struct {
+	count int
+	// firstAll is 1 + the index of the first set that selects every namespace; 0 if none.
+	firstAll int
+	// owner maps a namespace to the index of the first recorded set that holds it.
+	owner map[string]int
+}
+
+// Add records s after the sets already recorded and returns its index.
+func (c *Claims) Add(s NamespaceSet) int {
+	i := c.count
+	c.count++
+	if s.All {
+		if c.firstAll == 0 {
+			c.firstAll = i + 1
+		}
+		return i
+	}
+	if c.owner == nil {
+		c.owner = map[string]int{}
+	}
+	for _, ns := range s.Names {
+		if _, held := c.owner[ns]; !held {
+			c.owner[ns] = i
+		}
+	}
+	return i
+}
+
+// FirstOverlap returns the index of the first recorded set that overlaps s, and what Overlap
+// says they share (the first shared namespace, or "" when one of them selects every
+// namespace). ok is false when none overlaps.
+func (c *Claims) FirstOverlap(s NamespaceSet) (index int, shared string, ok bool) {
+	if c.count == 0 {
+		return 0, "", false
+	}
+	if s.All {
+		return 0, "", true
+	}
+	index = c.count
+	if c.firstAll > 0 {
+		index = c.firstAll - 1
+	}
+	// Names are sorted, so the first namespace seen for the lowest owner is the first one
+	// that owner shares with s (any namespace it holds has no earlier owner).
+	for _, ns := range s.Names {
+		if o, held := c.owner[ns]; held && o < index {
+			index, shared = o, ns
+		}
+	}
+	if index == c.count {
+		return 0, "", false
+	}
+	if c.firstAll > 0 && index == c.firstAll-1 {
+		shared = ""
+	}
+	return index, shared, true
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,9 +18,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,9 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -39,6 +45,7 @@ const operatorNamespace = "cairn-system"
 type cluster struct {
 	c    client.Client
 	cfg  *rest.Config
+	mgr  ctrl.Manager
 	stop func()
 }
 
@@ -97,7 +104,7 @@ func startClusterWith(b *testing.B, mcfg controller.Config) *cluster {
 			b.Error(err)
 		}
 	}()
-	return &cluster{c: c, cfg: cfg, stop: func() {
+	return &cluster{c: c, cfg: cfg, mgr: mgr, stop: func() {
 		cancel()
 		<-done
 		_ = env.Stop()
@@ -327,7 +334,7 @@ func BenchmarkQueueHandoff(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitQueued(b, cl.c, handoffs)
+	waitQueued(b, cl.c, handoffs, time.Minute)
 	released()
 	select {
 	case <-finished:
@@ -341,10 +348,10 @@ func BenchmarkQueueHandoff(b *testing.B) {
 	b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "handoff-max-ms")
 }
 
-// waitQueued waits until n backups are Queued at positions 1..n and the queue is still.
-func waitQueued(b *testing.B, c client.Client, n int) {
+// waitQueued waits until n backups are Queued at positions 1..n.
+func waitQueued(b *testing.B, c client.Client, n int, limit time.Duration) {
 	b.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		var list cairnv1.BackupList
 		if err := c.List(context.Background(), &list, client.InNamespace(operatorNamespace)); err != nil {
@@ -359,7 +366,186 @@ func waitQueued(b *testing.B, c client.Client, n int) {
 		if len(seen) == n {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		if n > 100 {
+			time.Sleep(500 * time.Millisecond) // a LIST of a thousand backups is not free
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	b.Fatalf("the %d backups were not queued at 1..%d within a minute", n, n)
+	b.Fatalf("the %d backups were not queued at 1..%d within %s", n, n, limit)
+}
+
+// The queue at scale: 1,000 queued backups (and one running) over 2,000 namespaces, 200 teams
+// of 10 environments each. The backups mix wildcards, exclusions and named namespaces, and
+// overlap a lot, as teams' backups do.
+const (
+	scaleQueued = 1000
+	scaleTeams  = 200
+)
+
+var scaleEnvironments = []string{"dev", "test", "qa", "stage", "prod", "perf", "demo", "canary", "dr", "ops"}
+
+func scaleNamespaces() []string {
+	out := make([]string, 0, scaleTeams*len(scaleEnvironments))
+	for t := range scaleTeams {
+		for _, e := range scaleEnvironments {
+			out = append(out, fmt.Sprintf("team-%03d-%s", t, e))
+		}
+	}
+	return out
+}
+
+// scaleBackupSpec is the spec of the i-th backup. A quarter each select: a team's namespaces by
+// wildcard but its dev one; three named namespaces of two teams; the prod namespaces of ten
+// teams by wildcard; one named namespace.
+func scaleBackupSpec(i int) cairnv1.BackupSpec {
+	t, u := i%scaleTeams, (i*7+3)%scaleTeams
+	switch i % 4 {
+	case 0:
+		return cairnv1.BackupSpec{IncludedNamespaces: []string{fmt.Sprintf("team-%03d-*", t)}, ExcludedNamespaces: []string{"*-dev"}}
+	case 1:
+		return cairnv1.BackupSpec{IncludedNamespaces: []string{
+			fmt.Sprintf("team-%03d-prod", t), fmt.Sprintf("team-%03d-stage", t), fmt.Sprintf("team-%03d-prod", u)}}
+	case 2:
+		return cairnv1.BackupSpec{IncludedNamespaces: []string{fmt.Sprintf("team-%02d?-prod", t/10)}}
+	default:
+		return cairnv1.BackupSpec{IncludedNamespaces: []string{fmt.Sprintf("team-%03d-test", t)}}
+	}
+}
+
+func scaleBackupName(i int) string { return fmt.Sprintf("scale-%04d", i) }
+
+// inParallel runs fn for 0..n-1 on 16 goroutines.
+func inParallel(n int, fn func(i int)) {
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// openGate lets a reconciler made by the benchmark run at once (the manager's startup
+// recovery has long finished).
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
+
+// BenchmarkQueuePass1000x2000 measures passes of the queue reconciler over 1,000 queued backups
+// (and one running) and 2,000 namespaces, once the queue is at rest: a pass reads everything
+// from the informer cache, decides that every backup stays where it is, and writes nothing.
+// The manager's queue settles the queue; the passes measured are those of a second queue
+// reconciler on the manager's cache, called directly: its first pass, then 20 more.
+func BenchmarkQueuePass1000x2000(b *testing.B) {
+	cl := startClusterWith(b, controller.Config{Namespace: operatorNamespace, ConcurrentBackups: 1, ItemBlockWorkerCount: 1,
+		Controllers: []string{"queue"}, QueueResyncPeriod: time.Hour})
+	defer cl.stop()
+	ctx := context.Background()
+
+	namespaces := scaleNamespaces()
+	inParallel(len(namespaces), func(i int) {
+		if err := cl.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaces[i]}}); err != nil {
+			b.Error(err)
+		}
+	})
+	// The first backup is made alone, so it is the one that runs (and never ends).
+	mustCreate(b, cl.c, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: scaleBackupName(0), Namespace: operatorNamespace},
+		Spec: scaleBackupSpec(0)})
+	inParallel(scaleQueued, func(i int) {
+		bk := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: scaleBackupName(i + 1), Namespace: operatorNamespace},
+			Spec: scaleBackupSpec(i + 1)}
+		if err := cl.c.Create(ctx, bk); err != nil {
+			b.Error(err)
+		}
+	})
+	waitQueued(b, cl.c, scaleQueued, 15*time.Minute)
+	waitStatusWritesStop(b, cl.cfg, 2*time.Second, 5*time.Minute)
+
+	r := &controller.BackupQueueReconciler{Client: cl.mgr.GetClient(), Namespace: operatorNamespace, ConcurrentBackups: 1,
+		ResyncPeriod: time.Hour, Clock: clock.RealClock{}, Recorder: cl.mgr.GetEventRecorder("bench-queue"), Gate: openGate{}}
+	patchesBefore := backupStatusPatches(b, cl.cfg)
+	var passes []time.Duration
+	for range b.N * 21 {
+		start := time.Now()
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			b.Fatal(err)
+		}
+		passes = append(passes, time.Since(start))
+	}
+	b.ReportMetric(float64(passes[0].Microseconds())/1000, "first-pass-ms")
+	b.ReportMetric(float64(median(passes[1:]).Microseconds())/1000, "pass-median-ms")
+	b.ReportMetric(float64(slicesMax(passes[1:]).Microseconds())/1000, "pass-max-ms")
+	b.ReportMetric(backupStatusPatches(b, cl.cfg)-patchesBefore, "pass-writes")
+}
+
+// waitStatusWritesStop waits until the API server has served no backup status write for quiet.
+func waitStatusWritesStop(b *testing.B, cfg *rest.Config, quiet, limit time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	last, since := backupStatusPatches(b, cfg), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(quiet / 4)
+		if n := backupStatusPatches(b, cfg); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+	b.Fatalf("backup status writes did not stop within %s", limit)
+}
+
+// BenchmarkQueueDecide1000x2000 measures the queue's decisions alone (packages queue and
+// scope, no API server) for the same queue, as a pass makes them: order the backups, resolve
+// their namespaces, decide which start. The first pass resolves every backup (as after a start
+// or a change of the cluster's namespaces); the 20 after it find them in the queue's cache.
+func BenchmarkQueueDecide1000x2000(b *testing.B) {
+	// A pass gets the namespace names in the informer's order: any order.
+	namespaces := scaleNamespaces()
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(namespaces), func(i, j int) { namespaces[i], namespaces[j] = namespaces[j], namespaces[i] })
+	backups := make([]*cairnv1.Backup, scaleQueued+1)
+	for i := range backups {
+		backups[i] = &cairnv1.Backup{
+			ObjectMeta: metav1.ObjectMeta{Name: scaleBackupName(i), Namespace: operatorNamespace,
+				UID: types.UID(fmt.Sprintf("uid-%04d", i)), Generation: 1, ResourceVersion: strconv.Itoa(100 + i)},
+			Spec:   scaleBackupSpec(i),
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseQueued, QueuePosition: int32(i)},
+		}
+	}
+	backups[0].Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseReadyToStart}
+	for range b.N {
+		resolutions := queue.NewResolutions(operatorNamespace)
+		entry := func(bk *cairnv1.Backup) queue.Entry {
+			return queue.Entry{Namespace: bk.Namespace, Name: bk.Name, Location: "default", Namespaces: resolutions.Resolve(bk)}
+		}
+		var passes []time.Duration
+		for range 21 {
+			start := time.Now()
+			resolutions.Begin(slices.Clone(namespaces))
+			waiting := append([]*cairnv1.Backup(nil), backups[1:]...)
+			queue.Order(waiting)
+			running := []queue.Entry{entry(backups[0])}
+			queued := make([]queue.Entry, 0, len(waiting))
+			for _, bk := range waiting {
+				queued = append(queued, entry(bk))
+			}
+			if ds := queue.Decide(1, running, queued, nil); ds[0].Start {
+				b.Fatal("a backup overlapping the running one started")
+			}
+			resolutions.End()
+			passes = append(passes, time.Since(start))
+		}
+		b.ReportMetric(float64(passes[0].Microseconds())/1000, "first-pass-ms")
+		b.ReportMetric(float64(median(passes[1:]).Microseconds())/1000, "pass-median-ms")
+		b.ReportMetric(float64(slicesMax(passes[1:]).Microseconds())/1000, "pass-max-ms")
+	}
 }
