@@ -179,7 +179,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
 		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
-			s.ValidationErrors = []string{problem.Error()}
+			s.ValidationErrors = queue.CapValidationErrors([]string{problem.Error()})
 			s.CompletionTimestamp = &now
 		})
 	}
