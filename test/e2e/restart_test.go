@@ -3,6 +3,8 @@ package e2e
 import (
 	"compress/gzip"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +19,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -145,6 +152,76 @@ var _ = Describe("Restart recovery after kill -9", func() {
 		Expect(w.phases("interrupted")).To(Equal([]string{"InProgress", "Failed"}))
 		Expect(bucket.List(context.Background(), keys.Dir)).To(Equal([]string{keys.Logs}))
 		Expect(readLog(bucket, keys.Logs)).To(ContainSubstring("Backup started"))
+		expectAllTerminal(ns)
+	})
+
+	It("InProgress, storage down at the restart: the backup fails, and its uploads are removed once storage is back", func() {
+		ns := "restart-storage-down"
+		namespaceWithConfigMap(ns)
+		server, proxy := proxiedS3Location(ns)
+		keys := keysOf(ns, "stranded")
+		hold := proxy.holdAfter(request(http.MethodPut, ns, keys.Logs))
+		createBackup(ns, "stranded", ns)
+		hold.waitHeld()
+		Expect(backupField(ns, "stranded", "{.status.phase}")).To(Equal("InProgress"))
+
+		killManager()
+		hold.end()
+		server.Stop()
+		restartManager()
+		waitBackupPhase(ns, "stranded", "Failed")
+		Expect(backupField(ns, "stranded", "{.status.failureReason}")).To(Equal("the operator restarted during the backup"))
+		server.Start()
+		bucket := bucketClient(server, ns)
+		Eventually(func() ([]string, error) { return bucket.List(context.Background(), keys.Dir) }).
+			WithTimeout(20*time.Second).Should(Equal([]string{keys.Logs}), "the interrupted backup's uploads were left in the bucket")
+		expectAllTerminal(ns)
+	})
+
+	It("InProgress during a multipart archive upload: no incomplete upload is left in the bucket", func() {
+		ns := "restart-multipart"
+		namespaceWithConfigMap(ns)
+		bigConfigMaps(ns, 14) // an archive of more than one 8 MiB part
+		server, proxy := proxiedS3Location(ns)
+		// The archive's first part is stored, its answer never comes back.
+		keys := keysOf(ns, "big")
+		firstPart := request(http.MethodPut, ns, keys.Archive)
+		hold := proxy.holdAfter(func(r *http.Request) bool { return firstPart(r) && r.URL.Query().Get("partNumber") == "1" })
+		createBackup(ns, "big", ns)
+		hold.waitHeld()
+		Expect(backupField(ns, "big", "{.status.phase}")).To(Equal("InProgress"))
+		Expect(incompleteUploads(server, ns, keys.Dir)).To(ConsistOf(keys.Archive))
+
+		killManager()
+		hold.end()
+		restartManager()
+		waitBackupPhase(ns, "big", "Failed")
+		Expect(backupField(ns, "big", "{.status.failureReason}")).To(Equal("the operator restarted during the backup"))
+		Expect(incompleteUploads(server, ns, keys.Dir)).To(BeEmpty(), "the interrupted archive upload was not aborted")
+		expectAllTerminal(ns)
+	})
+
+	It("InProgress, cancelled while the manager was down: the cancel is not lost", func() {
+		ns := "restart-cancelled-down"
+		namespaceWithConfigMap(ns)
+		server, proxy := proxiedS3Location(ns)
+		keys := keysOf(ns, "stopped")
+		hold := proxy.holdBefore(request(http.MethodPut, ns, keys.Archive))
+		createBackup(ns, "stopped", ns)
+		hold.waitHeld()
+		Expect(backupField(ns, "stopped", "{.status.phase}")).To(Equal("InProgress"))
+
+		killManager()
+		hold.end()
+		kubectlOK("patch", "backup", "stopped", "-n", ns, "--type", "merge", "-p", `{"spec":{"cancel":true}}`)
+		w := watchBackups(ns)
+		restartManager()
+		waitBackupPhase(ns, "stopped", "Failed")
+		Expect(w.phases("stopped")).To(Equal([]string{"InProgress", "FinalizingCancelled", "Failed"}))
+		Expect(backupField(ns, "stopped", "{.status.failureReason}")).To(Equal("Backup cancelled by user"))
+		bucket := bucketClient(server, ns)
+		Expect(bucket.List(context.Background(), keys.Dir)).To(Equal([]string{keys.Logs}))
+		Expect(readLog(bucket, keys.Logs)).To(ContainSubstring("Backup cancelled by user"))
 		expectAllTerminal(ns)
 	})
 
@@ -392,6 +469,38 @@ func readLog(bucket *storage.S3, key string) string {
 	data, err := io.ReadAll(gz)
 	Expect(err).NotTo(HaveOccurred())
 	return string(data)
+}
+
+// bigConfigMaps adds n ConfigMaps of about 900 KB of random (incompressible) text each to
+// namespace. They are created with a client: kubectl apply would copy each into an annotation,
+// which may not exceed 256 KB.
+func bigConfigMaps(namespace string, n int) {
+	GinkgoHelper()
+	c, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	for i := range n {
+		data := make([]byte, 675<<10)
+		_, _ = rand.Read(data)
+		Expect(c.Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%d", i), Namespace: namespace},
+			Data:       map[string]string{"random": base64.StdEncoding.EncodeToString(data)},
+		})).To(Succeed())
+	}
+}
+
+// incompleteUploads lists the keys of the multipart uploads under prefix that were started and
+// neither completed nor aborted: parts the bucket keeps (and bills) though no object shows them.
+func incompleteUploads(server *testenv.S3Server, bucket, prefix string) []string {
+	GinkgoHelper()
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(server.Endpoint()), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(server.AccessKey, server.SecretKey, "")})
+	out, err := c.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: &prefix})
+	Expect(err).NotTo(HaveOccurred())
+	keys := []string{}
+	for _, u := range out.Uploads {
+		keys = append(keys, aws.ToString(u.Key))
+	}
+	return keys
 }
 
 // proxiedS3Location starts a real S3 server with a bucket named name and a storage location
