@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,8 +20,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -68,10 +73,13 @@ spec:
     path: %s
 `, storageDir), "apply", "-f", "-")
 	Expect(err).NotTo(HaveOccurred(), stderr)
-	// Short backoff, so that retries after a storage outage are seen within a test.
-	// A short storage timeout, so that a hung S3 server is noticed within a test.
-	manager = startManager("--retry-backoff-min=500ms", "--retry-backoff-max=2s", "--storage-timeout=3s")
+	manager = startManager(suiteManagerFlags...)
 })
+
+// suiteManagerFlags are the flags of the suite's manager: a short backoff, so that retries
+// after a storage outage are seen within a test, and a short storage timeout, so that a hung
+// S3 server is noticed within a test.
+var suiteManagerFlags = []string{"--retry-backoff-min=500ms", "--retry-backoff-max=2s", "--storage-timeout=3s"}
 
 var _ = AfterSuite(func() {
 	if manager != nil {
@@ -198,4 +206,131 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// killManager kills the suite's manager with SIGKILL, as the kernel's OOM killer or a lost
+// node would: no shutdown code runs, nothing is flushed, in-flight requests are cut. It waits
+// for the process to exit and writes its log to the GinkgoWriter. Should the spec end without
+// starting another (restartManager), one with the suite's flags is started for the specs that
+// follow.
+func killManager() {
+	GinkgoHelper()
+	killed := manager
+	Expect(killed.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	<-killed.exited
+	fmt.Fprintf(GinkgoWriter, "manager log up to SIGKILL:\n%s\n", killed.log.String())
+	DeferCleanup(func() {
+		if manager == killed {
+			manager = startManager(suiteManagerFlags...)
+		}
+	})
+}
+
+// restartManager starts the suite's manager again after killManager, with the suite's flags.
+// It serves /readyz when this returns; its startup recovery may still be running.
+func restartManager() {
+	GinkgoHelper()
+	manager = startManager(suiteManagerFlags...)
+}
+
+// backupWatch records every state of the Backups of one namespace that a watch delivers, from
+// the state when it started. Phases that last only a moment (DeletionFailed for the length of
+// a short backoff) are seen here where a poll would miss them.
+type backupWatch struct {
+	mu   sync.Mutex
+	seen []cairnv1.Backup
+	gone map[string]bool
+}
+
+// watchBackups starts recording the Backups of namespace until the spec ends.
+func watchBackups(namespace string) *backupWatch {
+	GinkgoHelper()
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &backupWatch{gone: map[string]bool{}}
+	DeferCleanup(cancel)
+	started := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		resourceVersion := ""
+		first := true
+		for ctx.Err() == nil {
+			list := &cairnv1.BackupList{}
+			watcher, err := c.Watch(ctx, list, client.InNamespace(namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resourceVersion}})
+			if first {
+				first = false
+				close(started)
+			}
+			if err != nil {
+				select { // the API server is the test's own: try again soon
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			for ev := range watcher.ResultChan() {
+				b, ok := ev.Object.(*cairnv1.Backup)
+				if !ok {
+					continue // a watch error: watch again from the last version seen
+				}
+				resourceVersion = b.ResourceVersion
+				w.mu.Lock()
+				if ev.Type == watch.Deleted {
+					w.gone[b.Name] = true
+				} else {
+					w.seen = append(w.seen, *b)
+				}
+				w.mu.Unlock()
+			}
+			watcher.Stop()
+		}
+	}()
+	<-started
+	return w
+}
+
+// states returns every state of the named backup seen so far, oldest first.
+func (w *backupWatch) states(name string) []cairnv1.Backup {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []cairnv1.Backup
+	for _, b := range w.seen {
+		if b.Name == name {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// phases returns the phases the named backup went through, each once per stay ("" stays "").
+func (w *backupWatch) phases(name string) []string {
+	var out []string
+	for _, b := range w.states(name) {
+		p := string(b.Status.Phase)
+		if len(out) == 0 || out[len(out)-1] != p {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// order returns the names of the backups in the order in which each first reached phase.
+func (w *backupWatch) order(phase cairnv1.BackupPhase) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, b := range w.seen {
+		if b.Status.Phase == phase && !slices.Contains(out, b.Name) {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+// deleted reports whether the named backup's deletion was seen.
+func (w *backupWatch) deleted(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gone[name]
 }
