@@ -10,7 +10,7 @@ import (
 // BackupPhase is where a backup is in its life. Every phase has exactly one owning reconciler
 // (docs/architecture.md); only that owner moves a backup out of it.
 //
-// +kubebuilder:validation:Enum=New;Queued;ReadyToStart;InProgress;WaitingForPluginOperations;WaitingForPluginOperationsPartiallyFailed;Finalizing;FinalizingPartiallyFailed;FinalizingCancelled;Completed;PartiallyFailed;Failed;FailedValidation;Deleting;DeletionFailed
+// +kubebuilder:validation:Enum=New;Queued;ReadyToStart;InProgress;WaitingForPluginOperations;WaitingForPluginOperationsPartiallyFailed;Finalizing;FinalizingPartiallyFailed;FinalizingCancelled;FinalizingFailed;Completed;PartiallyFailed;Failed;FailedValidation;Deleting;DeletionFailed
 type BackupPhase string
 
 const (
@@ -36,6 +36,10 @@ const (
 	// BackupPhaseFinalizingCancelled is a cancelled backup whose data is being removed (its logs
 	// are kept); the finalizer reconciler owns it.
 	BackupPhaseFinalizingCancelled BackupPhase = "FinalizingCancelled"
+	// BackupPhaseFinalizingFailed is a backup that failed (its failureReason says why) whose
+	// partial data is being removed (its log is kept); the finalizer reconciler owns it, and
+	// ends it in Failed.
+	BackupPhaseFinalizingFailed BackupPhase = "FinalizingFailed"
 	// BackupPhaseCompleted is terminal: the backup is restorable and had no errors.
 	BackupPhaseCompleted BackupPhase = "Completed"
 	// BackupPhasePartiallyFailed is terminal: the backup is restorable but some items had errors.
@@ -56,7 +60,7 @@ const (
 var AllBackupPhases = []BackupPhase{
 	BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart, BackupPhaseInProgress,
 	BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed,
-	BackupPhaseFinalizing, BackupPhaseFinalizingPartiallyFailed, BackupPhaseFinalizingCancelled,
+	BackupPhaseFinalizing, BackupPhaseFinalizingPartiallyFailed, BackupPhaseFinalizingCancelled, BackupPhaseFinalizingFailed,
 	BackupPhaseCompleted, BackupPhasePartiallyFailed, BackupPhaseFailed, BackupPhaseFailedValidation,
 	BackupPhaseDeleting, BackupPhaseDeletionFailed,
 }
@@ -90,6 +94,9 @@ const (
 	// BackupConditionCancelled is True once a cancelled backup has been cleaned up; False
 	// (reason CleanupFailed) while removing its data fails and is retried.
 	BackupConditionCancelled = "Cancelled"
+	// BackupConditionCleanedUp is True once a failed backup's partial data has been removed;
+	// False (reason CleanupFailed) while removing it fails and is retried.
+	BackupConditionCleanedUp = "CleanedUp"
 	// BackupConditionStorageReady is False while a ReadyToStart backup waits for its storage
 	// location (not validated yet, or not reachable); its message says why.
 	BackupConditionStorageReady = "StorageReady"
@@ -107,6 +114,10 @@ const (
 	ReasonBackupDeleted             = "BackupDeleted"
 	// ReasonCleanupFailed: removing a cancelled backup's data failed; it is retried with backoff.
 	ReasonCleanupFailed = "CleanupFailed"
+	// ReasonDataRemoved: a failed backup's partial data was removed (its log is kept).
+	ReasonDataRemoved = "DataRemoved"
+	// ReasonDataKept: a failed backup's partial data could not be, or must not be, removed.
+	ReasonDataKept = "DataKept"
 	// ReasonStorageUnavailable: the backup's storage location cannot be used yet.
 	ReasonStorageUnavailable = "StorageUnavailable"
 )

@@ -33,8 +33,9 @@ type Ending string
 const (
 	// Finished: every item was written and the side files and log were uploaded.
 	Finished Ending = "Finished"
-	// Failed: the run could not finish; its partial objects were removed (but the log) and the
-	// operations it started were cancelled. Result.FailureReason says why.
+	// Failed: the run could not finish; the operations it started were cancelled and its log
+	// uploaded where possible. Result.FailureReason says why; its partial objects are left for
+	// the finalizer to remove.
 	Failed Ending = "Failed"
 	// Cancelled: the run stopped on ErrCancelRequested without another storage call; the
 	// caller records the cancel and then calls Result.FinishCancelled.
@@ -68,8 +69,7 @@ type Result struct {
 // Run runs one backup from the start of InProgress to its end: it discovers the cluster's
 // resources, lists and streams the selected items into the archive on the backup's own worker
 // pool, reports progress through req.OnProgress, and uploads the side files (resource list,
-// results, operations) and the log. A failure ends the run Failed with its objects removed but
-// the log; a cancel (ctx cancelled with ErrCancelRequested) ends it Cancelled at once, with no
+// results, operations) and the log. A failure ends the run Failed, its log uploaded; a cancel (ctx cancelled with ErrCancelRequested) ends it Cancelled at once, with no
 // further storage call. Run never returns an error: how it ended is in the Result.
 func (r *Runner) Run(ctx context.Context, req Request) *Result {
 	if req.Progress == nil {
@@ -199,15 +199,13 @@ func (r *Runner) finishRun(ctx context.Context, res *Result, out outcome) {
 	res.Ending = Finished
 }
 
-// failRun ends a run Failed: the operations it started are cancelled, its objects removed but
-// the log, which is uploaded where the store allows. Each storage call is bounded.
+// failRun ends a run Failed: the operations it started are cancelled and its log is uploaded
+// where the store allows (bounded). Its other objects are left for the finalizer, which
+// removes them (FinalizingFailed) with retries, whatever the storage does now.
 func (r *Runner) failRun(ctx context.Context, res *Result, reason string) {
 	res.Ending, res.FailureReason = Failed, reason
 	res.log.Error("Backup failed: " + reason)
 	res.Operations = r.cancelOperations(ctx, res, "the backup failed")
-	for _, key := range []string{res.req.Keys.Metadata, res.req.Keys.Archive, res.req.Keys.ResourceList, res.req.Keys.Results, res.req.Keys.ItemOperations} {
-		_ = r.storageCall(ctx, func(ctx context.Context) error { return res.req.Store.Delete(ctx, key) })
-	}
 	_ = r.putLog(ctx, res.req, res.log)
 }
 

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
@@ -58,12 +57,10 @@ type BackupReconciler struct {
 	APIReader client.Reader
 	Namespace string
 	Runner    *backup.Runner
-	// Dynamic deletes what an interrupted backup's async operations created.
-	Dynamic  dynamic.Interface
-	stores   stores
-	Clock    clock.Clock
-	Recorder events.EventRecorder
-	Gate     interface {
+	stores    stores
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
 		Wait(ctx context.Context) error
 	}
 	// ConcurrentBackups is MaxConcurrentReconciles.
@@ -315,12 +312,10 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 	case backup.Cancelled:
 		return r.endCancelledRun(ctx, b, res, cancelledWrite)
 	case backup.Failed:
-		now := metav1.NewTime(r.Clock.Now())
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Run", "Backup failed: %s", res.FailureReason)
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failing", "Run", "Backup failed: %s; removing its partial data", res.FailureReason)
 		return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
-			s.Phase = cairnv1.BackupPhaseFailed
+			s.Phase = cairnv1.BackupPhaseFinalizingFailed
 			s.FailureReason = res.FailureReason
-			s.CompletionTimestamp = &now
 			s.Progress = progress
 			s.Warnings, s.Errors = res.Warnings, res.Errors
 		}, nil)
@@ -382,13 +377,6 @@ func nextAfterInProgress(hadErrors, operationsPending bool) cairnv1.BackupPhase 
 	return cairnv1.BackupPhaseFinalizing
 }
 
-// removePartialBackup deletes every object of a backup but its log.
-func removePartialBackup(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) {
-	for _, key := range []string{keys.Metadata, keys.Archive, keys.ResourceList, keys.Results, keys.ItemOperations} {
-		_ = store.Delete(ctx, key)
-	}
-}
-
 // orphaned ends an InProgress backup that this process is not running: the process that ran
 // it stopped. The API server is asked, not the cache, which may still show InProgress for a
 // backup that this process just finished.
@@ -407,48 +395,36 @@ func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctr
 	if mutate, ok := r.unwritten.take(fresh.UID); ok {
 		return ctrl.Result{}, r.endRun(ctx, &fresh, mutate, nil)
 	}
-	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, r.stores, r.Dynamic, &fresh, r.Clock)
+	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, &fresh, r.Clock)
 }
 
 // afterInterruptedRun is where a backup goes that was InProgress when the operator stopped: a
 // cancelled (or deleted) one is cleaned up as cancelled, so a cancel is never lost; any other
-// fails.
+// fails, and its partial data is removed (both by the finalizer).
 func afterInterruptedRun(b *cairnv1.Backup) (cairnv1.BackupPhase, string) {
 	if _, _, cancelled := cancellation(b); cancelled {
 		return cairnv1.BackupPhaseFinalizingCancelled, ""
 	}
-	return cairnv1.BackupPhaseFailed, FailureReasonRestarted
+	return cairnv1.BackupPhaseFinalizingFailed, FailureReasonRestarted
 }
 
 // endInterruptedRun moves on a backup that was InProgress when the operator stopped (see
-// afterInterruptedRun). A failed one has its partial uploads and snapshots removed and keeps
-// its log; a cancelled one is cleaned up by the finalizer.
-func endInterruptedRun(ctx context.Context, c client.Client, st stores, dyn dynamic.Interface, b *cairnv1.Backup, clk clock.PassiveClock) error {
+// afterInterruptedRun). It touches no storage: the finalizer removes what the run left, with
+// retries, so a storage service that is down at the restart neither holds the restart nor
+// leaves the partial data behind for good.
+func endInterruptedRun(ctx context.Context, c client.Client, b *cairnv1.Backup, clk clock.PassiveClock) error {
 	next, failureReason := afterInterruptedRun(b)
-	if next == cairnv1.BackupPhaseFailed {
-		storeCtx, cancel := st.bounded(ctx)
-		if store, err := st.forBackup(storeCtx, b); err == nil {
-			removePartialBackup(storeCtx, store, store.Layout.Backup(b.Namespace, b.Name))
-		}
-		if dyn != nil {
-			_, _ = backup.DeleteSnapshots(storeCtx, dyn, b.UID)
-		}
-		cancel()
-	}
-	t := metav1.NewTime(clk.Now())
 	return patchBackupStatus(ctx, c, clk, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
-		if next == cairnv1.BackupPhaseFailed {
-			s.FailureReason = failureReason
-			s.CompletionTimestamp = &t
-		}
+		s.FailureReason = failureReason
 	})
 }
 
 // endInterruptedBackups is the restart-recovery step for InProgress backups (DESIGN.md
-// section 7): each fails, with its partial uploads removed, or, when it was cancelled or
-// deleted, goes to FinalizingCancelled.
-func endInterruptedBackups(c client.Client, st stores, dyn dynamic.Interface, clk clock.PassiveClock) RecoveryStep {
+// section 7): each goes to FinalizingFailed ("the operator restarted during the backup"), where
+// the finalizer removes its partial uploads, or, when it was cancelled or deleted, to
+// FinalizingCancelled. No storage call: the step is quick whatever the storage does.
+func endInterruptedBackups(c client.Client, clk clock.PassiveClock) RecoveryStep {
 	return RecoveryStep{Name: "end-interrupted-backups", Run: func(ctx context.Context) error {
 		var list cairnv1.BackupList
 		if err := c.List(ctx, &list); err != nil {
@@ -456,7 +432,7 @@ func endInterruptedBackups(c client.Client, st stores, dyn dynamic.Interface, cl
 		}
 		for i := range list.Items {
 			if b := &list.Items[i]; b.Status.Phase == cairnv1.BackupPhaseInProgress {
-				if err := endInterruptedRun(ctx, c, st, dyn, b, clk); err != nil && !apierrors.IsNotFound(err) {
+				if err := endInterruptedRun(ctx, c, b, clk); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("ending backup %s: %w", qualifiedName(b), err)
 				}
 			}

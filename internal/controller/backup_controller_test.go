@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -396,9 +397,12 @@ var _ = Describe("Backup restart recovery", Ordered, func() {
 		Expect(fs.Put(suiteCtx, keys.Archive, bytes.NewReader([]byte("partial")))).To(Succeed())
 		Expect(fs.Put(suiteCtx, keys.Logs, bytes.NewReader([]byte("log")))).To(Succeed())
 
-		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation"}}))
+		// The restart recovery fails it without a storage call; the finalizer removes the
+		// partial upload.
+		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation", "finalizer"}}))
 		got := waitPhase("was-running", cairnv1.BackupPhaseFailed)
 		Expect(got.Status.FailureReason).To(Equal(controller.FailureReasonRestarted))
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cairnv1.BackupConditionCleanedUp)).To(BeTrue())
 		Expect(fs.List(suiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
 	})
 })

@@ -81,7 +81,7 @@ func TestAfterInterruptedRun(t *testing.T) {
 		want       cairnv1.BackupPhase
 		wantReason string
 	}{
-		{"running", cairnv1.Backup{}, cairnv1.BackupPhaseFailed, FailureReasonRestarted},
+		{"running", cairnv1.Backup{}, cairnv1.BackupPhaseFinalizingFailed, FailureReasonRestarted},
 		{"cancelled", cairnv1.Backup{Spec: cairnv1.BackupSpec{Cancel: true}}, cairnv1.BackupPhaseFinalizingCancelled, ""},
 		{"deleted", cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, cairnv1.BackupPhaseFinalizingCancelled, ""},
 	}

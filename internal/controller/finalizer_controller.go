@@ -35,15 +35,16 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// FinalizerReconciler finishes backups. It owns Finalizing, FinalizingPartiallyFailed and
-// FinalizingCancelled. For the first two it adds the post-operation items of completed async
-// operations to a rebuilt archive, writes the metadata object (the commit marker, with the
-// archive's checksum) and moves the backup to Completed or PartiallyFailed; a cancel (or a
-// deletion) seen before the metadata is written sends it to FinalizingCancelled instead. For
-// FinalizingCancelled it removes everything of the backup from its location but the log (which
-// it appends the cancel to) and the VolumeSnapshots its operations created, then ends it in
-// Failed with condition Cancelled=True. A cleanup that fails is retried with backoff and the
-// backup stays in FinalizingCancelled, saying why.
+// FinalizerReconciler finishes backups. It owns Finalizing, FinalizingPartiallyFailed,
+// FinalizingCancelled and FinalizingFailed. For the first two it adds the post-operation items
+// of completed async operations to a rebuilt archive, checks the stored archive, writes the
+// metadata object (the commit marker, with the archive's checksum) and moves the backup to
+// Completed or PartiallyFailed; a cancel (or a deletion) seen before the metadata is written
+// sends it to FinalizingCancelled instead, and a backup that cannot be committed goes to
+// FinalizingFailed. For FinalizingCancelled and FinalizingFailed it removes everything of the
+// backup from its location but the log (which it appends the reason to) and the VolumeSnapshots
+// its operations created, then ends it in Failed (with Cancelled=True, or CleanedUp=True). A
+// cleanup that fails is retried with backoff and the backup stays where it is, saying why.
 type FinalizerReconciler struct {
 	client.Client
 	// APIReader reads around the cache: a cancel must be seen before the commit marker is written.
@@ -91,8 +92,11 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled {
-		return r.cleanUpCancelled(ctx, &b)
+	switch b.Status.Phase {
+	case cairnv1.BackupPhaseFinalizingCancelled:
+		return r.cleanUp(ctx, &b, r.cancelCleanup(&b))
+	case cairnv1.BackupPhaseFinalizingFailed:
+		return r.cleanUp(ctx, &b, r.failCleanup(&b))
 	}
 	final, ok := finalPhase(b.Status.Phase)
 	if !ok {
@@ -197,26 +201,19 @@ func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Back
 	return r.stores.open(ctx, bsl)
 }
 
-// failFinalizing ends a finalizing backup that cannot be committed in Failed, with the reason;
-// what it had uploaded is removed where the store allows, but the log. It is a departure from
-// DESIGN.md's owner table (Finalizing* → Completed, PartiallyFailed or FinalizingCancelled):
-// a backup without a commit marker is not restorable, so neither of those would be true.
+// failFinalizing moves a finalizing backup that cannot be committed to FinalizingFailed, with
+// the reason: its partial data is then removed like any failed backup's, and it ends Failed.
+// It is a departure from DESIGN.md's owner table (Finalizing* → Completed, PartiallyFailed or
+// FinalizingCancelled): a backup without a commit marker is not restorable, so neither of
+// those would be true.
 func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
-	if store, err := r.stores.forBackup(ctx, b); err == nil {
-		keys := store.Layout.Backup(b.Namespace, b.Name)
-		for _, key := range []string{keys.Metadata, keys.Archive, keys.ResourceList, keys.Results, keys.ItemOperations} {
-			_ = r.stores.call(ctx, func(ctx context.Context) error { return store.Delete(ctx, key) })
-		}
-	}
-	now := metav1.NewTime(r.Clock.Now())
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseFailed
+		s.Phase = cairnv1.BackupPhaseFinalizingFailed
 		s.FailureReason = reason
-		s.CompletionTimestamp = &now
 	}); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Finalize", "Backup failed: %s", reason)
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failing", "Finalize", "Backup failed: %s; removing its partial data", reason)
 	return nil
 }
 
@@ -232,9 +229,90 @@ func (r *FinalizerReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup
 	return nil
 }
 
-// cleanUpCancelled removes a cancelled backup's data and ends it in Failed, or, when that
-// fails, records why and tries again after a backoff.
-func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+// cleanup is what removing the data of a backup that will not be committed means for one of
+// the two phases that do it: FinalizingCancelled and FinalizingFailed. Both remove everything
+// under the backup's directory but its log, and the VolumeSnapshots it made, retried with
+// backoff, and end in Failed; they differ in what the log and the status say.
+type cleanup struct {
+	// what names the backup in messages ("cancelled backup", "failed backup").
+	what string
+	// failureReason is the backup's failureReason.
+	failureReason string
+	// condition is the condition type that says how the cleanup goes.
+	condition string
+	// logLine appends the reason of the cleanup to the backup's log.
+	logLine func(l *backup.Log)
+	// end writes the terminal status with message; eventType Warning when data was left.
+	end func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error
+}
+
+// cancelCleanup is the cleanup of a cancelled backup: Failed with the cancel's failureReason,
+// Cancelled=True and a Cancelled event.
+func (r *FinalizerReconciler) cancelCleanup(b *cairnv1.Backup) cleanup {
+	reason, failureReason, cancelled := cancellation(b)
+	if !cancelled {
+		// Cannot happen through the API (cancel never goes back), but no backup may stay here.
+		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
+	}
+	return cleanup{
+		what: "cancelled backup", failureReason: failureReason, condition: cairnv1.BackupConditionCancelled,
+		logLine: func(l *backup.Log) {
+			l.WithField("backup", qualifiedName(b)).WithField("requestedBy", cancelRequester(b)).
+				WithField("phase", string(cairnv1.BackupPhaseFinalizingCancelled)).
+				Warn(failureReason + "; removing the backup's data and keeping this log")
+		},
+		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
+			if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+				cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
+			}); err != nil {
+				return err
+			}
+			r.Recorder.Eventf(b, nil, eventType, "Cancelled", "Cancel", message)
+			return nil
+		},
+	}
+}
+
+// failCleanup is the cleanup of a failed backup: Failed with the failureReason it already has,
+// and CleanedUp=True (or False, saying what was left).
+func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
+	failureReason := b.Status.FailureReason
+	if failureReason == "" {
+		failureReason = "the backup failed"
+	}
+	return cleanup{
+		what: "failed backup", failureReason: failureReason, condition: cairnv1.BackupConditionCleanedUp,
+		logLine: func(l *backup.Log) {
+			l.WithField("backup", qualifiedName(b)).WithField("phase", string(cairnv1.BackupPhaseFinalizingFailed)).
+				Error("Backup failed: " + failureReason + "; removing its partial data and keeping this log")
+		},
+		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
+			now := metav1.NewTime(r.Clock.Now())
+			status, reason := metav1.ConditionTrue, cairnv1.ReasonDataRemoved
+			if eventType == corev1.EventTypeWarning {
+				status, reason = metav1.ConditionFalse, cairnv1.ReasonDataKept
+			}
+			if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+				s.Phase = cairnv1.BackupPhaseFailed
+				s.FailureReason = failureReason
+				s.CompletionTimestamp = &now
+				meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+					Type: cairnv1.BackupConditionCleanedUp, Status: status, Reason: reason,
+					Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
+				})
+			}); err != nil {
+				return err
+			}
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Finalize", "Backup failed: %s", message)
+			return nil
+		},
+	}
+}
+
+// cleanUp removes the data of a backup that will not be committed and ends it in Failed, or,
+// when that fails, records why and tries again after a backoff; once that lasted
+// --phase-timeout it ends Failed anyway, saying what was left.
+func (r *FinalizerReconciler) cleanUp(ctx context.Context, b *cairnv1.Backup, c cleanup) (ctrl.Result, error) {
 	if wait := r.retries.wait(b.UID); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -242,29 +320,23 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		// The run is uploading its log (bounded by the storage timeout): append after it.
 		return ctrl.Result{RequeueAfter: logUploadWait}, nil
 	}
-	reason, failureReason, cancelled := cancellation(b)
-	if !cancelled {
-		// Cannot happen through the API (cancel never goes back), but no backup may stay here.
-		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
-	}
 	if kept := dataKeptReason(ctx, r.stores, b); kept != "" {
 		// Nothing can (or may) be removed: end now rather than retry forever.
-		message := fmt.Sprintf("%s; its data was not removed: %s", failureReason, kept)
-		return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeWarning)
+		return ctrl.Result{}, r.endCleanup(ctx, b, c, fmt.Sprintf("%s; its data was not removed: %s", c.failureReason, kept), corev1.EventTypeWarning)
 	}
-	removed, snapshots, err := r.removeCancelledData(ctx, b)
+	removed, snapshots, err := r.removeData(ctx, b, c)
 	if err != nil && phaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
-		message := fmt.Sprintf("%s; not all of its data could be removed within %s: %v", failureReason, r.PhaseTimeout, err)
-		return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeWarning)
+		message := fmt.Sprintf("%s; not all of its data could be removed within %s: %v", c.failureReason, r.PhaseTimeout, err)
+		return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeWarning)
 	}
 	if err != nil {
 		failures, next := r.retries.failed(b.UID)
-		message := fmt.Sprintf("Removing the cancelled backup's data failed (attempt %d): %v; next attempt at %s",
-			failures, err, next.UTC().Format(time.RFC3339))
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cairnv1.ReasonCleanupFailed, "Cancel", message)
+		message := fmt.Sprintf("Removing the %s's data failed (attempt %d): %v; next attempt at %s",
+			c.what, failures, err, next.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cairnv1.ReasonCleanupFailed, "Cleanup", message)
 		if perr := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-				Type: cairnv1.BackupConditionCancelled, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonCleanupFailed,
+				Type: c.condition, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonCleanupFailed,
 				Message: message, ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 			})
 		}); perr != nil {
@@ -273,26 +345,22 @@ func (r *FinalizerReconciler) cleanUpCancelled(ctx context.Context, b *cairnv1.B
 		return ctrl.Result{RequeueAfter: next.Sub(r.Clock.Now())}, nil
 	}
 	message := fmt.Sprintf("%s: removed %d objects from the storage location and %d VolumeSnapshots; the log is kept",
-		failureReason, removed, snapshots)
-	return ctrl.Result{}, r.endCancelled(ctx, b, reason, failureReason, message, corev1.EventTypeNormal)
+		c.failureReason, removed, snapshots)
+	return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeNormal)
 }
 
-// endCancelled ends a cancelled backup in Failed, with a Cancelled event of eventType, and
-// forgets what this process remembered of its cleanup.
-func (r *FinalizerReconciler) endCancelled(ctx context.Context, b *cairnv1.Backup, reason, failureReason, message, eventType string) error {
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
-		cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
-	}); err != nil {
+// endCleanup ends the cleanup with c.end and forgets what this process remembered of it.
+func (r *FinalizerReconciler) endCleanup(ctx context.Context, b *cairnv1.Backup, c cleanup, message, eventType string) error {
+	if err := c.end(ctx, b, message, eventType); err != nil {
 		return err
 	}
 	r.retries.forget(b.UID)
 	r.logged.forget(b.UID)
-	r.Recorder.Eventf(b, nil, eventType, "Cancelled", "Cancel", message)
 	return nil
 }
 
-// dataKeptReason says why a cancelled backup's data cannot or must not be removed, if so: its
-// location is gone or ReadOnly, or the backup is being deleted with cairn.dev/keep-data.
+// dataKeptReason says why a backup's data cannot or must not be removed, if so: its location
+// is gone or ReadOnly, or the backup is being deleted with cairn.dev/keep-data.
 func dataKeptReason(ctx context.Context, st stores, b *cairnv1.Backup) string {
 	if b.DeletionTimestamp != nil && b.Annotations[cairnv1.KeepDataAnnotation] == "true" {
 		return fmt.Sprintf("the backup is being deleted with the annotation %s", cairnv1.KeepDataAnnotation)
@@ -307,11 +375,11 @@ func dataKeptReason(ctx context.Context, st stores, b *cairnv1.Backup) string {
 	return "" // other errors are met, and retried, by the cleanup itself
 }
 
-// removeCancelledData appends the cancel to the backup's log, then deletes every other object
+// removeData appends the cleanup's reason to the backup's log, then deletes every other object
 // under the backup's own directory (the metadata first: without it the backup is not
 // restorable, whatever else is left) and the VolumeSnapshots its operations created. Each call
 // is bounded by the storage timeout; every step is safe to repeat.
-func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv1.Backup) (removed, snapshots int, err error) {
+func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup, c cleanup) (removed, snapshots int, err error) {
 	var store *location.Store
 	var objects []string
 	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
@@ -327,7 +395,7 @@ func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
 	if _, done := r.logged.get(b.UID); !done {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return r.appendCancelToLog(ctx, store, keys, b, objects) }); err != nil {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return appendToLog(ctx, store, keys, objects, c.logLine) }); err != nil {
 			return 0, 0, err
 		}
 		r.logged.set(b.UID, struct{}{})
@@ -347,9 +415,9 @@ func (r *FinalizerReconciler) removeCancelledData(ctx context.Context, b *cairnv
 	return removed, snapshots, nil
 }
 
-// appendCancelToLog adds who cancelled the backup, and when, to its log (creating the log when
-// the backup never wrote one).
-func (r *FinalizerReconciler) appendCancelToLog(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, b *cairnv1.Backup, objects []string) error {
+// appendToLog adds what write logs to the backup's log (creating the log when the backup never
+// wrote one).
+func appendToLog(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, objects []string, write func(l *backup.Log)) error {
 	var stored []byte
 	if slices.Contains(objects, keys.Logs) {
 		rc, err := store.Get(ctx, keys.Logs)
@@ -362,12 +430,7 @@ func (r *FinalizerReconciler) appendCancelToLog(ctx context.Context, store stora
 			return fmt.Errorf("reading the log: %w", err)
 		}
 	}
-	_, failureReason, _ := cancellation(b)
-	data, err := backup.AppendLog(stored, func(l *backup.Log) {
-		l.WithField("backup", qualifiedName(b)).WithField("requestedBy", cancelRequester(b)).
-			WithField("phase", string(cairnv1.BackupPhaseFinalizingCancelled)).
-			Warn(failureReason + "; removing the backup's data and keeping this log")
-	})
+	data, err := backup.AppendLog(stored, write)
 	if err != nil {
 		return err
 	}
@@ -521,10 +584,10 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	cancelled := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
-		return ok && b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled
+		return ok && (b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled || b.Status.Phase == cairnv1.BackupPhaseFinalizingFailed)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("finalizer-cancelled").
+		Named("finalizer-cleanup").
 		For(&cairnv1.Backup{}, builder.WithPredicates(cancelled)).
 		Watches(&cairnv1.Backup{}, forget).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: cancelCleanupWorkers, RateLimiter: storageRateLimiter()}).

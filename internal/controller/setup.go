@@ -99,7 +99,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore, timeout: cfg.StorageTimeout}
 	recovery := NewStartupRecovery(append([]RecoveryStep{
-		endInterruptedBackups(mgr.GetClient(), st, dyn, cfg.Clock),
+		endInterruptedBackups(mgr.GetClient(), cfg.Clock),
 	}, cfg.RecoverySteps...)...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
@@ -128,7 +128,6 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			APIReader:         mgr.GetAPIReader(),
 			Namespace:         cfg.Namespace,
 			Runner:            runner,
-			Dynamic:           dyn,
 			stores:            st,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
