@@ -138,38 +138,42 @@ const FailureReasonCancelled = "Backup cancelled by user"
 // BackupSpec says what to back up and where. It is immutable once created, except that
 // cancel may be set to true.
 //
-// The first rule lists every field but cancel: a new field must be added to it.
+// The first rule lists every field but cancel: a new field must be added to it. Durations are
+// compared as strings first, so that an unchanged value is never parsed.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
+// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be changed back to false: a cancelled backup stays cancelled"
 type BackupSpec struct {
 	// IncludedNamespaces are the namespaces to back up; `*` wildcards are allowed. Empty means
 	// every namespace (or, for a Backup outside the operator's namespace, its own namespace).
+	// At most 100, each a namespace name or pattern of at most 63 characters.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=1000
-	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=63
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
 
-	// ExcludedNamespaces are namespaces to leave out; `*` wildcards are allowed.
+	// ExcludedNamespaces are namespaces to leave out; `*` wildcards are allowed. At most 100,
+	// each of at most 63 characters.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=1000
-	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=63
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
 	// IncludedResources are the resources to back up, by plural, singular or short name,
-	// optionally qualified by group (`deployments.apps`). Empty means every resource.
+	// optionally qualified by group (`deployments.apps`). Empty means every resource. At most
+	// 100, each of at most 253 characters (the longest name a CRD can have).
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=253
 	IncludedResources []string `json:"includedResources,omitempty"`
 
-	// ExcludedResources are resources to leave out, named as in includedResources.
+	// ExcludedResources are resources to leave out, named as in includedResources; at most 100.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=253
 	ExcludedResources []string `json:"excludedResources,omitempty"`
 
@@ -179,37 +183,46 @@ type BackupSpec struct {
 	// +optional
 	IncludeClusterResources *bool `json:"includeClusterResources,omitempty"`
 
-	// LabelSelector, when set, keeps only the items whose labels match it.
+	// LabelSelector, when set, keeps only the items whose labels match it: at most 20
+	// matchLabels and 20 matchExpressions. Keys, operators and values are checked when the
+	// backup is queued (FailedValidation).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 20",message="matchLabels may have at most 20 entries"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 20",message="matchExpressions may have at most 20 entries"
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
-	// OrLabelSelectors keeps the items whose labels match any of these selectors. It cannot be
-	// combined with labelSelector.
+	// OrLabelSelectors keeps the items whose labels match any of these selectors, each bounded
+	// as labelSelector is. It cannot be combined with labelSelector.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 20",message="matchLabels may have at most 20 entries"
+	// +kubebuilder:validation:items:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 20",message="matchExpressions may have at most 20 entries"
 	OrLabelSelectors []*metav1.LabelSelector `json:"orLabelSelectors,omitempty"`
 
 	// StorageLocation is the name of the BackupStorageLocation, in the operator's namespace,
 	// that receives the backup. Empty means the default location.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="storageLocation must be the name of a BackupStorageLocation: lowercase letters, digits, '-' and '.', beginning and ending with a letter or digit"
 	StorageLocation string `json:"storageLocation,omitempty"`
 
-	// TTL is how long the backup is kept before it is eligible for garbage collection.
+	// TTL is how long the backup is kept before it is eligible for garbage collection: from 1s
+	// to 87600h (10 years). There is no "never": 0 would mean expiring at once, so it is refused.
 	// +optional
 	// +kubebuilder:default="720h"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="ttl must be a duration from 1s to 87600h (10 years), such as 720h or 1h30m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// ItemOperationTimeout bounds how long async plugin operations (such as volume snapshots)
-	// may run before they are cancelled and counted as failed.
+	// may run before they are cancelled and counted as failed: from 1s to 87600h.
 	// +optional
 	// +kubebuilder:default="4h"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="itemOperationTimeout must be greater than zero"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="itemOperationTimeout must be a duration from 1s to 87600h (10 years), such as 4h or 30m"
 	ItemOperationTimeout *metav1.Duration `json:"itemOperationTimeout,omitempty"`
 
 	// SnapshotVolumes says whether volume snapshots are taken; unset means yes, where a
@@ -350,10 +363,13 @@ type BackupStatus struct {
 
 // Backup is one backup of Kubernetes resources (and, through plugins, volume snapshots) into a
 // BackupStorageLocation.
+// The name is bounded so that every storage key and file name of the backup fits the limits
+// of S3 (1024-byte keys) and of filesystems (255-byte names, with the temporary file's suffix).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=bk,categories=cairn
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 200",message="a Backup's name may have at most 200 characters, so that its storage keys and file names fit S3's and filesystems' limits"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`

@@ -59,13 +59,21 @@ const (
 
 // ObjectStorage names the bucket and the prefix inside it.
 type ObjectStorage struct {
-	// Bucket is the bucket that holds the backups (s3).
+	// Bucket is the bucket that holds the backups (s3): a bucket name as S3 defines it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == '' || (size(self) >= 3 && self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$') && !self.contains('..') && !self.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$'))",message="objectStorage.bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', beginning and ending with a letter or digit, without '..', and not an IP address"
 	Bucket string `json:"bucket,omitempty"`
-	// Prefix is the path inside the bucket (or directory) under which Cairn writes.
+	// Prefix is the path inside the bucket (or directory) under which Cairn writes: relative,
+	// made of letters, digits, '-', '_', '.' and '/', with no empty, '.' or '..' segment, so
+	// that no key can climb out of it or name the same place as another prefix. At most 256
+	// characters, which leaves the longest backup key within S3's 1024 bytes.
 	// +optional
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="objectStorage.prefix must be relative to the bucket: remove the leading '/'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._/-]*$')",message="objectStorage.prefix may contain only letters, digits, '-', '_', '.' and '/'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.]?(/|$)')",message="objectStorage.prefix must not have a '.' or '..' path segment: every key must stay under the prefix"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('//')",message="objectStorage.prefix must not have an empty path segment ('//')"
 	Prefix string `json:"prefix,omitempty"`
 }
 
@@ -102,11 +110,13 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:default=ReadWrite
 	AccessMode AccessMode `json:"accessMode,omitempty"`
 
-	// ValidationFrequency is how often the location is checked.
+	// ValidationFrequency is how often the location is checked: 0s turns the periodic check off
+	// (the location is still checked when it or its Secret changes), else from 1s to 87600h.
 	// +optional
 	// +kubebuilder:default="1m"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && (duration(self) == duration('0s') || duration(self) >= duration('1s')) && duration(self) <= duration('87600h')",message="validationFrequency must be 0s (off) or a duration from 1s to 87600h (10 years), such as 1m or 1h"
 	ValidationFrequency *metav1.Duration `json:"validationFrequency,omitempty"`
 }
 

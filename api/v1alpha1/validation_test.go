@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -58,20 +59,13 @@ var _ = Describe("Backup CRD", func() {
 	})
 
 	DescribeTable("rejects bad specs at creation",
-		func(patch string, want string) {
-			// An unstructured object, so that the raw JSON reaches the API server as written.
-			u := &unstructured.Unstructured{}
-			Expect(u.UnmarshalJSON([]byte(fmt.Sprintf(`{"apiVersion":"cairn.dev/v1alpha1","kind":"Backup","metadata":{"name":%q,"namespace":"default"},"spec":%s}`, uniqueName("bad"), patch)))).To(Succeed())
-			err := k8sClient.Create(ctx, u)
+		func(spec string, want string) {
+			err := createRaw("Backup", "", spec)
 			Expect(err).To(HaveOccurred())
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
 			Expect(err.Error()).To(ContainSubstring(want))
 		},
-		Entry("a ttl that is not a duration", `{"ttl":"forever"}`, "spec.ttl"),
-		Entry("a negative ttl", `{"ttl":"-1h"}`, "spec.ttl"),
-		Entry("a zero itemOperationTimeout", `{"itemOperationTimeout":"0s"}`, "itemOperationTimeout must be greater than zero"),
 		Entry("an unknown field type", `{"includedNamespaces":"ns1"}`, "spec.includedNamespaces"),
-		Entry("a too long location name", fmt.Sprintf(`{"storageLocation":%q}`, longName(254)), "spec.storageLocation"),
 	)
 
 	DescribeTable("rejects every change of an immutable field with a plain message",
@@ -203,9 +197,193 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 })
 
 func longName(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = 'a'
-	}
-	return string(b)
+	return strings.Repeat("a", n)
 }
+
+// createRaw creates an object of kind in namespace default from raw JSON (an unstructured
+// object, so that it reaches the API server exactly as written). An empty name is made unique.
+func createRaw(kind, name, spec string) error {
+	if name == "" {
+		name = uniqueName("raw")
+	}
+	u := &unstructured.Unstructured{}
+	Expect(u.UnmarshalJSON([]byte(fmt.Sprintf(`{"apiVersion":"cairn.dev/v1alpha1","kind":%q,"metadata":{"name":%q,"namespace":"default"},"spec":%s}`,
+		kind, name, spec)))).To(Succeed())
+	return k8sClient.Create(ctx, u)
+}
+
+// The messages of the duration rules (docs/validation.md).
+const (
+	ttlMessage                  = "ttl must be a duration from 1s to 87600h (10 years)"
+	itemOperationTimeoutMessage = "itemOperationTimeout must be a duration from 1s to 87600h (10 years)"
+	validationFrequencyMessage  = "validationFrequency must be 0s (off) or a duration from 1s to 87600h (10 years)"
+)
+
+// worstParseableDuration is the largest sum the duration rules' pattern lets through within
+// maxLength 32: CEL's duration() must parse it (not fail evaluating) so the range check can
+// refuse it with its own message.
+const worstParseableDuration = "99999h9999999m999999999s9999ms"
+
+// jsonStrings is a JSON list of n distinct strings of exactly width characters.
+func jsonStrings(n, width int) string {
+	items := make([]string, n)
+	for i := range items {
+		s := fmt.Sprintf("x%d-", i)
+		items[i] = fmt.Sprintf("%q", s+strings.Repeat("a", width-len(s)))
+	}
+	return "[" + strings.Join(items, ",") + "]"
+}
+
+// jsonSelector is a label selector with the given numbers of matchLabels and matchExpressions,
+// each expression an In with values.
+func jsonSelector(labels, expressions, values int) string {
+	ls := make([]string, labels)
+	for i := range ls {
+		ls[i] = fmt.Sprintf(`"key-%d":"value"`, i)
+	}
+	vs := make([]string, values)
+	for i := range vs {
+		vs[i] = fmt.Sprintf(`"v%d"`, i)
+	}
+	es := make([]string, expressions)
+	for i := range es {
+		es[i] = fmt.Sprintf(`{"key":"expr-%d","operator":"In","values":[%s]}`, i, strings.Join(vs, ","))
+	}
+	return fmt.Sprintf(`{"matchLabels":{%s},"matchExpressions":[%s]}`, strings.Join(ls, ","), strings.Join(es, ","))
+}
+
+// jsonSelectors is a JSON list of n selectors.
+func jsonSelectors(n int, selector string) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(selector+",", n), ",") + "]"
+}
+
+// The bad-input table, part one: what the API server refuses. Part two, what passes admission
+// and ends in FailedValidation, is internal/controller/badinput_test.go.
+var _ = Describe("Bad input refused at admission", func() {
+	DescribeTable("Backup",
+		func(name, spec string, want ...string) {
+			err := createRaw("Backup", name, spec)
+			Expect(err).To(HaveOccurred())
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
+			for _, w := range want {
+				Expect(err.Error()).To(ContainSubstring(w))
+			}
+			// A rule that failed to evaluate would say so; every refusal must be a plain message.
+			Expect(err.Error()).NotTo(ContainSubstring("evaluating rule"))
+			Expect(err.Error()).NotTo(ContainSubstring("invalid duration"))
+		},
+		Entry("a ttl that overflows Go's duration parser", "", `{"ttl":"9999999999999h"}`, ttlMessage),
+		Entry("a ttl of the most hours Go can parse, plus one", "", `{"ttl":"2562048h"}`, ttlMessage),
+		Entry("a ttl of max int64 nanoseconds", "", `{"ttl":"9223372036854775807ns"}`, ttlMessage),
+		Entry("the largest ttl the pattern lets through", "", fmt.Sprintf(`{"ttl":%q}`, worstParseableDuration), ttlMessage),
+		Entry("a ttl just over ten years", "", `{"ttl":"87600h1s"}`, ttlMessage),
+		Entry("a ttl of zero", "", `{"ttl":"0s"}`, ttlMessage),
+		Entry("a tiny ttl", "", `{"ttl":"999ms"}`, ttlMessage),
+		Entry("a negative ttl", "", `{"ttl":"-1h"}`, ttlMessage),
+		Entry("a ttl that is not a duration", "", `{"ttl":"forever"}`, ttlMessage),
+		Entry("an empty ttl", "", `{"ttl":""}`, ttlMessage),
+		Entry("a ttl in days", "", `{"ttl":"30d"}`, ttlMessage),
+		Entry("a ttl with a space", "", `{"ttl":"1h 30m"}`, ttlMessage),
+		Entry("a ttl with a unit twice", "", `{"ttl":"1h1h"}`, ttlMessage),
+		Entry("a ttl longer than 32 characters", "", fmt.Sprintf(`{"ttl":"%sh"}`, strings.Repeat("0", 32)), "spec.ttl: Too long"),
+		Entry("an itemOperationTimeout that overflows", "", `{"itemOperationTimeout":"9999999999999h"}`, itemOperationTimeoutMessage),
+		Entry("a zero itemOperationTimeout", "", `{"itemOperationTimeout":"0s"}`, itemOperationTimeoutMessage),
+		Entry("a tiny itemOperationTimeout", "", `{"itemOperationTimeout":"1ns"}`, itemOperationTimeoutMessage),
+		Entry("101 includedNamespaces", "", fmt.Sprintf(`{"includedNamespaces":%s}`, jsonStrings(101, 10)), "spec.includedNamespaces: Too many"),
+		Entry("101 excludedNamespaces", "", fmt.Sprintf(`{"excludedNamespaces":%s}`, jsonStrings(101, 10)), "spec.excludedNamespaces: Too many"),
+		Entry("a namespace pattern of 64 characters", "", fmt.Sprintf(`{"includedNamespaces":[%q]}`, longName(63)+"*"), "spec.includedNamespaces[0]: Too long"),
+		Entry("101 includedResources", "", fmt.Sprintf(`{"includedResources":%s}`, jsonStrings(101, 10)), "spec.includedResources: Too many"),
+		Entry("101 excludedResources", "", fmt.Sprintf(`{"excludedResources":%s}`, jsonStrings(101, 10)), "spec.excludedResources: Too many"),
+		Entry("a resource name of 254 characters", "", fmt.Sprintf(`{"excludedResources":[%q]}`, longName(254)), "spec.excludedResources[0]: Too long"),
+		Entry("21 matchLabels", "", fmt.Sprintf(`{"labelSelector":%s}`, jsonSelector(21, 0, 0)), "spec.labelSelector: Invalid value", "matchLabels may have at most 20 entries"),
+		Entry("21 matchExpressions", "", fmt.Sprintf(`{"labelSelector":%s}`, jsonSelector(0, 21, 1)), "spec.labelSelector: Invalid value", "matchExpressions may have at most 20 entries"),
+		Entry("21 orLabelSelectors", "", fmt.Sprintf(`{"orLabelSelectors":%s}`, jsonSelectors(21, `{}`)), "spec.orLabelSelectors: Too many"),
+		Entry("21 matchLabels in an orLabelSelector", "", fmt.Sprintf(`{"orLabelSelectors":[{},%s]}`, jsonSelector(21, 0, 0)), "spec.orLabelSelectors[1]: Invalid value", "matchLabels may have at most 20 entries"),
+		Entry("a storage location that climbs a directory", "", `{"storageLocation":"../other"}`, "storageLocation must be the name of a BackupStorageLocation"),
+		Entry("a storage location in capitals", "", `{"storageLocation":"Default"}`, "storageLocation must be the name of a BackupStorageLocation"),
+		Entry("a storage location of 254 characters", "", fmt.Sprintf(`{"storageLocation":%q}`, longName(254)), "spec.storageLocation: Too long"),
+		Entry("a name of 201 characters", longName(201), `{}`, "a Backup's name may have at most 200 characters"),
+		Entry("a name that is not a DNS subdomain", "Nightly_Backup", `{}`, "metadata.name"),
+	)
+
+	DescribeTable("BackupStorageLocation",
+		func(name, spec, want string) {
+			err := createRaw("BackupStorageLocation", name, spec)
+			Expect(err).To(HaveOccurred())
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
+			Expect(err.Error()).To(ContainSubstring(want))
+			Expect(err.Error()).NotTo(ContainSubstring("evaluating rule"))
+		},
+		Entry("a validationFrequency that overflows", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"9999999999999h"}`, validationFrequencyMessage),
+		Entry("the largest validationFrequency the pattern lets through", "", fmt.Sprintf(`{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":%q}`, worstParseableDuration), validationFrequencyMessage),
+		Entry("a validationFrequency under a second", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"500ms"}`, validationFrequencyMessage),
+		Entry("a validationFrequency of a nanosecond", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"1ns"}`, validationFrequencyMessage),
+		Entry("a negative validationFrequency", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"-1m"}`, validationFrequencyMessage),
+		Entry("a prefix that is ..", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":".."}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
+		Entry("a prefix that starts with ../", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"../other"}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
+		Entry("a prefix with a .. segment inside", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"a/../b"}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
+		Entry("a prefix that ends with /..", "", `{"provider":"filesystem","config":{"path":"/d"},"objectStorage":{"prefix":"a/.."}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
+		Entry("a prefix with a . segment", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"a/./b"}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
+		Entry("an absolute prefix", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"/abs"}}`, "objectStorage.prefix must be relative to the bucket"),
+		Entry("a prefix with an empty segment", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"a//b"}}`, "objectStorage.prefix must not have an empty path segment"),
+		Entry("a prefix with a backslash", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"a\\..\\b"}}`, "objectStorage.prefix may contain only letters, digits"),
+		Entry("a prefix with a space", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"cluster a"}}`, "objectStorage.prefix may contain only letters, digits"),
+		Entry("a prefix with a NUL", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"a\u0000b"}}`, "objectStorage.prefix may contain only letters, digits"),
+		Entry("a prefix of 257 characters", "", fmt.Sprintf(`{"provider":"s3","objectStorage":{"bucket":"backups","prefix":%q}}`, longName(257)), "spec.objectStorage.prefix: Too long"),
+		Entry("a bucket in capitals with an underscore", "", `{"provider":"s3","objectStorage":{"bucket":"My_Bucket"}}`, "objectStorage.bucket must be an S3 bucket name"),
+		Entry("a bucket of two characters", "", `{"provider":"s3","objectStorage":{"bucket":"ab"}}`, "objectStorage.bucket must be an S3 bucket name"),
+		Entry("a bucket that looks like an IP address", "", `{"provider":"s3","objectStorage":{"bucket":"192.168.1.1"}}`, "objectStorage.bucket must be an S3 bucket name"),
+		Entry("a bucket with ..", "", `{"provider":"s3","objectStorage":{"bucket":"a..b"}}`, "objectStorage.bucket must be an S3 bucket name"),
+		Entry("a bucket that starts with -", "", `{"provider":"s3","objectStorage":{"bucket":"-backups"}}`, "objectStorage.bucket must be an S3 bucket name"),
+		Entry("a bucket with a slash", "", `{"provider":"s3","objectStorage":{"bucket":"backups/other"}}`, "objectStorage.bucket must be an S3 bucket name"),
+		Entry("a bucket of 64 characters", "", fmt.Sprintf(`{"provider":"s3","objectStorage":{"bucket":%q}}`, longName(64)), "spec.objectStorage.bucket: Too long"),
+		Entry("a name that is not a DNS subdomain", "Primary_Store", `{"provider":"filesystem","config":{"path":"/d"}}`, "metadata.name"),
+		Entry("a name that climbs a directory", "..", `{"provider":"filesystem","config":{"path":"/d"}}`, "metadata.name"),
+	)
+})
+
+var _ = Describe("Limits accepted at admission", func() {
+	DescribeTable("Backup",
+		func(name, spec string) {
+			Expect(createRaw("Backup", name, spec)).To(Succeed())
+		},
+		Entry("a ttl of exactly ten years", "", `{"ttl":"87600h"}`),
+		Entry("a ttl of ten years as Go writes it", "", `{"ttl":"87600h0m0s"}`),
+		Entry("the longest ttl Go writes", "", `{"ttl":"87599h59m59.999999999s"}`),
+		Entry("a ttl of ten years in minutes", "", `{"ttl":"5256000m"}`),
+		Entry("a ttl of ten years in seconds", "", `{"ttl":"315360000s"}`),
+		Entry("a ttl of ten years in nanoseconds", "", `{"ttl":"315360000000000000ns"}`),
+		Entry("a ttl of one second", "", `{"ttl":"1s"}`),
+		Entry("a fractional ttl", "", `{"ttl":"1.5h"}`),
+		Entry("a ttl with every unit", "", `{"ttl":"1h1m1s1ms1us1ns"}`),
+		Entry("an itemOperationTimeout of a second and a half", "", `{"itemOperationTimeout":"1s500ms"}`),
+		Entry("a max-size spec", "", fmt.Sprintf(`{"includedNamespaces":%s,"excludedNamespaces":%s,"includedResources":%s,"excludedResources":%s,"orLabelSelectors":%s}`,
+			jsonStrings(100, 63), jsonStrings(100, 63), jsonStrings(100, 253), jsonStrings(100, 253), jsonSelectors(20, jsonSelector(20, 20, 5)))),
+		Entry("a name of 200 characters", longName(200), `{}`),
+		Entry("a storage location with dots", "", `{"storageLocation":"primary.eu-west-1"}`),
+	)
+
+	DescribeTable("BackupStorageLocation",
+		func(spec string) {
+			Expect(createRaw("BackupStorageLocation", "", spec)).To(Succeed())
+		},
+		Entry("validationFrequency 0s (off)", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"0s"}`),
+		Entry("validationFrequency 1s", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"1s"}`),
+		Entry("validationFrequency of ten years", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"87600h"}`),
+		Entry("a nested prefix with a trailing slash", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"clusters/eu-1/"}}`),
+		Entry("a prefix whose segments only contain dots", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"v1..2/.hidden/a.b_c"}}`),
+		Entry("a prefix of 256 characters", fmt.Sprintf(`{"provider":"s3","objectStorage":{"bucket":"backups","prefix":%q}}`, longName(256))),
+		Entry("a bucket with dots and dashes", `{"provider":"s3","objectStorage":{"bucket":"my.backups-1"}}`),
+		Entry("a bucket of three characters", `{"provider":"s3","objectStorage":{"bucket":"abc"}}`),
+		Entry("a bucket of 63 characters", fmt.Sprintf(`{"provider":"s3","objectStorage":{"bucket":%q}}`, longName(63))),
+	)
+
+	It("accepts every duration a Go client writes up to ten years, and keeps it unchanged on update", func() {
+		longest := 87600*time.Hour - time.Nanosecond
+		b := newBackup(cairnv1.BackupSpec{TTL: &metav1.Duration{Duration: longest}, ItemOperationTimeout: &metav1.Duration{Duration: time.Second}})
+		Expect(k8sClient.Create(ctx, b)).To(Succeed())
+		Expect(b.Spec.TTL.Duration).To(Equal(longest))
+		b.Labels = map[string]string{"touched": "yes"}
+		Expect(k8sClient.Update(ctx, b)).To(Succeed())
+	})
+})
