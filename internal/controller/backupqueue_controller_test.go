@@ -324,7 +324,8 @@ var _ = Describe("Backup queue", Ordered, func() {
 		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		spec := cairnv1.BackupSpec{}
 		for i := range 60 {
-			spec.IncludedNamespaces = append(spec.IncludedNamespaces, fmt.Sprintf("Bad_%d_%s", i, strings.Repeat("x", 200)))
+			// Within the CRD's limits (63 characters each), but not namespace names.
+			spec.IncludedNamespaces = append(spec.IncludedNamespaces, fmt.Sprintf("Bad_%d_%s", i, strings.Repeat("x", 50)))
 		}
 		createBackup(operatorNamespace, "many-problems", spec)
 		createBackup(operatorNamespace, "after-many-problems", cairnv1.BackupSpec{IncludedNamespaces: []string{"fine"}})

@@ -3,8 +3,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -404,6 +402,15 @@ func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup,
 	if err != nil {
 		return removed, 0, err
 	}
+	// What List does not show: an upload a killed manager left incomplete (an S3 multipart
+	// upload, whose parts the bucket keeps and bills; a filesystem temp file).
+	if err := r.stores.call(ctx, func(ctx context.Context) error {
+		aborted, err := storage.AbortIncompleteUploads(ctx, store.ObjectStore, keys.Dir)
+		removed += aborted
+		return err
+	}); err != nil {
+		return removed, 0, err
+	}
 	if r.Dynamic != nil {
 		if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
 			snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
@@ -489,58 +496,38 @@ func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backu
 			return storage.ArchiveDigest{}, warnings, err
 		}
 	}
-	got, err := verifyArchive(ctx, store, keys.Archive, want)
-	return got, warnings, err
+	if want.SHA256 == "" {
+		// A backup written before the digest was kept in its status: take the stored one.
+		var err error
+		if want, err = archiveDigest(ctx, store, keys); err != nil {
+			return storage.ArchiveDigest{}, warnings, err
+		}
+	}
+	// Before the commit marker: the stored archive must be the one uploaded, and readable.
+	if err := storage.VerifyArchive(ctx, store, keys.Archive, want); err != nil {
+		if errors.Is(err, storage.ErrChecksumMismatch) || errors.Is(err, storage.ErrArchiveUnreadable) {
+			return storage.ArchiveDigest{}, warnings, permanent(err)
+		}
+		return storage.ArchiveDigest{}, warnings, err
+	}
+	return want, warnings, nil
 }
 
-// errChecksumMismatch: the stored archive is not the one that was uploaded.
-var errChecksumMismatch = errors.New("archive checksum mismatch")
-
-// verifyArchive reads the stored archive to its end, as gzip+tar, and checks its digest
-// against want (which a backup written before the digest was kept lacks: then only the
-// reading is checked). It returns the stored archive's digest.
-func verifyArchive(ctx context.Context, store storage.ObjectStore, key string, want storage.ArchiveDigest) (storage.ArchiveDigest, error) {
-	rc, err := store.Get(ctx, key)
+// archiveDigest reads the stored archive and computes its checksum.
+func archiveDigest(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, error) {
+	rc, err := store.Get(ctx, keys.Archive)
 	if err != nil {
 		return storage.ArchiveDigest{}, fmt.Errorf("reading the archive back: %w", err)
 	}
 	defer rc.Close()
-	hash := sha256.New()
-	counted := &countingWriter{w: hash}
-	if err := archive.Each(io.TeeReader(rc, counted), func(archive.Entry) error { return nil }); err != nil {
-		if ctx.Err() != nil {
-			return storage.ArchiveDigest{}, ctx.Err()
-		}
-		return storage.ArchiveDigest{}, permanent(fmt.Errorf("the stored archive cannot be read: %w", err))
-	}
-	// The tar end marker is not the end of the gzip stream: read whatever is left.
-	if _, err := io.Copy(counted, rc); err != nil {
-		return storage.ArchiveDigest{}, fmt.Errorf("reading the archive back: %w", err)
-	}
-	got := storage.ArchiveDigest{SHA256: hex.EncodeToString(hash.Sum(nil)), Size: counted.n}
-	if want.SHA256 != "" && (got.SHA256 != want.SHA256 || got.Size != want.Size) {
-		return got, permanent(fmt.Errorf("%w: the stored archive (sha256 %s, %d bytes) is not the one uploaded (sha256 %s, %d bytes)",
-			errChecksumMismatch, got.SHA256, got.Size, want.SHA256, want.Size))
-	}
-	return got, nil
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return storage.Digest(rc)
 }
 
 // DefaultFinalizerWorkers is how many backups the finalizer finalizes at once.
 const DefaultFinalizerWorkers = 4
 
-// cancelCleanupWorkers is how many cancelled backups are cleaned up at once, by workers that
-// finalizing backups never occupy.
+// cancelCleanupWorkers is how many cancelled or failed backups are cleaned up at once, by
+// workers that finalizing backups never occupy.
 const cancelCleanupWorkers = 2
 
 // SetupWithManager registers the reconciler twice: for Finalizing* backups, with Workers

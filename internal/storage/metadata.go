@@ -47,12 +47,18 @@ type ArchiveDigest struct {
 	Size   int64
 }
 
-// PutArchive streams r into the archive key and returns its digest, computed on the way.
-func PutArchive(ctx context.Context, s ObjectStore, key string, r io.Reader) (ArchiveDigest, error) {
+// PutArchive streams r into the archive key and returns its digest, computed on the way. An
+// upload that moves no bytes for the idle timeout (DefaultIdleTimeout unless WithIdleTimeout
+// says otherwise) fails with ErrStalled: the store stopped reading, or r stopped producing. A
+// reader that can be closed with an error (an io.PipeReader) is closed then, so that a Read
+// blocked on a silent writer returns too.
+func PutArchive(ctx context.Context, s ObjectStore, key string, r io.Reader, opts ...TransferOption) (ArchiveDigest, error) {
 	h := sha256.New()
-	cr := &countingReader{r: io.TeeReader(r, h)}
-	if err := s.Put(ctx, key, cr); err != nil {
-		return ArchiveDigest{}, err
+	w, stop := watchIdle(ctx, newTransferOptions(opts), "uploading "+key, closerWithError(r))
+	defer stop()
+	cr := &countingReader{r: io.TeeReader(w.reader(r), h)}
+	if err := s.Put(w.ctx, key, cr); err != nil {
+		return ArchiveDigest{}, w.err(err)
 	}
 	return ArchiveDigest{SHA256: hex.EncodeToString(h.Sum(nil)), Size: cr.n}, nil
 }

@@ -1,0 +1,76 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cairn-backup/cairn/internal/archive"
+)
+
+// ErrArchiveUnreadable means a stored archive has the bytes that were uploaded, but they are
+// not a gzip-compressed tar that reads to its end: what was written was already broken.
+var ErrArchiveUnreadable = errors.New("archive is not a readable tar.gz")
+
+// VerifyArchive reads the archive at key back from the store and checks that it is what was
+// uploaded (want, the digest PutArchive computed on the way) and a gzip-compressed tar that
+// reads to its end. Call it before writing the commit marker, so that no backup is committed
+// over an archive that cannot be restored. Its errors:
+//   - ErrChecksumMismatch: the stored bytes differ from the uploaded ones (corrupted or
+//     truncated in storage);
+//   - ErrArchiveUnreadable: the bytes are the uploaded ones, but they are not a readable
+//     tar.gz;
+//   - ErrNotFound: there is no archive;
+//   - anything else (ErrStalled, the context's, the store's) is a failure to read, which may
+//     pass: nothing is known about the archive.
+//
+// The read has the same idle-progress timeout as PutArchive (opts), so a large archive may
+// take as long as it needs while a stalled read fails.
+func VerifyArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDigest, opts ...TransferOption) error {
+	w, stop := watchIdle(ctx, newTransferOptions(opts), "reading "+key+" back", nil)
+	defer stop()
+	rc, err := s.Get(w.ctx, key)
+	if err != nil {
+		return w.err(err)
+	}
+	defer rc.Close()
+
+	src := &sourceReader{r: contextReader{w.ctx, w.reader(rc)}}
+	h := sha256.New()
+	cr := &countingReader{r: io.TeeReader(src, h)}
+	formatErr := archive.Each(cr, func(archive.Entry) error { return nil })
+	// Whatever the tar reader left (the gzip trailer, or everything after a format error) still
+	// counts for the digest.
+	if _, err := io.Copy(io.Discard, cr); err != nil && src.err == nil {
+		src.err = err
+	}
+	if src.err != nil {
+		return fmt.Errorf("reading %s back: %w", key, w.err(src.err))
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want.SHA256 || cr.n != want.Size {
+		return fmt.Errorf("%s: %w: stored sha256 %s (%d bytes), uploaded %s (%d bytes)",
+			key, ErrChecksumMismatch, got, cr.n, want.SHA256, want.Size)
+	}
+	if formatErr != nil {
+		return fmt.Errorf("%s: %w: %w", key, ErrArchiveUnreadable, formatErr)
+	}
+	return nil
+}
+
+// sourceReader remembers the first error of the store's reader other than io.EOF, so that a
+// failure to read is never taken for a broken archive.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
