@@ -169,7 +169,11 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	if problem == nil {
 		store, problem, err = r.openFor(ctx, b, bsl)
 		if err != nil {
-			return r.waitForStorage(ctx, b, err, 0)
+			ctrl.LoggerFrom(ctx).Info("Backup waits for its storage location", "backup", qualifiedName(b), "error", err.Error())
+			return r.waitForStorage(ctx, b, r.toTenant(b, bsl.Name, err), 0)
+		}
+		if errors.Is(problem, location.ErrConfig) {
+			problem = r.toTenant(b, bsl.Name, problem)
 		}
 	}
 	if problem != nil {
@@ -284,9 +288,20 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 	case bsl.Status.Phase == "":
 		return nil, errNotValidatedYet, nil
 	case bsl.Status.Phase != cairnv1.StorageLocationPhaseAvailable:
-		return nil, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message), nil
+		return nil, r.toTenant(b, bsl.Name, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message)), nil
 	}
 	return bsl, nil, nil
+}
+
+// toTenant is err as a backup's status and events may say it: for a team's backup (outside
+// the operator's namespace) a location's problem names nothing of its configuration — no
+// endpoint, bucket, path or Secret — and the details stay in the manager's log and the
+// location's own status.
+func (r *BackupReconciler) toTenant(b *cairnv1.Backup, locationName string, err error) error {
+	if err == nil || b.Namespace == r.Namespace {
+		return err
+	}
+	return errors.New(location.TenantMessage(locationName))
 }
 
 // run runs an InProgress backup to the end of InProgress and writes how it ended. runCtx is

@@ -138,3 +138,42 @@ func TestRunEndingSurvivesATransientAPIError(t *testing.T) {
 		t.Errorf("phaseTransitionTime = %v, want %v (set with the phase)", current.Status.PhaseTransitionTime, start)
 	}
 }
+
+func TestStartTellsTenantsNothingOfTheLocation(t *testing.T) {
+	start := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	secretDetails := "bucket backups at http://10.1.2.3:9000: access denied with the key of Secret cairn-system/s3-creds"
+	for _, tt := range []struct {
+		namespace string
+		wantSays  string
+		wantHides bool
+	}{
+		{namespace: "team-a", wantSays: "storage location s3 cannot be used now", wantHides: true},
+		{namespace: "cairn-system", wantSays: secretDetails},
+	} {
+		t.Run(tt.namespace, func(t *testing.T) {
+			bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: "cairn-system"},
+				Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderS3, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"}},
+				Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseUnavailable, Message: secretDetails}}
+			b := readyToStart(tt.namespace, cairnv1.BackupSpec{}, "s3", start)
+			r, c := newBackupReconciler(t, clocktesting.NewFakeClock(start), interceptor.Funcs{}, bsl, b)
+			req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: tt.namespace, Name: "b"}}
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			var got cairnv1.Backup
+			if err := c.Get(context.Background(), req.NamespacedName, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != cairnv1.BackupPhaseFailedValidation || len(got.Status.ValidationErrors) != 1 {
+				t.Fatalf("phase %s, validationErrors %q", got.Status.Phase, got.Status.ValidationErrors)
+			}
+			msg := got.Status.ValidationErrors[0]
+			if !strings.Contains(msg, tt.wantSays) {
+				t.Errorf("validationErrors = %q, want it to say %q", msg, tt.wantSays)
+			}
+			if hides := !strings.Contains(msg, "10.1.2.3") && !strings.Contains(msg, "s3-creds"); hides != tt.wantHides {
+				t.Errorf("validationErrors = %q: hides the location's details = %v, want %v", msg, hides, tt.wantHides)
+			}
+		})
+	}
+}

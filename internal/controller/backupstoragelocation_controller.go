@@ -60,7 +60,14 @@ func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctr
 		return ctrl.Result{}, err
 	}
 
-	validationErr := r.validate(ctx, &bsl)
+	// A location whose objects would nest with an older one's is refused before any storage
+	// call: deleting a backup of one could remove the other's objects.
+	validationErr := error(nil)
+	if others := location.Nested(all.Items, &bsl); len(others) > 0 {
+		validationErr = location.NestedError(others)
+	} else {
+		validationErr = r.validate(ctx, &bsl)
+	}
 	_, conflicting := location.Defaults(all.Items)
 	next := locationStatus(bsl.Status, bsl.Generation, validationErr, conflicting, bsl.Spec.Default, metav1.NewTime(r.Clock.Now()))
 
