@@ -184,7 +184,9 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 			bsl := createLocation(s3Spec(server, "backups", "no-such-secret"))
 			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "credential secret cairn-system/no-such-secret does not exist")
 			createCredentialSecret("s3-malformed", "[default]\naws_access_key_id = x\n")
-			bsl2 := createLocation(s3Spec(server, "backups", "s3-malformed"))
+			spec2 := s3Spec(server, "backups", "s3-malformed")
+			spec2.ObjectStorage.Prefix = "second" // its own prefix: locations that nest are refused
+			bsl2 := createLocation(spec2)
 			eventuallyLocation(bsl2, cairnv1.StorageLocationPhaseUnavailable, "has no aws_secret_access_key")
 		})
 

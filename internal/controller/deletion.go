@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,4 +105,67 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 		return stepVerify, ""
 	}
 	return stepFail, in.Record.Message
+}
+
+// DefaultConcurrentDeletions is how many backups' data are deleted at once, at most: a burst of
+// deletions (a namespace of backups deleted at once) neither starts a goroutine per backup nor
+// floods the storage service.
+const DefaultConcurrentDeletions = 4
+
+// deletionSlots runs at most limit deletions at once. The others wait in line, first come first
+// served, and start as running ones end; waiting costs a list entry, not a goroutine, and
+// submitting never blocks the reconciler. A waiting deletion is recorded as running (the
+// backup is Deleting, and nothing else happens to it meanwhile). The line lives in memory: the
+// waiting backups are already Deleting, so after a restart they are found with no record and
+// retried like any interrupted deletion. Safe for concurrent use.
+type deletionSlots struct {
+	limit int
+	// run deletes one backup's data and reports the outcome; it must not panic.
+	run func(ctx context.Context, b *cairnv1.Backup)
+
+	mu      sync.Mutex
+	running int
+	waiting []queuedDeletion
+}
+
+// queuedDeletion is a deletion waiting for a slot.
+type queuedDeletion struct {
+	ctx    context.Context
+	backup *cairnv1.Backup
+}
+
+// submit starts the backup's deletion now if a slot is free (true), or puts it in line.
+func (s *deletionSlots) submit(ctx context.Context, b *cairnv1.Backup) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running >= s.limit {
+		s.waiting = append(s.waiting, queuedDeletion{ctx: ctx, backup: b})
+		return false
+	}
+	s.running++
+	go s.drain(queuedDeletion{ctx: ctx, backup: b})
+	return true
+}
+
+// drain runs the deletion, then the waiting ones, until none is left; it holds one slot.
+func (s *deletionSlots) drain(d queuedDeletion) {
+	for ok := true; ok; d, ok = s.next() {
+		s.run(d.ctx, d.backup)
+	}
+}
+
+// next takes the first waiting deletion whose manager still runs, or frees the caller's slot.
+func (s *deletionSlots) next() (queuedDeletion, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.waiting) > 0 {
+		d := s.waiting[0]
+		s.waiting[0] = queuedDeletion{}
+		s.waiting = s.waiting[1:]
+		if d.ctx.Err() == nil {
+			return d, true
+		}
+	}
+	s.running--
+	return queuedDeletion{}, false
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -57,6 +59,10 @@ type DeletionReconciler struct {
 	BackoffMin, BackoffMax time.Duration
 
 	deletions *uidMap[deletionRecord]
+	// retries spaces out the attempts (the one backoff of the reconcilers, on flowcontrol).
+	retries *retryBackoff
+	// slots runs at most DefaultConcurrentDeletions deletions at once; the others wait in line.
+	slots *deletionSlots
 	// ended carries the backups whose deletion goroutine ended, to reconcile them at once.
 	ended chan event.GenericEvent
 	// life is the manager's lifetime: deletion goroutines outlive the reconcile that starts
@@ -121,8 +127,7 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl
 	}
 	r.deletions.set(b.UID, deletionRecord{State: deletionRunning})
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the backup's data from storage location %s", b.Status.StorageLocation)
-	target := b.DeepCopy()
-	go r.runDeletion(base, target)
+	r.deletionSlots().submit(base, b.DeepCopy())
 	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
 }
 
@@ -233,8 +238,9 @@ func (r *DeletionReconciler) remaining(ctx context.Context, b *cairnv1.Backup) (
 func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, message string) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	attempts := b.Status.DeletionAttempts + 1
-	delay := backoffDelay(int(attempts), r.BackoffMin, r.BackoffMax)
-	next := metav1.NewTime(now.Add(delay))
+	_, nextAttempt := r.backoff().failed(b.UID)
+	delay := nextAttempt.Sub(now)
+	next := metav1.NewTime(nextAttempt)
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeletionFailed
 		s.LastDeletionError = message
@@ -257,6 +263,7 @@ func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, kep
 		return client.IgnoreNotFound(err)
 	}
 	r.deletions.forget(b.UID)
+	r.backoff().forget(b.UID)
 	if keptData {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "DataKept", "Delete",
 			"Backup deleted without touching storage (annotation %s)", cairnv1.KeepDataAnnotation)
@@ -276,6 +283,7 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.BackoffMax = max(DefaultRetryBackoffMax, r.BackoffMin)
 	}
 	r.deletions = newDeletions()
+	r.retries = newRetryBackoff(r.Clock, r.BackoffMin, r.BackoffMax)
 	r.ended = make(chan event.GenericEvent, 64)
 	r.life = &lifetime{ready: make(chan struct{})}
 	if err := mgr.Add(r.life); err != nil {
@@ -285,12 +293,36 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b, ok := obj.(*cairnv1.Backup)
 		return ok && b.DeletionTimestamp != nil
 	})
+	// What this process remembers of a backup is dropped when its object is gone, however it
+	// went.
+	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		r.deletions.forget(e.Object.GetUID())
+		r.backoff().forget(e.Object.GetUID())
+	}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deletion").
 		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
+		Watches(&cairnv1.Backup{}, forget).
 		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
 		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// backoff is the reconciler's retry backoff, made on first use for a reconciler built without
+// SetupWithManager (the deletion reconciler runs one reconcile at a time).
+func (r *DeletionReconciler) backoff() *retryBackoff {
+	if r.retries == nil {
+		r.retries = newRetryBackoff(r.Clock, max(r.BackoffMin, time.Millisecond), max(r.BackoffMax, r.BackoffMin, time.Millisecond))
+	}
+	return r.retries
+}
+
+// deletionSlots is the reconciler's line of deletions, made on first use.
+func (r *DeletionReconciler) deletionSlots() *deletionSlots {
+	if r.slots == nil {
+		r.slots = &deletionSlots{limit: DefaultConcurrentDeletions, run: r.runDeletion}
+	}
+	return r.slots
 }
 
 // lifetime captures the manager's context for work that outlives a reconcile. It implements

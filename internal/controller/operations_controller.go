@@ -46,7 +46,21 @@ type OperationsReconciler struct {
 	}
 	// SyncFrequency is how often unfinished operations are polled.
 	SyncFrequency time.Duration
+	// CallTimeout bounds each Progress and Cancel call; 0 means operationCallTimeout.
+	CallTimeout time.Duration
+	// PhaseTimeout bounds how long the operations may stay unreadable or unwritable (storage
+	// failing) before the backup moves on without them; 0 means DefaultPhaseTimeout.
+	PhaseTimeout time.Duration
+
+	// polled is when this process last polled each backup's operations (or first saw it): the
+	// phase timeout counts from there, since operations that poll fine may run for hours
+	// (itemOperationTimeout).
+	polled uidMap[time.Time]
 }
+
+// operationCallTimeout bounds each Progress and Cancel call: one operation whose action hangs
+// fails alone, and the others are still polled.
+const operationCallTimeout = 30 * time.Second
 
 // Reconcile polls one backup's operations.
 func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -60,15 +74,20 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations && b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
 		return ctrl.Result{}, nil
 	}
-	ctx, cancel := r.stores.bounded(ctx)
-	defer cancel()
+	if _, seen := r.polled.get(b.UID); !seen {
+		r.polled.set(b.UID, r.Clock.Now())
+	}
 	var ops []backup.Operation
 	var keys storage.BackupKeys
-	store, err := r.stores.forBackup(ctx, &b)
-	if err == nil {
+	var store *location.Store
+	err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		if store, err = r.stores.forBackup(ctx, &b); err != nil {
+			return err
+		}
 		keys = store.Layout.Backup(b.Namespace, b.Name)
 		ops, err = readOperations(ctx, store, keys)
-	}
+		return err
+	})
 	if _, failureReason, cancelled := cancellation(&b); cancelled {
 		if err != nil && !unreadableForGood(err) {
 			return ctrl.Result{}, err // storage down: the operations can still be cancelled later
@@ -78,13 +97,15 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, r.cancel(ctx, &b, store, keys, ops, failureReason)
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return r.cannotPoll(ctx, &b, err)
 	}
 
 	now := r.Clock.Now()
 	changed := false
 	for i, op := range ops {
-		next := backup.AdvanceOperation(ctx, op, r.Registry.Named(op.Action), &b, now, b.Spec.GetItemOperationTimeout())
+		opCtx, cancelOp := context.WithTimeout(ctx, r.callTimeout())
+		next := backup.AdvanceOperation(opCtx, op, r.Registry.Named(op.Action), &b, now, b.Spec.GetItemOperationTimeout())
+		cancelOp()
 		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.Description != op.Description {
 			changed = true
 		}
@@ -95,10 +116,11 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ops[i] = next
 	}
 	if changed {
-		if err := putOperations(ctx, store, keys, ops); err != nil {
-			return ctrl.Result{}, err
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); err != nil {
+			return r.cannotPoll(ctx, &b, err)
 		}
 	}
+	r.polled.set(b.UID, r.Clock.Now())
 
 	running, completed, failed := backup.OperationCounts(ops)
 	next := backup.NextAfterOperations(b.Status.Phase, ops)
@@ -116,6 +138,42 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if running > 0 {
 		return ctrl.Result{RequeueAfter: r.SyncFrequency}, nil
 	}
+	r.polled.forget(b.UID)
+	return ctrl.Result{}, nil
+}
+
+func (r *OperationsReconciler) callTimeout() time.Duration {
+	if r.CallTimeout > 0 {
+		return r.CallTimeout
+	}
+	return operationCallTimeout
+}
+
+// cannotPoll handles a failure to read or write a backup's operations. A permanent one (the
+// location gone or ReadOnly, the object missing or corrupt) and a transient one that lasted
+// PhaseTimeout since the last poll leave nothing to wait for: the backup moves on to
+// FinalizingPartiallyFailed, its operations counted failed, with a Warning event. Any other is
+// retried with backoff.
+func (r *OperationsReconciler) cannotPoll(ctx context.Context, b *cairnv1.Backup, err error) (ctrl.Result, error) {
+	since, _ := r.polled.get(b.UID)
+	timedOut := r.Clock.Now().Sub(since) > r.PhaseTimeout
+	if !isPermanent(err) && !unreadableForGood(err) && !timedOut {
+		return ctrl.Result{}, err
+	}
+	reason := fmt.Sprintf("the async operations could not be followed: %v", err)
+	if timedOut {
+		reason = fmt.Sprintf("the async operations could not be followed for %s: %v", r.PhaseTimeout, err)
+	}
+	unfinished := b.Status.BackupItemOperationsAttempted - b.Status.BackupItemOperationsCompleted - b.Status.BackupItemOperationsFailed
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseFinalizingPartiallyFailed
+		s.BackupItemOperationsFailed += max(unfinished, 0)
+		s.Errors += max(unfinished, 1)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.polled.forget(b.UID)
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "OperationsLost", "Poll", "Backup goes on without its unfinished operations: %s", reason)
 	return ctrl.Result{}, nil
 }
 
@@ -123,9 +181,11 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // backup to FinalizingCancelled. A Cancel is safe to repeat, so a failed write is retried whole.
 func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, failureReason string) error {
 	running, _, _ := backup.OperationCounts(ops)
-	ops = backup.CancelOperations(ctx, ops, r.Registry, b, r.Clock.Now(), failureReason)
+	cancelCtx, cancelCalls := context.WithTimeout(ctx, r.callTimeout())
+	ops = backup.CancelOperations(cancelCtx, ops, r.Registry, b, r.Clock.Now(), failureReason)
+	cancelCalls()
 	if store != nil && len(ops) > 0 {
-		if err := putOperations(ctx, store, keys, ops); err != nil {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); err != nil {
 			return err
 		}
 	}
@@ -182,6 +242,9 @@ func readOperations(ctx context.Context, store storage.ObjectStore, keys storage
 
 // SetupWithManager registers the reconciler for backups in its phases.
 func (r *OperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.PhaseTimeout <= 0 {
+		r.PhaseTimeout = DefaultPhaseTimeout
+	}
 	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
 		return ok && (b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperations ||

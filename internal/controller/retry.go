@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 )
 
@@ -15,41 +16,45 @@ const (
 	DefaultRetryBackoffMax = time.Minute
 )
 
-// backoffDelay is the wait after the given number of failed attempts (1 or more): min, doubled
-// with every further failure, never more than max.
-func backoffDelay(failures int, minDelay, maxDelay time.Duration) time.Duration {
-	d := minDelay
-	for i := 1; i < failures && d < maxDelay; i++ {
-		d *= 2
-	}
-	return min(d, maxDelay)
-}
-
-// retryBackoff remembers, per backup, how often an attempt failed and when the next may run.
-// It lives in memory: after a restart every backup is tried again at once, which is what a
-// restart should do. Safe for concurrent use.
+// retryBackoff is the one way a reconciler spaces out the attempts it schedules itself (a
+// deletion, the cleanup of a cancelled backup): per backup, the wait after a failure starts at
+// min and doubles with every further failure up to max. The delays are client-go's
+// flowcontrol.Backoff on the injected clock; this type adds what a reconciler needs on top: how
+// long until the next attempt, and how many attempts failed. A backup that has not failed for
+// twice max starts again from min (flowcontrol's rule) and its entry is dropped, so memory holds
+// only the backups that failed recently, however many were ever retried. It lives in memory:
+// after a restart every backup is tried again at once, which is what a restart should do. Safe
+// for concurrent use.
 type retryBackoff struct {
-	clock              clock.PassiveClock
-	minDelay, maxDelay time.Duration
+	clock    clock.Clock
+	maxDelay time.Duration
 
-	mu       sync.Mutex
-	failures map[types.UID]retryState
+	mu      sync.Mutex
+	backoff *flowcontrol.Backoff
+	entries map[types.UID]retryState
 }
 
+// retryState is what retryBackoff keeps of one backup besides flowcontrol's delay.
 type retryState struct {
-	failures int
-	next     time.Time
+	failures   int
+	lastFailed time.Time
+	next       time.Time
 }
 
-func newRetryBackoff(clk clock.PassiveClock, minDelay, maxDelay time.Duration) *retryBackoff {
-	return &retryBackoff{clock: clk, minDelay: minDelay, maxDelay: maxDelay, failures: map[types.UID]retryState{}}
+func newRetryBackoff(clk clock.Clock, minDelay, maxDelay time.Duration) *retryBackoff {
+	return &retryBackoff{
+		clock:    clk,
+		maxDelay: maxDelay,
+		backoff:  flowcontrol.NewFakeBackOff(minDelay, maxDelay, clk),
+		entries:  map[types.UID]retryState{},
+	}
 }
 
 // wait is how long until the backup may be tried again; 0 means now.
 func (b *retryBackoff) wait(uid types.UID) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st, ok := b.failures[uid]
+	st, ok := b.entries[uid]
 	if !ok {
 		return 0
 	}
@@ -61,16 +66,40 @@ func (b *retryBackoff) wait(uid types.UID) time.Duration {
 func (b *retryBackoff) failed(uid types.UID) (failures int, next time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := b.failures[uid]
+	now := b.clock.Now()
+	b.dropExpired(now)
+	b.backoff.Next(string(uid), now)
+	st := b.entries[uid]
 	st.failures++
-	st.next = b.clock.Now().Add(backoffDelay(st.failures, b.minDelay, b.maxDelay))
-	b.failures[uid] = st
+	st.lastFailed = now
+	st.next = now.Add(b.backoff.Get(string(uid)))
+	b.entries[uid] = st
 	return st.failures, st.next
 }
 
-// forget drops what is known of a backup once its attempt succeeded.
+// forget drops what is known of a backup once its attempt succeeded or the backup is gone.
 func (b *retryBackoff) forget(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.failures, uid)
+	b.backoff.DeleteEntry(string(uid))
+	delete(b.entries, uid)
+}
+
+// tracked is how many backups the backoff remembers.
+func (b *retryBackoff) tracked() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.entries)
+}
+
+// dropExpired forgets the backups that have not failed for twice max: flowcontrol would start
+// them again from min anyway, and a backup that stopped failing without being forgotten (its
+// object deleted meanwhile) must not stay in memory. The caller holds mu.
+func (b *retryBackoff) dropExpired(now time.Time) {
+	b.backoff.GC()
+	for uid, st := range b.entries {
+		if now.Sub(st.lastFailed) > 2*b.maxDelay {
+			delete(b.entries, uid)
+		}
+	}
 }

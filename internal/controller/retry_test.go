@@ -4,33 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func TestBackoffDelay(t *testing.T) {
-	tests := []struct {
-		failures int
-		want     time.Duration
-	}{
-		{1, 10 * time.Second},
-		{2, 20 * time.Second},
-		{3, 40 * time.Second},
-		{4, time.Minute},
-		{5, time.Minute},
-		{100, time.Minute},
-	}
-	for _, tt := range tests {
-		if got := backoffDelay(tt.failures, 10*time.Second, time.Minute); got != tt.want {
-			t.Errorf("backoffDelay(%d) = %s, want %s", tt.failures, got, tt.want)
-		}
-	}
-	if got := backoffDelay(3, time.Second, time.Second); got != time.Second {
-		t.Errorf("equal bounds: got %s", got)
-	}
-}
-
 func TestRetryBackoff(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newRetryBackoff(clk, 10*time.Second, time.Minute)
 	if w := b.wait("a"); w != 0 {
 		t.Fatalf("an unknown backup waits %s", w)
@@ -45,25 +24,50 @@ func TestRetryBackoff(t *testing.T) {
 	if w := b.wait("b"); w != 0 {
 		t.Fatalf("another backup waits %s", w)
 	}
-	clk.SetTime(clk.Now().Add(4 * time.Second))
+	clk.Step(4 * time.Second)
 	if w := b.wait("a"); w != 6*time.Second {
 		t.Fatalf("wait 4s later: %s", w)
 	}
-	clk.SetTime(clk.Now().Add(6 * time.Second))
+	clk.Step(6 * time.Second)
 	if w := b.wait("a"); w != 0 {
 		t.Fatalf("wait when due: %s", w)
 	}
-	n, next = b.failed("a")
-	if n != 2 || !next.Equal(clk.Now().Add(20*time.Second)) {
-		t.Fatalf("second failure: %d, %s", n, next)
-	}
-	b.failed("a")
-	n, next = b.failed("a")
-	if n != 4 || !next.Equal(clk.Now().Add(time.Minute)) {
-		t.Fatalf("fourth failure: %d, %s (capped at 1m)", n, next)
+	// Each failure when due doubles the wait, up to the maximum.
+	for i, want := range []time.Duration{20 * time.Second, 40 * time.Second, time.Minute, time.Minute} {
+		n, next = b.failed("a")
+		if n != i+2 || !next.Equal(clk.Now().Add(want)) {
+			t.Fatalf("failure %d: %d, next in %s; want in %s", i+2, n, next.Sub(clk.Now()), want)
+		}
+		clk.Step(want)
 	}
 	b.forget("a")
-	if w := b.wait("a"); w != 0 {
-		t.Fatalf("after forget: %s", w)
+	if w := b.wait("a"); w != 0 || b.tracked() != 0 {
+		t.Fatalf("after forget: wait %s, %d tracked", w, b.tracked())
+	}
+	if n, next = b.failed("a"); n != 1 || !next.Equal(clk.Now().Add(10*time.Second)) {
+		t.Fatalf("after forget the backoff starts again: %d, next in %s", n, next.Sub(clk.Now()))
+	}
+}
+
+// TestRetryBackoffExpires: a backup that has not failed for twice the maximum starts again from
+// the minimum, and backups that stopped failing without being forgotten (their object was
+// deleted meanwhile) are dropped from memory.
+func TestRetryBackoffExpires(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newRetryBackoff(clk, 10*time.Second, time.Minute)
+	for _, uid := range []string{"a", "b", "c"} {
+		b.failed(types.UID(uid))
+		b.failed(types.UID(uid))
+	}
+	if b.tracked() != 3 {
+		t.Fatalf("%d tracked, want 3", b.tracked())
+	}
+	clk.Step(2*time.Minute + time.Second)
+	n, next := b.failed("a")
+	if n != 1 || !next.Equal(clk.Now().Add(10*time.Second)) {
+		t.Fatalf("after a quiet spell: failure %d, next in %s; want 1, 10s", n, next.Sub(clk.Now()))
+	}
+	if b.tracked() != 1 {
+		t.Fatalf("%d tracked after the others went quiet, want 1", b.tracked())
 	}
 }

@@ -145,6 +145,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:      mgr.GetEventRecorder("cairn-operations"),
 			Gate:          recovery,
 			SyncFrequency: cfg.ItemOperationSyncFrequency,
+			PhaseTimeout:  cfg.PhaseTimeout,
 		}},
 		{"finalizer", &FinalizerReconciler{
 			Client:            mgr.GetClient(),
