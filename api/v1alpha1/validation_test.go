@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -385,5 +386,77 @@ var _ = Describe("Limits accepted at admission", func() {
 		Expect(b.Spec.TTL.Duration).To(Equal(longest))
 		b.Labels = map[string]string{"touched": "yes"}
 		Expect(k8sClient.Update(ctx, b)).To(Succeed())
+	})
+})
+
+// Objects stored before the duration rules existed are not validated again; one with an
+// overflowing duration still breaks every client that decodes Backups. An administrator must
+// be able to remove it: a metadata change on it must not trip over its unparseable spec.
+var _ = Describe("A Backup stored before the duration rules", Ordered, func() {
+	const legacyTTL = "9999999999999h"
+	crdKey := client.ObjectKey{Name: "backups.cairn.dev"}
+	crdGVK := schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+	// ttlSchema returns the schema of spec.ttl inside a CRD.
+	ttlSchema := func(crd *unstructured.Unstructured) map[string]any {
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		Expect(versions).To(HaveLen(1))
+		s, ok, err := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "ttl")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		return s
+	}
+	// setTTLSchema replaces the schema of spec.ttl in the stored CRD.
+	setTTLSchema := func(s map[string]any) {
+		Eventually(func() error {
+			crd := &unstructured.Unstructured{}
+			crd.SetGroupVersionKind(crdGVK)
+			if err := k8sClient.Get(ctx, crdKey, crd); err != nil {
+				return err
+			}
+			versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+			if err := unstructured.SetNestedMap(versions[0].(map[string]any), s, "schema", "openAPIV3Schema", "properties", "spec", "properties", "ttl"); err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+				return err
+			}
+			return k8sClient.Update(ctx, crd)
+		}).Should(Succeed())
+	}
+	legacy := func(name string) error {
+		u := &unstructured.Unstructured{}
+		Expect(u.UnmarshalJSON([]byte(fmt.Sprintf(`{"apiVersion":"cairn.dev/v1alpha1","kind":"Backup","metadata":{"name":%q,"namespace":"legacy","finalizers":[%q]},"spec":{"ttl":%q}}`,
+			name, cairnv1.BackupDataFinalizer, legacyTTL)))).To(Succeed())
+		return k8sClient.Create(ctx, u)
+	}
+
+	BeforeAll(func() {
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}})).To(Succeed())
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(crdGVK)
+		Expect(k8sClient.Get(ctx, crdKey, crd)).To(Succeed())
+		current := ttlSchema(crd)
+		// The schema of before issue 12: a pattern that 9999999999999h matches.
+		setTTLSchema(map[string]any{"type": "string", "default": "720h", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`})
+		Eventually(func() error { return legacy("legacy") }).Should(Succeed())
+		setTTLSchema(current)
+		Eventually(func() error { return legacy("probe") }).Should(MatchError(ContainSubstring("ttl must be a duration")))
+	})
+
+	It("breaks listing Backups, as issue 12 found", func() {
+		err := k8sClient.List(ctx, &cairnv1.BackupList{}, client.InNamespace("legacy"))
+		Expect(err).To(MatchError(ContainSubstring("invalid duration")))
+	})
+
+	It("can still be cancelled, deleted and have its finalizer removed", func() {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(cairnv1.GroupVersion.WithKind("Backup"))
+		u.SetNamespace("legacy")
+		u.SetName("legacy")
+		Expect(mergePatch(u, `{"spec":{"cancel":true}}`)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, u)).To(Succeed())
+		Expect(mergePatch(u, `{"metadata":{"finalizers":null}}`)).To(Succeed())
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(u), u))).To(BeTrue())
 	})
 })
