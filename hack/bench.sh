@@ -165,8 +165,10 @@ How to read it: the patch reaches a running backup through the backup reconciler
 update event cancels the run's context at once; before this the run polled the cache every
 200 ms, and the median was about 223 ms); the workers stop at their
 next item and the archive pipe is closed at once. The rest of the way to \`Failed\` is two
-status writes (FinalizingCancelled, then Failed) and the cleanup: the log is appended and the
-other objects are deleted (here there are none: the aborted upload left no archive). The worst time to
+status writes (FinalizingCancelled, then Failed) and the cleanup, which first waits for the
+run to upload its log (the cancel itself never waits for storage; the finalizer looks again
+every 100 ms), then appends to the log, deletes the other objects (here there are none: the
+aborted upload left no archive) and aborts incomplete uploads. The worst time to
 Failed has been the first run's, about 1.3 s, in every run of this benchmark so far, while its
 pool stopped as fast as the others'. The cause is the first request for VolumeSnapshots in a
 fresh API server (the cleanup lists them): measured apart, the first LIST took 1.0 s and the

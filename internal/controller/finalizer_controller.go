@@ -79,7 +79,7 @@ type FinalizerReconciler struct {
 
 // logUploadWait is how soon a cancelled backup whose run is still uploading its log is looked
 // at again.
-const logUploadWait = 500 * time.Millisecond
+const logUploadWait = 100 * time.Millisecond
 
 // Reconcile finalizes one backup.
 func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -77,7 +77,7 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		if err != nil {
 			return nil, err
 		}
-		s3, err := storage.NewS3(cfg)
+		s3, err := s3Clients.get(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
