@@ -142,7 +142,10 @@ backup must at least do. Time is from creating the Backup to seeing it Completed
 
 How to read it: the API server, etcd, the manager and the benchmark share two cores, so the
 floor and the backup compete for the same CPU; the floor itself varies by ±50% between runs.
-The manager's memory stays flat with cluster size: items stream page by page through the
+The archive is compressed with github.com/klauspost/compress (the same gzip format, read by
+the standard library; measured here: the 100k backup 5.9 s → 5.2 s, the 10k one within noise).
+The finalizer reads the archive back once more before committing it (checksum and tar.gz
+check), which is part of the time to Completed. The manager's memory stays flat with cluster size: items stream page by page through the
 worker pool into the upload, and only their names are kept (for the resource list and to back
 each item up once).
 MD

@@ -5,13 +5,14 @@ package archive
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // FormatVersion is the version written to metadata/version and to the backup's status.

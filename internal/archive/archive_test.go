@@ -1,7 +1,11 @@
 package archive
 
 import (
+	"archive/tar"
 	"bytes"
+	stdgzip "compress/gzip"
+	"errors"
+	"io"
 	"testing"
 	"time"
 )
@@ -50,5 +54,40 @@ func TestWriteRead(t *testing.T) {
 	}
 	if string(entries[1].Data) != `{"kind":"ConfigMap"}` {
 		t.Errorf("data = %s", entries[1].Data)
+	}
+}
+
+// The archive is written with klauspost/compress for speed; it must stay plain gzip+tar that
+// the standard library (and Velero, and tar(1)) reads.
+func TestArchiveReadsWithTheStandardLibrary(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddItem("configmaps", "", "ns", "a", []byte(`{"kind":"ConfigMap"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gz, err := stdgzip.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	if len(names) != 2 || names[1] != "resources/configmaps/namespaces/ns/a.json" {
+		t.Errorf("entries read by the standard library = %v", names)
 	}
 }
