@@ -22,7 +22,7 @@ if want queue; then
 fi
 
 if want backup; then
-  echo "bench: backup (10k and 100k ConfigMaps; the manager binary on an envtest control plane)" >&2
+  echo "bench: backup (10k, 100k and 300k ConfigMaps; the manager binary on an envtest control plane; about 10 minutes)" >&2
   make -s build
   go test -run '^$' -bench Backup -benchtime 1x -timeout 40m ./test/bench/ | tee docs/bench/backup.txt >&2
 fi
@@ -119,10 +119,10 @@ How to read it:
 MD
 cat >>docs/benchmarks.md <<MD
 
-## Backup: 10,000 and 100,000 ConfigMaps
+## Backup: 10,000, 100,000 and 300,000 ConfigMaps
 
 The real \`bin/manager\` (as users run it, so its memory is its own) against a kube-apiserver +
-etcd from the envtest binaries on this machine, backing up ConfigMaps of 1 KiB spread over 10
+etcd from the envtest binaries on this machine, backing up ConfigMaps of 1 KiB spread over 10 (the scale run: 30)
 namespaces into a filesystem location. The floor is a Go program that discovers every listable
 type and LISTs each of them in those namespaces, 500 per page, all in parallel — what any
 backup must at least do. Time is from creating the Backup to seeing it Completed.
@@ -139,9 +139,19 @@ backup must at least do. Time is from creating the Backup to seeing it Completed
 | 100k: backup wall time | $(metric docs/bench/backup.txt Backup100kConfigMaps backup-s) s | — |
 | 100k: items/s | $(metric docs/bench/backup.txt Backup100kConfigMaps items/s) | — |
 | 100k: manager peak RSS | $(metric docs/bench/backup.txt Backup100kConfigMaps peak-rss-MiB) MiB | < 300 MiB |
+| scale, $(metric docs/bench/backup.txt BackupScale items) ConfigMaps in 30 namespaces (\`CAIRN_BENCH_SCALE\`, default 300,000): backup wall time | $(metric docs/bench/backup.txt BackupScale backup-s) s | — |
+| scale: the floor | $(metric docs/bench/backup.txt BackupScale floor-s) s | — |
+| scale: ratio to the floor | $(metric docs/bench/backup.txt BackupScale x-floor) | ≤ 2 |
+| scale: items/s | $(metric docs/bench/backup.txt BackupScale items/s) | — |
+| scale: manager peak RSS | $(metric docs/bench/backup.txt BackupScale peak-rss-MiB) MiB | < 150 MiB |
 
 How to read it: the API server, etcd, the manager and the benchmark share two cores, so the
 floor and the backup compete for the same CPU; the floor itself varies by ±50% between runs.
+At 300,000 items the time stays well within the floor's reach, but the manager's peak memory
+does not stay flat: it grows by about half a kilobyte per item (90 MiB at 100k, 196 MiB at 300k
+on this machine), over the 150 MiB goal. What grows is what a run keeps per item: the set of
+items already written (so that an item reached by two ItemBlocks is written once) and the
+names for the resource list. Both are the next thing to shrink.
 The archive is compressed with github.com/klauspost/compress (the same gzip format, read by
 the standard library; measured here: the 100k backup 5.9 s → 5.2 s, the 10k one within noise).
 The finalizer reads the archive back once more before committing it (checksum and tar.gz

@@ -310,3 +310,38 @@ func BenchmarkBackup100kConfigMaps(b *testing.B) {
 	b.ReportMetric(n/wall.Seconds(), "items/s")
 	b.ReportMetric(cl.manager.rssPeakMiB(b), "peak-rss-MiB")
 }
+
+// scaleItems is the size of the scale benchmark: CAIRN_BENCH_SCALE ConfigMaps, 300,000 unless
+// set (the size at which Velero users report backups of 30 min on 1.11 and 6 h on 1.16).
+func scaleItems(b *testing.B) int {
+	if v := os.Getenv("CAIRN_BENCH_SCALE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("CAIRN_BENCH_SCALE=%q is not a positive number", v)
+		}
+		return n
+	}
+	return 300000
+}
+
+// BenchmarkBackupScale backs up 300,000 ConfigMaps of 1 KiB in 30 namespaces with the real
+// manager binary, next to the floor, and reports the manager's peak memory (goal < 150 MiB,
+// ≤ 2× the floor).
+func BenchmarkBackupScale(b *testing.B) {
+	n := scaleItems(b)
+	cl := startBackupCluster(b, 1)
+	defer cl.stop()
+	var namespaces []string
+	for i := range 30 {
+		namespaces = append(namespaces, fmt.Sprintf("scale-%02d", i))
+	}
+	fillConfigMaps(b, cl.c, namespaces, n)
+	floorTime := min(floor(b, cl.cfg, namespaces), floor(b, cl.cfg, namespaces))
+	_, wall := timeBackup(b, cl.c, "scale", namespaces)
+	b.ReportMetric(float64(n), "items")
+	b.ReportMetric(wall.Seconds(), "backup-s")
+	b.ReportMetric(floorTime.Seconds(), "floor-s")
+	b.ReportMetric(wall.Seconds()/floorTime.Seconds(), "x-floor")
+	b.ReportMetric(float64(n)/wall.Seconds(), "items/s")
+	b.ReportMetric(cl.manager.rssPeakMiB(b), "peak-rss-MiB")
+}
