@@ -11,6 +11,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,18 +153,22 @@ type run struct {
 	byGR      map[schema.GroupResource]Resource
 	selection Selection
 
-	mu         sync.Mutex
-	seen       map[ItemID]bool
+	mu sync.Mutex
+	// seen holds the items claimed so far, by itemKey: one string per item, whose tail is also
+	// the item's entry in the resource list (a substring, no second copy).
+	seen       map[string]struct{}
 	operations []Operation
 	results    Results
-	resources  map[string][]string
+	resources  map[schema.GroupResource][]string
 
 	out chan writtenItem
 }
 
 type writtenItem struct {
-	id   ItemID
-	data []byte
+	id ItemID
+	// entry is the item's resource-list entry (a substring of its key in seen).
+	entry string
+	data  []byte
 }
 
 // stream backs up the items the backup selects into the archive object: items are listed a
@@ -174,7 +179,7 @@ type writtenItem struct {
 // holds only the operations that were started.
 func (r *Runner) stream(ctx context.Context, req Request, sel Selection, resources []Resource, registry *Registry, log logrus.FieldLogger) (outcome, error) {
 	ru := &run{Runner: r, req: req, log: log, registry: registry, byGR: map[schema.GroupResource]Resource{},
-		selection: sel, seen: map[ItemID]bool{}, resources: map[string][]string{}}
+		selection: sel, seen: map[string]struct{}{}, resources: map[schema.GroupResource][]string{}}
 	for _, res := range resources {
 		ru.byGR[res.GroupResource()] = res
 	}
@@ -219,7 +224,7 @@ func (r *Runner) stream(ctx context.Context, req Request, sel Selection, resourc
 				continue
 			}
 			req.Progress.done.Add(1)
-			ru.recordResource(it.id)
+			ru.recordResource(it.id.GroupResource, it.entry)
 		}
 		written <- werr
 	}()
@@ -262,10 +267,12 @@ func (r *Runner) stream(ctx context.Context, req Request, sel Selection, resourc
 		// The operations already started are returned even so: the caller cancels them.
 		return outcome{Operations: ru.operations}, err
 	}
-	for k := range ru.resources {
-		sort.Strings(ru.resources[k])
+	resourceList := make(map[string][]string, len(ru.resources))
+	for gr, names := range ru.resources {
+		sort.Strings(names)
+		resourceList[gr.String()] = names
 	}
-	return outcome{Digest: digest, Operations: ru.operations, Results: ru.results, ResourceList: ru.resources}, nil
+	return outcome{Digest: digest, Operations: ru.operations, Results: ru.results, ResourceList: resourceList}, nil
 }
 
 func firstError(errs ...error) error {
@@ -524,12 +531,13 @@ func parseListed(res Resource, apiVersion string, raw []byte) (listedItem, error
 // backup. An item no action applies to is written as listed, never decoded.
 func (ru *run) backUpBlock(ctx context.Context, root listedItem) {
 	rootID := ItemID{GroupResource: root.res.GroupResource(), Namespace: root.namespace, Name: root.name}
-	if !ru.claim(rootID) {
+	rootEntry, ok := ru.claim(rootID)
+	if !ok {
 		return
 	}
 	ru.req.Progress.total.Add(1)
 	if len(ru.registry.For(rootID.GroupResource)) == 0 {
-		ru.write(ctx, rootID, root.raw)
+		ru.write(ctx, rootID, rootEntry, root.raw)
 		return
 	}
 	var item unstructured.Unstructured
@@ -538,13 +546,14 @@ func (ru *run) backUpBlock(ctx context.Context, root listedItem) {
 		return
 	}
 	var queue []pending
-	for _, extra := range ru.backUpItem(ctx, rootID, &item) {
+	for _, extra := range ru.backUpItem(ctx, rootID, rootEntry, &item) {
 		queue = append(queue, pending{id: extra})
 	}
 	for len(queue) > 0 && ctx.Err() == nil {
 		next := queue[0]
 		queue = queue[1:]
-		if !ru.claim(next.id) {
+		entry, ok := ru.claim(next.id)
+		if !ok {
 			continue
 		}
 		ru.req.Progress.total.Add(1)
@@ -552,7 +561,7 @@ func (ru *run) backUpBlock(ctx context.Context, root listedItem) {
 		if !ok {
 			continue
 		}
-		for _, extra := range ru.backUpItem(ctx, next.id, fetched) {
+		for _, extra := range ru.backUpItem(ctx, next.id, entry, fetched) {
 			queue = append(queue, pending{id: extra})
 		}
 	}
@@ -562,15 +571,36 @@ type pending struct {
 	id ItemID
 }
 
-// claim marks an item as taken by this worker; false when another block already has it.
-func (ru *run) claim(id ItemID) bool {
+// claim marks an item as taken by this worker; false when another block already has it. It
+// returns the item's resource-list entry ("namespace/name", or "name"), which shares its bytes
+// with the key kept in seen: a run keeps one string per item, however large the cluster.
+func (ru *run) claim(id ItemID) (entry string, ok bool) {
+	key, entryStart := itemKey(id)
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
-	if ru.seen[id] {
-		return false
+	if _, taken := ru.seen[key]; taken {
+		return "", false
 	}
-	ru.seen[id] = true
-	return true
+	ru.seen[key] = struct{}{}
+	return key[entryStart:], true
+}
+
+// itemKey is the one string that names an item in a run: "group/resource|namespace/name" (or
+// "...|name" for a cluster-scoped one), and where its resource-list entry starts in it.
+func itemKey(id ItemID) (key string, entryStart int) {
+	var b strings.Builder
+	b.Grow(len(id.Group) + len(id.Resource) + len(id.Namespace) + len(id.Name) + 3)
+	b.WriteString(id.Group)
+	b.WriteByte('/')
+	b.WriteString(id.Resource)
+	b.WriteByte('|')
+	entryStart = b.Len()
+	if id.Namespace != "" {
+		b.WriteString(id.Namespace)
+		b.WriteByte('/')
+	}
+	b.WriteString(id.Name)
+	return b.String(), entryStart
 }
 
 // fetch gets an additional item. An item that is gone, or that the backup may not hold (the
@@ -609,7 +639,7 @@ func (ru *run) fetch(ctx context.Context, id ItemID) (*unstructured.Unstructured
 
 // backUpItem runs the item through its actions, hands it to the writer, and returns the
 // additional items the actions named.
-func (ru *run) backUpItem(ctx context.Context, id ItemID, item *unstructured.Unstructured) []ItemID {
+func (ru *run) backUpItem(ctx context.Context, id ItemID, entry string, item *unstructured.Unstructured) []ItemID {
 	var additional []ItemID
 	for _, action := range ru.registry.For(id.GroupResource) {
 		res, err := action.Execute(ctx, item, ru.req.Backup)
@@ -633,14 +663,14 @@ func (ru *run) backUpItem(ctx context.Context, id ItemID, item *unstructured.Uns
 		ru.itemError(id, fmt.Sprintf("encoding the item: %v", err))
 		return nil
 	}
-	ru.write(ctx, id, data)
+	ru.write(ctx, id, entry, data)
 	return additional
 }
 
-// write hands an item's JSON to the archive writer.
-func (ru *run) write(ctx context.Context, id ItemID, data []byte) {
+// write hands an item's JSON to the archive writer; entry is its resource-list entry.
+func (ru *run) write(ctx context.Context, id ItemID, entry string, data []byte) {
 	select {
-	case ru.out <- writtenItem{id: id, data: data}:
+	case ru.out <- writtenItem{id: id, entry: entry, data: data}:
 	case <-ctx.Done():
 	}
 }
@@ -659,14 +689,10 @@ func (ru *run) itemWarning(id ItemID, message string) {
 	ru.log.WithField("item", id.String()).Warn(message)
 }
 
-func (ru *run) recordResource(id ItemID) {
-	key := id.GroupResource.String()
-	name := id.Name
-	if id.Namespace != "" {
-		name = id.Namespace + "/" + id.Name
-	}
+// recordResource adds a written item's entry to the resource list.
+func (ru *run) recordResource(gr schema.GroupResource, entry string) {
 	ru.mu.Lock()
-	ru.resources[key] = append(ru.resources[key], name)
+	ru.resources[gr] = append(ru.resources[gr], entry)
 	ru.mu.Unlock()
 }
 

@@ -127,3 +127,19 @@ func TestSelectionListTasks(t *testing.T) {
 		})
 	}
 }
+
+func TestItemKey(t *testing.T) {
+	tests := []struct {
+		id        ItemID
+		key, entr string
+	}{
+		{ItemID{GroupResource: testConfigMaps.GroupResource(), Namespace: "ns", Name: "a"}, "/configmaps|ns/a", "ns/a"},
+		{ItemID{GroupResource: testContents.GroupResource(), Name: "c"}, "snapshot.storage.k8s.io/volumesnapshotcontents|c", "c"},
+	}
+	for _, tt := range tests {
+		key, start := itemKey(tt.id)
+		if key != tt.key || key[start:] != tt.entr {
+			t.Errorf("itemKey(%v) = %q, entry %q; want %q, %q", tt.id, key, key[start:], tt.key, tt.entr)
+		}
+	}
+}
