@@ -18,6 +18,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -254,5 +255,61 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 				g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, cairnv1.StorageLocationConditionDefaultConflict)).To(BeTrue())
 			}).WithTimeout(20 * time.Second).Should(Succeed())
 		})
+	})
+})
+var _ = Describe("A location edited to overlap an older one", Ordered, func() {
+	BeforeAll(func() {
+		DeferCleanup(startManager(controller.Config{RetryBackoffMin: 200 * time.Millisecond, RetryBackoffMax: time.Second, StorageTimeout: 5 * time.Second}))
+		DeferCleanup(deleteAllBackups)
+	})
+
+	It("never deletes the older location's objects through it, and deletes its own once it is moved away", func() {
+		dir := GinkgoT().TempDir()
+		fs, err := storage.NewFilesystem(dir)
+		Expect(err).NotTo(HaveOccurred())
+		withPrefix := func(prefix string) cairnv1.BackupStorageLocationSpec {
+			s := filesystemSpec(dir)
+			s.ObjectStorage = &cairnv1.ObjectStorage{Prefix: prefix}
+			return s
+		}
+		first := createLocation(withPrefix("first"))
+		eventuallyLocation(first, cairnv1.StorageLocationPhaseAvailable, "")
+		time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
+		second := createLocation(withPrefix("second"))
+		eventuallyLocation(second, cairnv1.StorageLocationPhaseAvailable, "")
+
+		ensureNamespace("overlap-1")
+		createObject(configMap("overlap-1", "settings", nil))
+		createBackup(operatorNamespace, "overlap-shared", cairnv1.BackupSpec{IncludedNamespaces: []string{"overlap-1"}, StorageLocation: second.Name})
+		waitPhase("overlap-shared", cairnv1.BackupPhaseCompleted)
+		secondKeys := storage.Layout{Prefix: "second"}.Backup(operatorNamespace, "overlap-shared")
+		Expect(fs.Exists(suiteCtx, secondKeys.Metadata)).To(BeTrue())
+
+		// The older location holds what a backup of the same name left there and never
+		// committed (another cluster's, say): nothing in it says whose it is.
+		firstKeys := storage.Layout{Prefix: "first"}.Backup(operatorNamespace, "overlap-shared")
+		Expect(fs.Put(suiteCtx, firstKeys.Logs, strings.NewReader("another backup's log"))).To(Succeed())
+
+		// An administrator points the second location at the first one's prefix.
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(second), second)).To(Succeed())
+		second.Spec.ObjectStorage.Prefix = "first"
+		Expect(k8sClient.Update(suiteCtx, second)).To(Succeed())
+		eventuallyLocation(second, cairnv1.StorageLocationPhaseUnavailable, "would nest with those of storage location "+first.Name)
+
+		deleteBackup("overlap-shared")
+		Eventually(func(g Gomega) {
+			b := getBackup(operatorNamespace, "overlap-shared")
+			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseDeletionFailed))
+			g.Expect(b.Status.LastDeletionError).To(ContainSubstring("storage location " + first.Name))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(fs.Exists(suiteCtx, firstKeys.Logs)).To(BeTrue(), "the older location's object was deleted")
+
+		// Moved back, the location works again and the backup's own data goes.
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(second), second)).To(Succeed())
+		second.Spec.ObjectStorage.Prefix = "second"
+		Expect(k8sClient.Update(suiteCtx, second)).To(Succeed())
+		expectGone("overlap-shared")
+		Expect(fs.List(suiteCtx, secondKeys.Dir)).To(BeEmpty())
+		Expect(fs.Exists(suiteCtx, firstKeys.Logs)).To(BeTrue())
 	})
 })

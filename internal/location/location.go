@@ -49,6 +49,19 @@ func (s *Store) Validate(ctx context.Context) error { return s.validate(ctx) }
 // namespace) through r. A ReadOnly location's store refuses every write. The Secret is read
 // on every call, so rotated credentials are used without a restart.
 func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation) (*Store, error) {
+	// A location whose objects nest with an older one's is refused for every use, not only
+	// marked Unavailable: deleting a backup through it could remove the other's objects.
+	// (Without a reader — a lone location, whose Secret cannot be read either — there is
+	// nothing to compare with.)
+	if r != nil {
+		var all cairnv1.BackupStorageLocationList
+		if err := r.List(ctx, &all, client.InNamespace(bsl.Namespace)); err != nil {
+			return nil, fmt.Errorf("listing the storage locations: %w", err)
+		}
+		if others := Nested(all.Items, bsl); len(others) > 0 {
+			return nil, NestedError(others)
+		}
+	}
 	writable := bsl.Spec.AccessMode != cairnv1.AccessModeReadOnly
 	var prefix string
 	if bsl.Spec.ObjectStorage != nil {

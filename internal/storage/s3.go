@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,6 +58,8 @@ type S3 struct {
 	uploader *transfermanager.Client
 	bucket   string
 	endpoint string
+	// aborts counts the aborts of failed uploads still being sent.
+	aborts sync.WaitGroup
 }
 
 // s3ResponseHeaderTimeout is how long a request waits for the server's answer once it is sent.
@@ -118,10 +121,40 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	_, err := s.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: &s.bucket, Key: &key, Body: r})
 	if err != nil {
+		var failed interface{ UploadID() string }
+		if errors.As(err, &failed) && failed.UploadID() != "" {
+			s.abortLater(key, failed.UploadID())
+		}
+		if ctx.Err() != nil {
+			// The transfer manager's error only quotes the cancellation; say it as one.
+			return fmt.Errorf("uploading %s to bucket %s: %w", key, s.bucket, context.Cause(ctx))
+		}
 		return fmt.Errorf("uploading %s to bucket %s: %w", key, s.bucket, err)
 	}
 	return nil
 }
+
+// s3AbortTimeout bounds the abort of a failed multipart upload, sent after the upload's own
+// context may have ended.
+const s3AbortTimeout = time.Minute
+
+// abortLater aborts one multipart upload in the background, with a fresh context: the
+// transfer manager aborts a failed upload with the upload's own context, which does nothing
+// when that context was cancelled (a cancelled backup, a stalled upload). An upload already
+// aborted answers NoSuchUpload, which is what was wanted; should the server be down, the
+// cleanup of the backup (AbortIncompleteUploads) removes the upload later.
+func (s *S3) abortLater(key, uploadID string) {
+	s.aborts.Add(1)
+	go func() {
+		defer s.aborts.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s3AbortTimeout)
+		defer cancel()
+		_, _ = s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &uploadID})
+	}()
+}
+
+// WaitForAborts waits until the background aborts of failed uploads have been sent (for tests).
+func (s *S3) WaitForAborts() { s.aborts.Wait() }
 
 // Get implements ObjectStore.
 func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {

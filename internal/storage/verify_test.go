@@ -158,3 +158,21 @@ func TestFilesystemAbortsIncompleteUploads(t *testing.T) {
 		t.Errorf("through a ReadOnly store = %v, want ErrReadOnly", err)
 	}
 }
+
+func TestS3CancelledUploadLeavesNoIncompleteUpload(t *testing.T) {
+	server := testenv.StartS3Server(t)
+	server.CreateBucket("cancelled")
+	s := newS3(t, server, "cancelled", rootCreds(server))
+	ctx, cancel := context.WithCancel(context.Background())
+	// More than one 5 MiB part, cancelled once the first part is on its way.
+	r := &cancelAfter{r: bytes.NewReader(randomBytes(t, 12<<20)), after: 6 << 20, cancel: cancel}
+	err := s.Put(ctx, "ns/b/b.tar.gz", r)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put = %v, want context.Canceled", err)
+	}
+	s.WaitForAborts()
+	// An incomplete upload left behind would be found, and aborted, here.
+	if n, err := storage.AbortIncompleteUploads(context.Background(), s, "ns/"); err != nil || n != 0 {
+		t.Errorf("incomplete uploads left by a cancelled Put: %d (%v), want 0", n, err)
+	}
+}
