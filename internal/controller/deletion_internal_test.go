@@ -290,7 +290,9 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 	r.slots = &deletionSlots{limit: 1, run: r.runDeletion}
 	go func() { _ = r.life.Start(ctx) }()
 	<-r.life.ready
-	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "cairn-system", Name: name} }
+	key := func(name string) types.NamespacedName {
+		return types.NamespacedName{Namespace: "cairn-system", Name: name}
+	}
 	reconcile := func(name string) {
 		t.Helper()
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key(name)}); err != nil {
