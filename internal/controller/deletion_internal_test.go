@@ -176,6 +176,23 @@ func TestDeletionBackoff(t *testing.T) {
 		clk.Step(wantDelay - wantDelay/2)
 	}
 
+	// No phase timeout ends a deletion: hours later it is still retried, and still says what
+	// to do.
+	clk.Step(3 * time.Hour)
+	reconcile()
+	if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeleting {
+		t.Fatalf("3h later: phase %s, want Deleting again", got.Status.Phase)
+	}
+	select {
+	case <-r.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deletion goroutine did not report")
+	}
+	reconcile()
+	if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeletionFailed {
+		t.Fatalf("3h later: phase %s, want DeletionFailed", got.Status.Phase)
+	}
+
 	// The user gives up on the data: keep-data lets the object go without touching storage.
 	got := get()
 	got.Annotations = map[string]string{cairnv1.KeepDataAnnotation: "true"}
@@ -185,6 +202,9 @@ func TestDeletionBackoff(t *testing.T) {
 	reconcile()
 	if err := c.Get(ctx, req.NamespacedName, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the backup is still there after keep-data: %v", err)
+	}
+	if r.deletions.len() != 0 || r.backoff().tracked() != 0 {
+		t.Errorf("%d deletion records and %d backoff entries left of a backup that is gone", r.deletions.len(), r.backoff().tracked())
 	}
 }
 
