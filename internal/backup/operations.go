@@ -8,10 +8,15 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
+// OperationCallTimeout bounds each call of an action's Progress or Cancel by default: an action
+// that hangs holds up only its own operation, never the other operations of the backup nor the
+// reconciler. A call cut short fails its operation with the context's error.
+const OperationCallTimeout = 30 * time.Second
+
 // AdvanceOperation asks an unfinished operation's action how it is doing and returns the
 // operation updated: Completed, Failed (with the error), or still InProgress with its
 // progress. One past its timeout is cancelled and fails with "timed out". action is nil when
-// no registered action has the operation's name.
+// no registered action has the operation's name. ctx bounds this one call.
 func AdvanceOperation(ctx context.Context, op Operation, action BackupItemAction, b *cairnv1.Backup, now time.Time, timeout time.Duration) Operation {
 	if !op.Running() {
 		return op
@@ -22,9 +27,7 @@ func AdvanceOperation(ctx context.Context, op Operation, action BackupItemAction
 		return op
 	}
 	if now.Sub(op.Started) > timeout {
-		_ = action.Cancel(ctx, op.OperationID, b)
-		op.Phase, op.Error = OperationFailed, fmt.Sprintf("timed out after %s", timeout)
-		return op
+		return CancelOperation(ctx, op, action, b, now, fmt.Sprintf("timed out after %s", timeout))
 	}
 	p, err := action.Progress(ctx, op.OperationID, b)
 	switch {
@@ -74,23 +77,33 @@ func NextAfterOperations(phase cairnv1.BackupPhase, ops []Operation) cairnv1.Bac
 	return cairnv1.BackupPhaseFinalizing
 }
 
-// CancelOperations cancels every unfinished operation of a backup that is being cancelled:
-// its action's Cancel is called and the operation fails with reason. A Cancel that fails is
-// part of the operation's error; what the operation created is removed by the cancelled
-// backup's cleanup in any case. registry finds each operation's action by name.
+// CancelOperation cancels one unfinished operation: its action's Cancel is called (unless
+// action is nil: no registered action has its name) and the operation fails with reason. A
+// Cancel that fails is part of the operation's error; what the operation created is removed by
+// the cancelled backup's cleanup in any case. ctx bounds this one call. A finished operation is
+// returned as it is.
+func CancelOperation(ctx context.Context, op Operation, action BackupItemAction, b *cairnv1.Backup, now time.Time, reason string) Operation {
+	if !op.Running() {
+		return op
+	}
+	op.Phase, op.Error, op.Updated = OperationFailed, reason, now
+	if action != nil {
+		if err := action.Cancel(ctx, op.OperationID, b); err != nil {
+			op.Error = fmt.Sprintf("%s (cancelling it failed: %v)", reason, err)
+		}
+	}
+	return op
+}
+
+// CancelOperations cancels every unfinished operation of a backup that is being cancelled
+// (CancelOperation), each Cancel bounded by OperationCallTimeout on its own. registry finds each
+// operation's action by name.
 func CancelOperations(ctx context.Context, ops []Operation, registry *Registry, b *cairnv1.Backup, now time.Time, reason string) []Operation {
 	out := make([]Operation, len(ops))
 	for i, op := range ops {
-		out[i] = op
-		if !op.Running() {
-			continue
-		}
-		out[i].Phase, out[i].Error, out[i].Updated = OperationFailed, reason, now
-		if action := registry.Named(op.Action); action != nil {
-			if err := action.Cancel(ctx, op.OperationID, b); err != nil {
-				out[i].Error = fmt.Sprintf("%s (cancelling it failed: %v)", reason, err)
-			}
-		}
+		callCtx, cancel := context.WithTimeout(ctx, OperationCallTimeout)
+		out[i] = CancelOperation(callCtx, op, registry.Named(op.Action), b, now, reason)
+		cancel()
 	}
 	return out
 }

@@ -64,6 +64,9 @@ func TestAdvanceOperation(t *testing.T) {
 		{name: "timed out: cancelled", op: op, now: t0.Add(2 * time.Hour),
 			action:    func(c *[]string) BackupItemAction { return scriptedAction{cancelled: c} },
 			wantPhase: OperationFailed, wantErr: "timed out after 1h0m0s", wantCancel: true},
+		{name: "timed out, and cancelling it failed", op: op, now: t0.Add(2 * time.Hour),
+			action:    func(*[]string) BackupItemAction { return failingCancelAction{} },
+			wantPhase: OperationFailed, wantErr: "timed out after 1h0m0s (cancelling it failed: driver unreachable)"},
 		{name: "unknown action", op: op, now: t0.Add(time.Minute),
 			action:    func(*[]string) BackupItemAction { return nil },
 			wantPhase: OperationFailed, wantErr: "action test/scripted is not registered"},
@@ -151,5 +154,39 @@ func TestCancelOperations(t *testing.T) {
 	}
 	if !got[0].Updated.Equal(t0) || !got[2].Updated.IsZero() {
 		t.Error("only cancelled operations are marked updated")
+	}
+}
+
+// deadlineAction records whether each Cancel call had a deadline of its own.
+type deadlineAction struct {
+	scriptedAction
+	deadlines *[]time.Time
+}
+
+func (deadlineAction) Name() string { return "test/deadline" }
+func (a deadlineAction) Cancel(ctx context.Context, _ string, _ *cairnv1.Backup) error {
+	d, _ := ctx.Deadline()
+	*a.deadlines = append(*a.deadlines, d)
+	return nil
+}
+
+// TestCancelOperationsBoundsEachCall: every Cancel gets its own deadline, so one that hangs
+// cannot use up the time of the others.
+func TestCancelOperationsBoundsEachCall(t *testing.T) {
+	var deadlines []time.Time
+	registry := NewRegistry(nil, deadlineAction{deadlines: &deadlines})
+	ops := []Operation{
+		{Action: "test/deadline", OperationID: "a", Phase: OperationInProgress},
+		{Action: "test/deadline", OperationID: "b", Phase: OperationInProgress},
+	}
+	before := time.Now()
+	CancelOperations(context.Background(), ops, registry, &cairnv1.Backup{}, before, "cancelled")
+	if len(deadlines) != 2 {
+		t.Fatalf("%d Cancel calls, want 2", len(deadlines))
+	}
+	for i, d := range deadlines {
+		if d.IsZero() || d.Before(before.Add(OperationCallTimeout)) {
+			t.Errorf("call %d: deadline %v, want its own, %s after the call started", i, d, OperationCallTimeout)
+		}
 	}
 }

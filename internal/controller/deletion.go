@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -18,6 +20,8 @@ const messageNoDeletionInProgress = "no deletion in progress (the operator resta
 type deletionState string
 
 const (
+	// deletionWaiting: handed to the slots, waiting for a running deletion to end.
+	deletionWaiting deletionState = "Waiting"
 	deletionRunning deletionState = "Deleting"
 	deletionDone    deletionState = "Deleted"
 	deletionFailed  deletionState = "DeletionFailed"
@@ -27,6 +31,12 @@ const (
 type deletionRecord struct {
 	State   deletionState
 	Message string
+}
+
+// pending reports whether this process will still delete under the backup's name: its
+// deletion runs or waits for a slot.
+func (r deletionRecord) pending() bool {
+	return r.State == deletionWaiting || r.State == deletionRunning
 }
 
 // newDeletions returns the in-memory map of the deletions this process runs, keyed by backup
@@ -45,8 +55,11 @@ const (
 	stepRelease deletionStep = "Release"
 	// stepStart: phase Deleting, record it, start the goroutine.
 	stepStart deletionStep = "Start"
-	// stepWait: the goroutine runs; its end triggers the next reconcile.
+	// stepWait: the goroutine runs or waits for a slot; its end triggers the next reconcile.
 	stepWait deletionStep = "Wait"
+	// stepWithdraw: keep-data was set while the deletion still waits for a slot: take it out
+	// of the line and remove the finalizer without touching storage.
+	stepWithdraw deletionStep = "Withdraw"
 	// stepVerify: the goroutine reports success; check the store and remove the finalizer.
 	stepVerify deletionStep = "Verify"
 	// stepFail: phase DeletionFailed with the message, next attempt after the backoff.
@@ -79,9 +92,11 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	switch {
 	case !in.Deleted || !owned:
 		return stepNone, "" // a running backup is cancelled by its phase's owner first
-	case in.Record != nil && in.Record.State == deletionRunning:
-		// Also when keep-data was set meanwhile, or the read is stale: the object must not go
-		// while this process still deletes under its name.
+	case in.Record != nil && in.Record.State == deletionWaiting && in.KeepData:
+		return stepWithdraw, ""
+	case in.Record != nil && in.Record.pending():
+		// Also when keep-data was set once the deletion started, or the read is stale: the
+		// object must not go while this process still deletes under its name.
 		return stepWait, ""
 	case in.KeepData:
 		return stepRelease, ""
@@ -99,8 +114,6 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	switch {
 	case in.Record == nil:
 		return stepFail, messageNoDeletionInProgress
-	case in.Record.State == deletionRunning:
-		return stepWait, ""
 	case in.Record.State == deletionDone:
 		return stepVerify, ""
 	}
@@ -114,8 +127,8 @@ const DefaultConcurrentDeletions = 4
 
 // deletionSlots runs at most limit deletions at once. The others wait in line, first come first
 // served, and start as running ones end; waiting costs a list entry, not a goroutine, and
-// submitting never blocks the reconciler. A waiting deletion is recorded as running (the
-// backup is Deleting, and nothing else happens to it meanwhile). The line lives in memory: the
+// submitting never blocks the reconciler. A waiting deletion is recorded as waiting (the
+// backup is Deleting; keep-data takes it out of the line). The line lives in memory: the
 // waiting backups are already Deleting, so after a restart they are found with no record and
 // retried like any interrupted deletion. Safe for concurrent use.
 type deletionSlots struct {
@@ -168,4 +181,17 @@ func (s *deletionSlots) next() (queuedDeletion, bool) {
 	}
 	s.running--
 	return queuedDeletion{}, false
+}
+
+// withdraw takes a waiting deletion out of the line; false when it is not there (it started).
+func (s *deletionSlots) withdraw(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, d := range s.waiting {
+		if d.backup.UID == uid {
+			s.waiting = slices.Delete(s.waiting, i, i+1)
+			return true
+		}
+	}
+	return false
 }

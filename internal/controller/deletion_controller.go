@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -97,6 +98,11 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	switch step {
 	case stepRelease:
 		return ctrl.Result{}, r.release(ctx, &b, in.KeepData)
+	case stepWithdraw:
+		if !r.deletionSlots().withdraw(b.UID) {
+			return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil // it started meanwhile
+		}
+		return ctrl.Result{}, r.release(ctx, &b, true)
 	case stepStart:
 		return r.start(ctx, &b)
 	case stepWait:
@@ -125,18 +131,25 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.deletions.set(b.UID, deletionRecord{State: deletionRunning})
+	// Recorded before it is submitted: the goroutine marks it running as it starts.
+	r.deletions.set(b.UID, deletionRecord{State: deletionWaiting})
+	if slots := r.deletionSlots(); !slots.submit(base, b.DeepCopy()) {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "DeletionWaiting", "Delete",
+			"Waiting for one of the %d running deletions to end before deleting the backup's data", slots.limit)
+		return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the backup's data from storage location %s", b.Status.StorageLocation)
-	r.deletionSlots().submit(base, b.DeepCopy())
 	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
 }
 
 // runDeletion removes a backup's data and reports the outcome in the map, then wakes the
-// reconciler. A panic is a failure like any other.
+// reconciler. A panic is a failure like any other. It only updates the backup's entry: one
+// forgotten meanwhile (the object is gone) stays forgotten.
 func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
+	r.deletions.replace(b.UID, deletionRecord{State: deletionRunning})
 	defer func() {
 		if p := recover(); p != nil {
-			r.deletions.set(b.UID, deletionRecord{State: deletionFailed, Message: fmt.Sprintf("the deletion panicked: %v", p)})
+			r.deletions.replace(b.UID, deletionRecord{State: deletionFailed, Message: fmt.Sprintf("the deletion panicked: %v", p)})
 		}
 		select {
 		case r.ended <- event.GenericEvent{Object: b}:
@@ -144,10 +157,10 @@ func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup)
 		}
 	}()
 	if err := r.removeData(ctx, b); err != nil {
-		r.deletions.set(b.UID, deletionRecord{State: deletionFailed, Message: err.Error()})
+		r.deletions.replace(b.UID, deletionRecord{State: deletionFailed, Message: err.Error()})
 		return
 	}
-	r.deletions.set(b.UID, deletionRecord{State: deletionDone})
+	r.deletions.replace(b.UID, deletionRecord{State: deletionDone})
 }
 
 // removeData deletes every object under the backup's own directory in its location (the
@@ -296,8 +309,7 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// What this process remembers of a backup is dropped when its object is gone, however it
 	// went.
 	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		r.deletions.forget(e.Object.GetUID())
-		r.backoff().forget(e.Object.GetUID())
+		r.forget(e.Object.GetUID())
 	}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deletion").
@@ -306,6 +318,14 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
 		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// forget drops what this process remembers of a backup whose object is gone. A deletion of it
+// already handed to the slots still runs to its end (its data was asked to go), and leaves no
+// entry behind.
+func (r *DeletionReconciler) forget(uid types.UID) {
+	r.deletions.forget(uid)
+	r.backoff().forget(uid)
 }
 
 // backoff is the reconciler's retry backoff, made on first use for a reconciler built without

@@ -27,6 +27,7 @@ func TestNextDeletionStep(t *testing.T) {
 	later := metav1.NewTime(now.Add(10 * time.Second))
 	earlier := metav1.NewTime(now.Add(-time.Second))
 	running := &deletionRecord{State: deletionRunning}
+	waiting := &deletionRecord{State: deletionWaiting}
 	done := &deletionRecord{State: deletionDone}
 	failed := &deletionRecord{State: deletionFailed, Message: "connection refused"}
 	tests := []struct {
@@ -46,6 +47,9 @@ func TestNextDeletionStep(t *testing.T) {
 		{name: "never queued: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailedValidation, Deleted: true}, want: stepRelease},
 		{name: "keep-data", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, KeepData: true}, want: stepRelease},
 		{name: "keep-data while this process still deletes: wait for it", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, KeepData: true, Record: running}, want: stepWait},
+		{name: "waiting for a slot", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: waiting}, want: stepWait},
+		{name: "stale terminal read while waiting for a slot", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: waiting}, want: stepWait},
+		{name: "keep-data while waiting for a slot: out of the line", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, KeepData: true, Record: waiting}, want: stepWithdraw},
 		{name: "keep-data while failing", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, KeepData: true, NextAttempt: &later}, want: stepRelease},
 		{name: "stale terminal read while this process deletes", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: running}, want: stepWait},
 		{name: "deleting, goroutine running", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: running}, want: stepWait},
@@ -172,6 +176,23 @@ func TestDeletionBackoff(t *testing.T) {
 		clk.Step(wantDelay - wantDelay/2)
 	}
 
+	// No phase timeout ends a deletion: hours later it is still retried, and still says what
+	// to do.
+	clk.Step(3 * time.Hour)
+	reconcile()
+	if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeleting {
+		t.Fatalf("3h later: phase %s, want Deleting again", got.Status.Phase)
+	}
+	select {
+	case <-r.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deletion goroutine did not report")
+	}
+	reconcile()
+	if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeletionFailed {
+		t.Fatalf("3h later: phase %s, want DeletionFailed", got.Status.Phase)
+	}
+
 	// The user gives up on the data: keep-data lets the object go without touching storage.
 	got := get()
 	got.Annotations = map[string]string{cairnv1.KeepDataAnnotation: "true"}
@@ -181,6 +202,9 @@ func TestDeletionBackoff(t *testing.T) {
 	reconcile()
 	if err := c.Get(ctx, req.NamespacedName, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the backup is still there after keep-data: %v", err)
+	}
+	if r.deletions.len() != 0 || r.backoff().tracked() != 0 {
+		t.Errorf("%d deletion records and %d backoff entries left of a backup that is gone", r.deletions.len(), r.backoff().tracked())
 	}
 }
 
@@ -238,5 +262,108 @@ func TestDeletionPanic(t *testing.T) {
 	}
 	if got.Status.Phase != cairnv1.BackupPhaseDeletionFailed || got.Status.LastDeletionError != "the deletion panicked: provider bug" {
 		t.Fatalf("phase %s, error %q", got.Status.Phase, got.Status.LastDeletionError)
+	}
+}
+
+// hangingListStore blocks every List until release is closed, and counts the Lists.
+type hangingListStore struct {
+	storage.ObjectStore
+	release <-chan struct{}
+	listed  chan<- string
+}
+
+func (s hangingListStore) List(ctx context.Context, prefix string) ([]string, error) {
+	s.listed <- prefix
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.ObjectStore.List(ctx, prefix)
+}
+
+// TestDeletionWaitingForASlot: with one deletion slot, a second deleted backup waits in line
+// (Deleting); keep-data takes it out of the line and the object goes without its data being
+// touched. A backup whose object goes while its deletion runs leaves nothing in memory.
+func TestDeletionWaitingForASlot(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(clk.Now())
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "rw", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{cairnv1.ConfigKeyPath: t.TempDir()}}}
+	deleted := func(name string) *cairnv1.Backup {
+		return &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cairn-system", UID: types.UID("uid-" + name),
+			DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, deleted("b1"), deleted("b2")).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	release := make(chan struct{})
+	listed := make(chan string, 10)
+	recorder := events.NewFakeRecorder(100)
+	r := &DeletionReconciler{Client: c, Clock: clk, Recorder: recorder, Gate: openGate{},
+		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+			return hangingListStore{ObjectStore: s, release: release, listed: listed}
+		}},
+		BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
+		deletions: newDeletions(), ended: make(chan event.GenericEvent, 2), life: &lifetime{ready: make(chan struct{})}}
+	r.slots = &deletionSlots{limit: 1, run: r.runDeletion}
+	go func() { _ = r.life.Start(ctx) }()
+	<-r.life.ready
+	key := func(name string) types.NamespacedName {
+		return types.NamespacedName{Namespace: "cairn-system", Name: name}
+	}
+	reconcile := func(name string) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key(name)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) (*cairnv1.Backup, error) {
+		var b cairnv1.Backup
+		err := c.Get(ctx, key(name), &b)
+		return &b, err
+	}
+
+	reconcile("b1")
+	<-listed // b1's deletion runs and holds the only slot
+	reconcile("b2")
+	if b, err := get("b2"); err != nil || b.Status.Phase != cairnv1.BackupPhaseDeleting {
+		t.Fatalf("b2: %v, %v; want Deleting while it waits", b.Status.Phase, err)
+	}
+	if rec, _ := r.deletions.get("uid-b2"); rec.State != deletionWaiting {
+		t.Fatalf("b2's record %+v, want waiting", rec)
+	}
+
+	// keep-data while waiting: out of the line, the object goes.
+	b2, _ := get("b2")
+	b2.Annotations = map[string]string{cairnv1.KeepDataAnnotation: "true"}
+	if err := c.Update(ctx, b2); err != nil {
+		t.Fatal(err)
+	}
+	reconcile("b2")
+	if _, err := get("b2"); !apierrors.IsNotFound(err) {
+		t.Fatalf("b2 is still there after keep-data: %v", err)
+	}
+
+	// b1's object goes by hand while its deletion runs (what the watch's delete handler sees).
+	b1, _ := get("b1")
+	b1.Finalizers = nil
+	if err := c.Update(ctx, b1); err != nil {
+		t.Fatal(err)
+	}
+	r.forget("uid-b1")
+	close(release)
+	select {
+	case <-r.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b1's deletion did not end")
+	}
+	reconcile("b1")
+	if n := r.deletions.len(); n != 0 {
+		t.Errorf("%d entries left in the deletions map, want none", n)
+	}
+	if n := len(listed); n != 0 {
+		t.Errorf("%d more Lists: b2's data was touched after keep-data", n)
 	}
 }

@@ -63,3 +63,42 @@ func TestDeletionSlotsCapConcurrentDeletions(t *testing.T) {
 		t.Errorf("slots left running %d, waiting %d", s.running, len(s.waiting))
 	}
 }
+
+func TestDeletionSlotsWithdraw(t *testing.T) {
+	release := make(chan struct{})
+	ran := make(chan types.UID, 3)
+	s := &deletionSlots{limit: 1, run: func(_ context.Context, b *cairnv1.Backup) {
+		ran <- b.UID
+		<-release
+	}}
+	for _, uid := range []types.UID{"a", "b", "c"} {
+		s.submit(context.Background(), &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{UID: uid}})
+	}
+	if got := <-ran; got != "a" {
+		t.Fatalf("first to run: %s", got)
+	}
+	if s.withdraw("a") {
+		t.Error("withdrew a running deletion")
+	}
+	if !s.withdraw("b") || s.withdraw("b") {
+		t.Error("a waiting deletion is withdrawn once")
+	}
+	close(release)
+	if got := <-ran; got != "c" {
+		t.Errorf("after a: %s, want c (b was withdrawn)", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		idle := s.running == 0
+		s.mu.Unlock()
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot was never freed")
+		}
+	}
+	if len(ran) != 0 {
+		t.Errorf("%s ran although withdrawn", <-ran)
+	}
+}

@@ -32,8 +32,12 @@ const DefaultItemOperationSyncFrequency = 10 * time.Second
 // it polls each unfinished operation's Progress, cancels those past spec.itemOperationTimeout,
 // keeps the -itemoperations.json.gz object and the operation counts in status up to date, and
 // moves the backup to Finalizing[PartiallyFailed] once none is left running. A cancelled (or
-// deleted) backup has every unfinished operation cancelled and goes to FinalizingCancelled.
-// The operations object is its state, so a restarted manager resumes where it was.
+// deleted) backup has every unfinished operation cancelled and goes to FinalizingCancelled,
+// whether or not storage answers. Each Progress and Cancel call has its own deadline. When the
+// operations cannot be followed any more — a permanent error, or storage failing for longer
+// than PhaseTimeout since the last successful poll — the unfinished ones are cancelled and
+// failed, and the backup goes to FinalizingPartiallyFailed; other failures are retried with
+// backoff. The operations object is its state, so a restarted manager resumes where it was.
 type OperationsReconciler struct {
 	client.Client
 	Namespace string
@@ -46,10 +50,11 @@ type OperationsReconciler struct {
 	}
 	// SyncFrequency is how often unfinished operations are polled.
 	SyncFrequency time.Duration
-	// CallTimeout bounds each Progress and Cancel call; 0 means operationCallTimeout.
+	// CallTimeout bounds each Progress and Cancel call; 0 means backup.OperationCallTimeout.
 	CallTimeout time.Duration
 	// PhaseTimeout bounds how long the operations may stay unreadable or unwritable (storage
-	// failing) before the backup moves on without them; 0 means DefaultPhaseTimeout.
+	// failing) since the last successful poll before the backup moves on without them; 0
+	// means DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
 
 	// polled is when this process last polled each backup's operations (or first saw it): the
@@ -57,10 +62,6 @@ type OperationsReconciler struct {
 	// (itemOperationTimeout).
 	polled uidMap[time.Time]
 }
-
-// operationCallTimeout bounds each Progress and Cancel call: one operation whose action hangs
-// fails alone, and the others are still polled.
-const operationCallTimeout = 30 * time.Second
 
 // Reconcile polls one backup's operations.
 func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -89,15 +90,16 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return err
 	})
 	if _, failureReason, cancelled := cancellation(&b); cancelled {
-		if err != nil && !unreadableForGood(err) {
-			return ctrl.Result{}, err // storage down: the operations can still be cancelled later
+		if err != nil {
+			// A cancel never waits on storage: the operations that cannot be read are not
+			// cancelled by ID, and the cleanup still removes the snapshots, found by label.
+			ctrl.LoggerFrom(ctx).Info("Could not read the operations of a cancelled backup; cancelling it without them", "error", err.Error())
+			return ctrl.Result{}, r.cancel(ctx, &b, store, keys, nil, false, failureReason)
 		}
-		// With the operations object gone for good there is nothing to cancel by ID; the
-		// cleanup still removes the snapshots, which are found by label.
-		return ctrl.Result{}, r.cancel(ctx, &b, store, keys, ops, failureReason)
+		return ctrl.Result{}, r.cancel(ctx, &b, store, keys, ops, true, failureReason)
 	}
 	if err != nil {
-		return r.cannotPoll(ctx, &b, err)
+		return r.cannotPoll(ctx, &b, store, keys, nil, false, err)
 	}
 
 	now := r.Clock.Now()
@@ -117,7 +119,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	if changed {
 		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); err != nil {
-			return r.cannotPoll(ctx, &b, err)
+			return r.cannotPoll(ctx, &b, store, keys, ops, true, fmt.Errorf("writing the operations: %w", err))
 		}
 	}
 	r.polled.set(b.UID, r.Clock.Now())
@@ -142,62 +144,117 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{}, nil
 }
 
+func (r *OperationsReconciler) phaseTimeout() time.Duration {
+	if r.PhaseTimeout > 0 {
+		return r.PhaseTimeout
+	}
+	return DefaultPhaseTimeout
+}
+
 func (r *OperationsReconciler) callTimeout() time.Duration {
 	if r.CallTimeout > 0 {
 		return r.CallTimeout
 	}
-	return operationCallTimeout
+	return backup.OperationCallTimeout
 }
 
-// cannotPoll handles a failure to read or write a backup's operations. A permanent one (the
-// location gone or ReadOnly, the object missing or corrupt) and a transient one that lasted
-// PhaseTimeout since the last poll leave nothing to wait for: the backup moves on to
-// FinalizingPartiallyFailed, its operations counted failed, with a Warning event. Any other is
-// retried with backoff.
-func (r *OperationsReconciler) cannotPoll(ctx context.Context, b *cairnv1.Backup, err error) (ctrl.Result, error) {
+// pollFailureOutcome decides what a failure to read or write a backup's operations leads to:
+// a permanent one (isPermanent: the location gone or misconfigured, a ReadOnly location, the
+// object missing or corrupt, Forbidden) leaves nothing to wait for, and a transient one gives
+// up once polls have failed for longer than timeout; the reason says why. Anything else is
+// retried with backoff (giveUp false). failingFor counts from the last successful poll, not
+// from the phase's start: operations that poll fine may run for hours (itemOperationTimeout).
+func pollFailureOutcome(err error, failingFor, timeout time.Duration) (giveUp bool, reason string) {
+	switch {
+	case isPermanent(err):
+		return true, err.Error()
+	case failingFor > timeout:
+		return true, fmt.Sprintf("phase timed out after %s: %v", timeout, err)
+	}
+	return false, ""
+}
+
+// cannotPoll handles a failure to read or write a backup's operations (ops are the operations
+// as this poll left them when known): retried with backoff, or, when pollFailureOutcome gives
+// up, the backup moves on without its unfinished operations. Those it knows of are cancelled
+// (each call bounded) and marked failed with the reason; the operations object is rewritten if
+// the store takes it (it may be the very problem); status counts every unfinished operation
+// failed; an OperationsLost Warning event says why.
+func (r *OperationsReconciler) cannotPoll(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, known bool, err error) (ctrl.Result, error) {
 	since, _ := r.polled.get(b.UID)
-	timedOut := r.Clock.Now().Sub(since) > r.PhaseTimeout
-	if !isPermanent(err) && !unreadableForGood(err) && !timedOut {
+	giveUp, reason := pollFailureOutcome(err, r.Clock.Now().Sub(since), r.phaseTimeout())
+	if !giveUp {
 		return ctrl.Result{}, err
 	}
-	reason := fmt.Sprintf("the async operations could not be followed: %v", err)
-	if timedOut {
-		reason = fmt.Sprintf("the async operations could not be followed for %s: %v", r.PhaseTimeout, err)
+	unfinished := int(b.Status.BackupItemOperationsAttempted - b.Status.BackupItemOperationsCompleted - b.Status.BackupItemOperationsFailed)
+	if known {
+		unfinished, _, _ = backup.OperationCounts(ops)
 	}
-	unfinished := b.Status.BackupItemOperationsAttempted - b.Status.BackupItemOperationsCompleted - b.Status.BackupItemOperationsFailed
+	ops = r.cancelEach(ctx, b, ops, reason)
+	if known && store != nil {
+		if perr := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); perr != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not record the operations given up on", "backup", qualifiedName(b), "error", perr.Error())
+		}
+	}
+	attempted, completed, failed := operationTotals(b.Status, ops, known)
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingPartiallyFailed
-		s.BackupItemOperationsFailed += max(unfinished, 0)
-		s.Errors += max(unfinished, 1)
+		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
+		s.Errors = max(s.Errors+1, failed)
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.polled.forget(b.UID)
-	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "OperationsLost", "Poll", "Backup goes on without its unfinished operations: %s", reason)
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "OperationsLost", "Poll",
+		"Backup goes on without its %d unfinished async operations: %s", max(unfinished, 0), reason)
 	return ctrl.Result{}, nil
 }
 
-// cancel cancels every unfinished operation of a cancelled backup, records them, and moves the
-// backup to FinalizingCancelled. A Cancel is safe to repeat, so a failed write is retried whole.
-func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, failureReason string) error {
+// cancelEach cancels every unfinished operation (backup.CancelOperation), each call with its
+// own CallTimeout, and marks it failed with reason.
+func (r *OperationsReconciler) cancelEach(ctx context.Context, b *cairnv1.Backup, ops []backup.Operation, reason string) []backup.Operation {
+	now := r.Clock.Now()
+	out := make([]backup.Operation, len(ops))
+	for i, op := range ops {
+		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
+		out[i] = backup.CancelOperation(callCtx, op, r.Registry.Named(op.Action), b, now, reason)
+		cancel()
+	}
+	return out
+}
+
+// operationTotals are the operation counts for status once every unfinished operation failed:
+// from ops when they are known, else from status (the operations object could not be read),
+// where whatever had not completed counts failed.
+func operationTotals(st cairnv1.BackupStatus, ops []backup.Operation, known bool) (attempted, completed, failed int32) {
+	if !known {
+		attempted, completed = st.BackupItemOperationsAttempted, st.BackupItemOperationsCompleted
+		return attempted, completed, max(attempted-completed, 0)
+	}
+	_, c, f := backup.OperationCounts(ops)
+	return int32(len(ops)), int32(c), int32(f)
+}
+
+// cancel cancels every unfinished operation of a cancelled backup (each call bounded), records
+// them if the store takes it, and moves the backup to FinalizingCancelled. No storage failure
+// holds a cancel: the operations object is removed by the cleanup anyway, and operations that
+// could not be read (known false) are counted failed from status.
+func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, known bool, failureReason string) error {
 	running, _, _ := backup.OperationCounts(ops)
-	cancelCtx, cancelCalls := context.WithTimeout(ctx, r.callTimeout())
-	ops = backup.CancelOperations(cancelCtx, ops, r.Registry, b, r.Clock.Now(), failureReason)
-	cancelCalls()
-	if store != nil && len(ops) > 0 {
+	ops = r.cancelEach(ctx, b, ops, failureReason)
+	if known && store != nil && len(ops) > 0 {
 		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); err != nil {
-			return err
+			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", "backup", qualifiedName(b), "error", err.Error())
 		}
 	}
-	_, completed, failed := backup.OperationCounts(ops)
+	attempted, completed, failed := operationTotals(b.Status, ops, known)
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
-		s.BackupItemOperationsAttempted = int32(len(ops))
-		s.BackupItemOperationsCompleted = int32(completed)
-		s.BackupItemOperationsFailed = int32(failed)
+		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
 	}); err != nil {
 		return err
 	}
+	r.polled.forget(b.UID)
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel",
 		"%s while waiting for async operations: %d cancelled; removing its data", failureReason, running)
 	return nil
@@ -214,13 +271,6 @@ func putOperations(ctx context.Context, store storage.ObjectStore, keys storage.
 
 // errCorruptOperations marks an operations object that cannot be decoded.
 var errCorruptOperations = errors.New("the operations object is corrupt")
-
-// unreadableForGood tells the failures to read the operations that waiting will not mend: the
-// location or the object is gone, or the object is corrupt.
-func unreadableForGood(err error) bool {
-	return errors.Is(err, location.ErrMissing) || errors.Is(err, location.ErrConfig) ||
-		errors.Is(err, storage.ErrNotFound) || errors.Is(err, errCorruptOperations)
-}
 
 // readOperations reads a backup's operations object.
 func readOperations(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) ([]backup.Operation, error) {
@@ -242,9 +292,6 @@ func readOperations(ctx context.Context, store storage.ObjectStore, keys storage
 
 // SetupWithManager registers the reconciler for backups in its phases.
 func (r *OperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.PhaseTimeout <= 0 {
-		r.PhaseTimeout = DefaultPhaseTimeout
-	}
 	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
 		return ok && (b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperations ||

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,29 +25,134 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// pollAction reports operation "done" completed and lets operation "hang" hang until its call
-// is cancelled.
-type pollAction struct{}
+// pollAction answers by operation ID: "done" completed, "running" still running, "hang" hangs
+// (Progress and Cancel) until its call's context ends. It records the Cancel calls that
+// returned, and whether their context was still live when they were made.
+type pollAction struct {
+	mu        sync.Mutex
+	cancelled []string
+	expired   []string
+}
 
-func (pollAction) Name() string                      { return "test/poll" }
-func (pollAction) AppliesTo() []schema.GroupResource { return nil }
-func (pollAction) Execute(context.Context, *unstructured.Unstructured, *cairnv1.Backup) (backup.ExecuteResult, error) {
+func (*pollAction) Name() string                      { return "test/poll" }
+func (*pollAction) AppliesTo() []schema.GroupResource { return nil }
+func (*pollAction) Execute(context.Context, *unstructured.Unstructured, *cairnv1.Backup) (backup.ExecuteResult, error) {
 	return backup.ExecuteResult{}, nil
 }
-func (pollAction) Progress(ctx context.Context, id string, _ *cairnv1.Backup) (backup.OperationProgress, error) {
-	if id == "hang" {
+func (*pollAction) Progress(ctx context.Context, id string, _ *cairnv1.Backup) (backup.OperationProgress, error) {
+	switch id {
+	case "hang":
 		<-ctx.Done()
 		return backup.OperationProgress{}, ctx.Err()
+	case "running":
+		return backup.OperationProgress{NCompleted: 1, NTotal: 2}, nil
 	}
 	return backup.OperationProgress{Completed: true}, nil
 }
-func (pollAction) Cancel(context.Context, string, *cairnv1.Backup) error { return nil }
+func (a *pollAction) Cancel(ctx context.Context, id string, _ *cairnv1.Backup) error {
+	if id == "hang" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cancelled = append(a.cancelled, id)
+	if ctx.Err() != nil {
+		a.expired = append(a.expired, id)
+	}
+	return nil
+}
 
-func newOperationsTest(t *testing.T, clk *clocktesting.FakeClock, opsData []byte, down *bool) (*OperationsReconciler, client.Client, ctrl.Request) {
+func (a *pollAction) calls() (cancelled, expired []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.cancelled), slices.Clone(a.expired)
+}
+
+// storeFaults makes the test's store fail reads or writes while set; puts may fail only a
+// number of times.
+type storeFaults struct {
+	mu       sync.Mutex
+	get, put error
+	// puts is how many more Puts fail with put; negative is every one.
+	puts int
+}
+
+func (f *storeFaults) set(get, put error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.get, f.put, f.puts = get, put, -1
+}
+
+// failPuts makes the next n Puts fail with err.
+func (f *storeFaults) failPuts(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.put, f.puts = err, n
+}
+
+func (f *storeFaults) getErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.get
+}
+
+func (f *storeFaults) putErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.put == nil || f.puts == 0 {
+		return nil
+	}
+	if f.puts > 0 {
+		f.puts--
+	}
+	return f.put
+}
+
+// faultyStore fails calls as its faults say.
+type faultyStore struct {
+	storage.ObjectStore
+	faults *storeFaults
+}
+
+var errStorageDown = errors.New("connection refused")
+
+func (s faultyStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := s.faults.getErr(); err != nil {
+		return nil, err
+	}
+	return s.ObjectStore.Get(ctx, key)
+}
+
+func (s faultyStore) Put(ctx context.Context, key string, r io.Reader) error {
+	if err := s.faults.putErr(); err != nil {
+		return err
+	}
+	return s.ObjectStore.Put(ctx, key, r)
+}
+
+// operationsTest is one backup in WaitingForPluginOperations with two operations attempted,
+// its operations object in a filesystem location, and the operations reconciler (fake client,
+// fake clock, 100 ms per call, 1h phase timeout).
+type operationsTest struct {
+	r        *OperationsReconciler
+	c        client.Client
+	req      ctrl.Request
+	clk      *clocktesting.FakeClock
+	action   *pollAction
+	faults   *storeFaults
+	recorder *events.FakeRecorder
+	store    storage.ObjectStore
+	keys     storage.BackupKeys
+}
+
+func newOperationsTest(t *testing.T, opsData []byte, mutate func(*cairnv1.Backup)) *operationsTest {
 	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
 	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "cairn-system"},
 		Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, Config: map[string]string{cairnv1.ConfigKeyPath: dir}},
@@ -51,6 +161,9 @@ func newOperationsTest(t *testing.T, clk *clocktesting.FakeClock, opsData []byte
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-b", CreationTimestamp: entered},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseWaitingForPluginOperations, StorageLocation: "default",
 			PhaseTransitionTime: &entered, BackupItemOperationsAttempted: 2}}
+	if mutate != nil {
+		mutate(b)
+	}
 	fs, err := storage.NewFilesystem(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -60,45 +173,74 @@ func newOperationsTest(t *testing.T, clk *clocktesting.FakeClock, opsData []byte
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
-	r := &OperationsReconciler{Client: c, Namespace: "cairn-system", Registry: backup.NewRegistry(nil, pollAction{}), Clock: clk,
-		Recorder: events.NewFakeRecorder(100), Gate: openGate{}, SyncFrequency: time.Second, CallTimeout: 100 * time.Millisecond, PhaseTimeout: time.Hour,
+	tt := &operationsTest{c: c, clk: clk, action: &pollAction{}, faults: &storeFaults{}, recorder: events.NewFakeRecorder(100),
+		store: fs, keys: keys, req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}}
+	tt.r = &OperationsReconciler{Client: c, Namespace: "cairn-system", Registry: backup.NewRegistry(nil, tt.action), Clock: clk,
+		Recorder: tt.recorder, Gate: openGate{}, SyncFrequency: time.Second, CallTimeout: 100 * time.Millisecond, PhaseTimeout: time.Hour,
 		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
-			return downStore{ObjectStore: s, down: down}
+			return faultyStore{ObjectStore: s, faults: tt.faults}
 		}}}
-	return r, c, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
+	return tt
 }
 
-// downStore fails every call while *down.
-type downStore struct {
-	storage.ObjectStore
-	down *bool
-}
-
-var errStorageDown = errors.New("connection refused")
-
-func (d downStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	if *d.down {
-		return nil, errStorageDown
+func operationsData(t *testing.T, started time.Time, ids ...string) []byte {
+	t.Helper()
+	ops := make([]backup.Operation, len(ids))
+	for i, id := range ids {
+		ops[i] = backup.Operation{Action: "test/poll", OperationID: id, Started: started}
 	}
-	return d.ObjectStore.Get(ctx, key)
+	data, err := backup.GzipJSON(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func (tt *operationsTest) reconcile(t *testing.T) error {
+	t.Helper()
+	_, err := tt.r.Reconcile(context.Background(), tt.req)
+	return err
+}
+
+func (tt *operationsTest) backup(t *testing.T) *cairnv1.Backup {
+	t.Helper()
+	var b cairnv1.Backup
+	if err := tt.c.Get(context.Background(), tt.req.NamespacedName, &b); err != nil {
+		t.Fatal(err)
+	}
+	return &b
+}
+
+// storedOperations reads the operations object around the faults.
+func (tt *operationsTest) storedOperations(t *testing.T) []backup.Operation {
+	t.Helper()
+	ops, err := readOperations(context.Background(), tt.store, tt.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// events drains the recorded events.
+func (tt *operationsTest) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-tt.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
 
 func TestOperationsOneHangingCallFailsOnlyItself(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
-	started := clk.Now()
-	ops, _ := backup.GzipJSON([]backup.Operation{
-		{Action: "test/poll", OperationID: "hang", Started: started},
-		{Action: "test/poll", OperationID: "done", Started: started},
-	})
-	down := false
-	r, c, req := newOperationsTest(t, clk, ops, &down)
-	if _, err := r.Reconcile(context.Background(), req); err != nil {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "hang", "done"), nil)
+	if err := tt.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
-	var b cairnv1.Backup
-	if err := c.Get(context.Background(), req.NamespacedName, &b); err != nil {
-		t.Fatal(err)
-	}
+	b := tt.backup(t)
 	if b.Status.BackupItemOperationsCompleted != 1 || b.Status.BackupItemOperationsFailed != 1 {
 		t.Errorf("completed %d, failed %d: the hanging call fails alone, the other is still polled",
 			b.Status.BackupItemOperationsCompleted, b.Status.BackupItemOperationsFailed)
@@ -109,46 +251,242 @@ func TestOperationsOneHangingCallFailsOnlyItself(t *testing.T) {
 }
 
 func TestOperationsStorageFailing(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
-	ops, _ := backup.GzipJSON([]backup.Operation{{Action: "test/poll", OperationID: "hang", Started: clk.Now()}})
-	down := true
-	r, c, req := newOperationsTest(t, clk, ops, &down)
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "running", "running"), nil)
+	tt.faults.set(errStorageDown, errStorageDown)
 	// Storage down: retried with backoff, the phase unchanged.
-	if _, err := r.Reconcile(context.Background(), req); !errors.Is(err, errStorageDown) {
+	if err := tt.reconcile(t); !errors.Is(err, errStorageDown) {
 		t.Fatalf("Reconcile = %v, want the storage error (retried with backoff)", err)
 	}
-	var b cairnv1.Backup
-	if err := c.Get(context.Background(), req.NamespacedName, &b); err != nil {
-		t.Fatal(err)
-	}
-	if b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations {
+	if b := tt.backup(t); b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations {
 		t.Fatalf("phase = %s, want it unchanged while storage is down", b.Status.Phase)
 	}
+	// Still down just before the phase timeout: still retried.
+	tt.clk.Step(time.Hour - time.Minute)
+	if err := tt.reconcile(t); !errors.Is(err, errStorageDown) {
+		t.Fatalf("Reconcile = %v before the timeout, want the storage error", err)
+	}
 	// Down for longer than the phase timeout: the backup goes on without its operations.
-	clk.Step(time.Hour + time.Minute)
-	if _, err := r.Reconcile(context.Background(), req); err != nil {
+	tt.clk.Step(2 * time.Minute)
+	if err := tt.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(context.Background(), req.NamespacedName, &b); err != nil {
-		t.Fatal(err)
-	}
+	b := tt.backup(t)
 	if b.Status.Phase != cairnv1.BackupPhaseFinalizingPartiallyFailed || b.Status.BackupItemOperationsFailed != 2 {
 		t.Errorf("phase %s, failed %d; want FinalizingPartiallyFailed with the unfinished operations failed", b.Status.Phase, b.Status.BackupItemOperationsFailed)
+	}
+	if evs := tt.events(); !slices.ContainsFunc(evs, func(e string) bool {
+		return strings.Contains(e, "OperationsLost") && strings.Contains(e, "phase timed out after 1h0m0s: reading the operations: connection refused")
+	}) {
+		t.Errorf("no OperationsLost event with the last error: %q", evs)
+	}
+}
+
+// TestOperationsStorageRecovers: a storage outage shorter than the phase timeout only delays
+// the poll; the backup then finishes as usual.
+func TestOperationsStorageRecovers(t *testing.T) {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "done", "done"), nil)
+	tt.faults.set(nil, errStorageDown) // the reads work, the write of the results fails
+	if err := tt.reconcile(t); !errors.Is(err, errStorageDown) {
+		t.Fatalf("Reconcile = %v, want the storage error", err)
+	}
+	if b := tt.backup(t); b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations || b.Status.BackupItemOperationsCompleted != 0 {
+		t.Fatalf("phase %s, completed %d: nothing may be recorded before the operations object is",
+			b.Status.Phase, b.Status.BackupItemOperationsCompleted)
+	}
+	tt.clk.Step(30 * time.Minute)
+	tt.faults.set(nil, nil)
+	if err := tt.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if b := tt.backup(t); b.Status.Phase != cairnv1.BackupPhaseFinalizing || b.Status.BackupItemOperationsCompleted != 2 {
+		t.Errorf("phase %s, completed %d; want Finalizing with both completed", b.Status.Phase, b.Status.BackupItemOperationsCompleted)
 	}
 }
 
 func TestOperationsCorruptObjectIsPermanent(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
-	down := false
-	r, c, req := newOperationsTest(t, clk, []byte("not gzip"), &down)
-	if _, err := r.Reconcile(context.Background(), req); err != nil {
+	tt := newOperationsTest(t, []byte("not gzip"), nil)
+	if err := tt.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
-	var b cairnv1.Backup
-	if err := c.Get(context.Background(), req.NamespacedName, &b); err != nil {
+	if b := tt.backup(t); b.Status.Phase != cairnv1.BackupPhaseFinalizingPartiallyFailed || b.Status.BackupItemOperationsFailed != 2 {
+		t.Errorf("phase %s, failed %d; want FinalizingPartiallyFailed at once: waiting will not mend a corrupt object",
+			b.Status.Phase, b.Status.BackupItemOperationsFailed)
+	}
+}
+
+// TestOperationsGiveUpCancelsUnfinished: when the operations can no longer be followed but are
+// known (here the write fails), the unfinished ones are cancelled and failed with the reason;
+// the completed one stays completed.
+func TestOperationsGiveUpCancelsUnfinished(t *testing.T) {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		putErr   error
+		wait     time.Duration
+		inReason string
+	}{
+		{name: "storage failing past the phase timeout", putErr: errStorageDown, wait: time.Hour + time.Minute,
+			inReason: "phase timed out after 1h0m0s: writing the operations: connection refused"},
+		{name: "location made ReadOnly", putErr: fmt.Errorf("putting: %w", storage.ErrReadOnly),
+			inReason: "the storage location is read-only"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := newOperationsTest(t, operationsData(t, started, "done", "running"), nil)
+			tt.faults.set(nil, tc.putErr)
+			if tc.wait > 0 {
+				if err := tt.reconcile(t); err == nil {
+					t.Fatal("a transient failure was not retried")
+				}
+				tt.clk.Step(tc.wait)
+			}
+			if err := tt.reconcile(t); err != nil {
+				t.Fatal(err)
+			}
+			b := tt.backup(t)
+			if b.Status.Phase != cairnv1.BackupPhaseFinalizingPartiallyFailed ||
+				b.Status.BackupItemOperationsAttempted != 2 || b.Status.BackupItemOperationsCompleted != 1 || b.Status.BackupItemOperationsFailed != 1 {
+				t.Errorf("phase %s, attempted %d, completed %d, failed %d; want FinalizingPartiallyFailed, 2, 1, 1", b.Status.Phase,
+					b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsCompleted, b.Status.BackupItemOperationsFailed)
+			}
+			if b.Status.Errors < 1 {
+				t.Errorf("errors = %d", b.Status.Errors)
+			}
+			if cancelled, _ := tt.action.calls(); !slices.Equal(cancelled, []string{"running"}) {
+				t.Errorf("cancelled %v, want [running]: nothing is left to wait for", cancelled)
+			}
+			if evs := tt.events(); !slices.ContainsFunc(evs, func(e string) bool {
+				return strings.Contains(e, "Warning OperationsLost") && strings.Contains(e, "1 unfinished") && strings.Contains(e, tc.inReason)
+			}) {
+				t.Errorf("no OperationsLost event saying %q: %q", tc.inReason, evs)
+			}
+		})
+	}
+}
+
+// TestOperationsGiveUpRecordsTheReason: the operations given up on are written back, each
+// failed with the reason, when the store takes the write.
+func TestOperationsGiveUpRecordsTheReason(t *testing.T) {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "done", "running"), nil)
+	tt.faults.failPuts(2, errStorageDown) // the poll's writes fail until the timeout
+	if err := tt.reconcile(t); !errors.Is(err, errStorageDown) {
+		t.Fatalf("Reconcile = %v, want the storage error", err)
+	}
+	tt.clk.Step(time.Hour + time.Minute)
+	if err := tt.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
-	if b.Status.Phase != cairnv1.BackupPhaseFinalizingPartiallyFailed {
-		t.Errorf("phase = %s, want FinalizingPartiallyFailed at once: waiting will not mend a corrupt object", b.Status.Phase)
+	ops := tt.storedOperations(t)
+	if len(ops) != 2 || ops[0].Phase != backup.OperationCompleted || ops[1].Phase != backup.OperationFailed ||
+		ops[1].Error != "phase timed out after 1h0m0s: writing the operations: connection refused" {
+		t.Errorf("stored operations %+v; want done Completed, and running Failed with the reason", ops)
+	}
+}
+
+// TestOperationsCancelBoundsEachCall: a cancelled backup has every unfinished operation
+// cancelled, each call with its own deadline: one Cancel that hangs does not use up the others'.
+func TestOperationsCancelBoundsEachCall(t *testing.T) {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "hang", "running", "running"), func(b *cairnv1.Backup) {
+		b.Spec.Cancel = true
+		b.Status.BackupItemOperationsAttempted = 3
+	})
+	if err := tt.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	b := tt.backup(t)
+	if b.Status.Phase != cairnv1.BackupPhaseFinalizingCancelled || b.Status.BackupItemOperationsFailed != 3 {
+		t.Errorf("phase %s, failed %d; want FinalizingCancelled, 3", b.Status.Phase, b.Status.BackupItemOperationsFailed)
+	}
+	cancelled, expired := tt.action.calls()
+	if len(cancelled) != 2 || len(expired) != 0 {
+		t.Errorf("cancelled %v, of which %v with an expired context; want both others cancelled in time", cancelled, expired)
+	}
+	for _, op := range tt.storedOperations(t) {
+		if op.OperationID == "hang" && !strings.Contains(op.Error, "cancelling it failed: context deadline exceeded") {
+			t.Errorf("the hanging cancel is not recorded: %q", op.Error)
+		}
+	}
+}
+
+// TestOperationsCancelWhileStorageDown: a cancel never waits on storage; the operations that
+// cannot be read are counted failed from status.
+func TestOperationsCancelWhileStorageDown(t *testing.T) {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "running", "running"), func(b *cairnv1.Backup) { b.Spec.Cancel = true })
+	tt.faults.set(errStorageDown, errStorageDown)
+	if err := tt.reconcile(t); err != nil {
+		t.Fatalf("Reconcile = %v; a cancel must not wait for storage", err)
+	}
+	b := tt.backup(t)
+	if b.Status.Phase != cairnv1.BackupPhaseFinalizingCancelled || b.Status.BackupItemOperationsAttempted != 2 || b.Status.BackupItemOperationsFailed != 2 {
+		t.Errorf("phase %s, attempted %d, failed %d; want FinalizingCancelled, 2, 2",
+			b.Status.Phase, b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsFailed)
+	}
+}
+
+func TestPollFailureOutcome(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "creds", errors.New("no RBAC"))
+	tests := []struct {
+		name       string
+		err        error
+		failingFor time.Duration
+		giveUp     bool
+		reason     string
+	}{
+		{name: "storage down: retry", err: errStorageDown, failingFor: time.Minute},
+		{name: "storage down just under the timeout: retry", err: errStorageDown, failingFor: time.Hour},
+		{name: "storage down past the timeout", err: errStorageDown, failingFor: time.Hour + time.Second, giveUp: true,
+			reason: "phase timed out after 1h0m0s: connection refused"},
+		{name: "location gone", err: fmt.Errorf("%w: storage location x does not exist", location.ErrMissing), giveUp: true,
+			reason: "no such storage location: storage location x does not exist"},
+		{name: "location misconfigured", err: fmt.Errorf("%w: no key", location.ErrConfig), giveUp: true, reason: "invalid storage location: no key"},
+		{name: "location ReadOnly", err: fmt.Errorf("writing the operations: %w", storage.ErrReadOnly), giveUp: true,
+			reason: "writing the operations: the storage location is read-only"},
+		{name: "operations object missing", err: fmt.Errorf("reading the operations: %w", storage.ErrNotFound), giveUp: true},
+		{name: "operations object corrupt", err: fmt.Errorf("%w: EOF", errCorruptOperations), giveUp: true,
+			reason: "the operations object is corrupt: EOF"},
+		{name: "forbidden", err: fmt.Errorf("reading the credentials: %w", forbidden), giveUp: true},
+		{name: "marked permanent", err: permanent(errors.New("no way")), giveUp: true, reason: "no way"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			giveUp, reason := pollFailureOutcome(tc.err, tc.failingFor, time.Hour)
+			if giveUp != tc.giveUp {
+				t.Fatalf("giveUp = %v, want %v", giveUp, tc.giveUp)
+			}
+			want := tc.reason
+			if want == "" && tc.giveUp {
+				want = tc.err.Error()
+			}
+			if reason != want {
+				t.Errorf("reason %q, want %q", reason, want)
+			}
+		})
+	}
+}
+
+func TestOperationTotals(t *testing.T) {
+	st := cairnv1.BackupStatus{BackupItemOperationsAttempted: 5, BackupItemOperationsCompleted: 2, BackupItemOperationsFailed: 1}
+	done := backup.Operation{Phase: backup.OperationCompleted}
+	failed := backup.Operation{Phase: backup.OperationFailed}
+	tests := []struct {
+		name                         string
+		ops                          []backup.Operation
+		known                        bool
+		attempted, completed, failed int32
+	}{
+		{name: "unknown: whatever did not complete failed", known: false, attempted: 5, completed: 2, failed: 3},
+		{name: "known: counted from the operations", ops: []backup.Operation{done, failed, failed}, known: true, attempted: 3, completed: 1, failed: 2},
+		{name: "known and none", known: true},
+	}
+	for _, tc := range tests {
+		a, c, f := operationTotals(st, tc.ops, tc.known)
+		if a != tc.attempted || c != tc.completed || f != tc.failed {
+			t.Errorf("%s: got %d, %d, %d; want %d, %d, %d", tc.name, a, c, f, tc.attempted, tc.completed, tc.failed)
+		}
 	}
 }

@@ -44,3 +44,23 @@ func (u *uidMap[V]) forget(uid types.UID) {
 	defer u.mu.Unlock()
 	delete(u.m, uid)
 }
+
+// replace sets the entry only if there is one, and reports whether it did: work that outlives
+// a reconcile reports through it, so that an entry forgotten meanwhile (its object is gone)
+// stays forgotten.
+func (u *uidMap[V]) replace(uid types.UID, v V) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.m[uid]; !ok {
+		return false
+	}
+	u.m[uid] = v
+	return true
+}
+
+// len is the number of entries.
+func (u *uidMap[V]) len() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.m)
+}
