@@ -1,4 +1,4 @@
-// Package v1alpha1 holds Cairn's API: Backup and BackupStorageLocation in group cairn.dev.
+// Package v1alpha1 holds Cairn's API: Backup, BackupStorageLocation and Restore in group cairn.dev.
 //
 // +kubebuilder:object:generate=true
 // +groupName=cairn.dev
@@ -25,6 +25,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&Backup{}, &BackupList{},
 		&BackupStorageLocation{}, &BackupStorageLocationList{},
+		&Restore{}, &RestoreList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
