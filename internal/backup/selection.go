@@ -53,23 +53,30 @@ type Selection struct {
 // the cluster's resources and its namespaces. The warnings name included or excluded resources
 // that the cluster does not serve.
 func NewSelection(b *cairnv1.Backup, operatorNamespace string, resources []Resource, clusterNamespaces []string) (Selection, []string, error) {
-	s := Selection{namespaces: scope.ForBackup(b, operatorNamespace)}
+	return NewFilterSelection(b.Namespace, b.Spec.Filters(), operatorNamespace, resources, clusterNamespaces)
+}
+
+// NewFilterSelection builds the selection of the item filters f of a Backup or a Restore in
+// namespace own: the one place where both kinds' filters get their meaning. Outside the
+// operator's namespace it selects only own's items, and never a cluster-scoped one.
+func NewFilterSelection(own string, f cairnv1.ItemFilters, operatorNamespace string, resources []Resource, clusterNamespaces []string) (Selection, []string, error) {
+	s := Selection{namespaces: scope.For(own, f.IncludedNamespaces, f.ExcludedNamespaces, operatorNamespace)}
 	s.resolved = s.namespaces.Resolve(clusterNamespaces)
 	var warnings []string
-	s.resources, warnings = NewResourceFilter(b.Spec.IncludedResources, b.Spec.ExcludedResources, resources)
+	s.resources, warnings = NewResourceFilter(f.IncludedResources, f.ExcludedResources, resources)
 	switch {
-	case b.Namespace != operatorNamespace:
-		s.cluster = clusterNone // tenancy: a team's backup never holds cluster-scoped items
-	case b.Spec.IncludeClusterResources == nil:
+	case own != operatorNamespace:
+		s.cluster = clusterNone // tenancy: a team never reaches cluster-scoped items
+	case f.IncludeClusterResources == nil:
 		s.cluster = clusterNeeded
-	case *b.Spec.IncludeClusterResources:
+	case *f.IncludeClusterResources:
 		s.cluster = clusterAll
 	default:
 		s.cluster = clusterNone
 	}
-	selectors := b.Spec.OrLabelSelectors
-	if b.Spec.LabelSelector != nil {
-		selectors = []*metav1.LabelSelector{b.Spec.LabelSelector}
+	selectors := f.OrLabelSelectors
+	if f.LabelSelector != nil {
+		selectors = []*metav1.LabelSelector{f.LabelSelector}
 	}
 	for _, ls := range selectors {
 		sel, err := metav1.LabelSelectorAsSelector(ls)

@@ -20,33 +20,7 @@ import (
 // It is a pure function of its arguments: the queue calls it on new backups, and any other
 // reconciler may call it again (on a backup about to start, say) with the locations it sees.
 func Validate(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.BackupStorageLocation) (errs []string, locationName string) {
-	filter := scope.NamespaceFilter{Included: b.Spec.IncludedNamespaces, Excluded: b.Spec.ExcludedNamespaces}
-	errs = append(errs, filter.Validate()...)
-	errs = append(errs, CheckTenancy(b, operatorNamespace)...)
-
-	errs = append(errs, validateResources("includedResources", b.Spec.IncludedResources)...)
-	errs = append(errs, validateResources("excludedResources", b.Spec.ExcludedResources)...)
-	if containsStar(b.Spec.ExcludedResources) {
-		errs = append(errs, `spec.excludedResources: "*" would exclude every resource`)
-	}
-
-	if b.Spec.LabelSelector != nil && len(b.Spec.OrLabelSelectors) > 0 {
-		errs = append(errs, "spec.labelSelector and spec.orLabelSelectors cannot be used together")
-	}
-	if b.Spec.LabelSelector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(b.Spec.LabelSelector); err != nil {
-			errs = append(errs, fmt.Sprintf("spec.labelSelector: %v", err))
-		}
-	}
-	for i, sel := range b.Spec.OrLabelSelectors {
-		if sel == nil {
-			errs = append(errs, fmt.Sprintf("spec.orLabelSelectors[%d]: must not be null", i))
-			continue
-		}
-		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-			errs = append(errs, fmt.Sprintf("spec.orLabelSelectors[%d]: %v", i, err))
-		}
-	}
+	errs = ValidateFilters("backup", b.Namespace, b.Spec.Filters(), operatorNamespace)
 
 	loc, err := location.Resolve(locations, operatorNamespace, b.Spec.StorageLocation)
 	if err != nil {
@@ -57,26 +31,64 @@ func Validate(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.B
 	return errs, locationName
 }
 
-// CheckTenancy returns what breaks the tenancy rule (DESIGN.md section 2) in b: a backup
-// outside the operator's namespace may select only its own namespace (an empty
-// includedNamespaces means just that) and no cluster-scoped resources. It returns nil for a
-// backup in the operator's namespace, which may select anything. Validate calls it; a
-// reconciler that re-checks tenancy when a backup starts calls it too.
-func CheckTenancy(b *cairnv1.Backup, operatorNamespace string) []string {
-	if b.Namespace == operatorNamespace {
+// verbs say what each kind does to the namespaces it selects, for messages.
+var verbs = map[string]string{"backup": "back up", "restore": "restore"}
+
+// ValidateFilters checks the item filters of a Backup or a Restore (kind says which, for the
+// messages) in namespace own: namespace patterns, resource names, label selectors, and the
+// tenancy rule (CheckTenancy). The one check of filters, for both kinds.
+func ValidateFilters(kind, own string, f cairnv1.ItemFilters, operatorNamespace string) []string {
+	filter := scope.NamespaceFilter{Included: f.IncludedNamespaces, Excluded: f.ExcludedNamespaces}
+	errs := filter.Validate()
+	errs = append(errs, CheckTenancy(kind, own, f, operatorNamespace)...)
+
+	errs = append(errs, validateResources("includedResources", f.IncludedResources)...)
+	errs = append(errs, validateResources("excludedResources", f.ExcludedResources)...)
+	if containsStar(f.ExcludedResources) {
+		errs = append(errs, `spec.excludedResources: "*" would exclude every resource`)
+	}
+
+	if f.LabelSelector != nil && len(f.OrLabelSelectors) > 0 {
+		errs = append(errs, "spec.labelSelector and spec.orLabelSelectors cannot be used together")
+	}
+	if f.LabelSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(f.LabelSelector); err != nil {
+			errs = append(errs, fmt.Sprintf("spec.labelSelector: %v", err))
+		}
+	}
+	for i, sel := range f.OrLabelSelectors {
+		if sel == nil {
+			errs = append(errs, fmt.Sprintf("spec.orLabelSelectors[%d]: must not be null", i))
+			continue
+		}
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			errs = append(errs, fmt.Sprintf("spec.orLabelSelectors[%d]: %v", i, err))
+		}
+	}
+	return errs
+}
+
+// CheckTenancy returns what breaks the tenancy rule (DESIGN.md section 2) in the filters f of
+// a Backup or a Restore (kind) in namespace own: outside the operator's namespace it may
+// select only its own namespace (an empty includedNamespaces means just that) and no
+// cluster-scoped resources. It returns nil in the operator's namespace, which may select
+// anything. ValidateFilters calls it; a reconciler that re-checks tenancy when a backup or
+// restore starts calls it too.
+func CheckTenancy(kind, own string, f cairnv1.ItemFilters, operatorNamespace string) []string {
+	if own == operatorNamespace {
 		return nil
 	}
 	var errs []string
-	for _, ns := range b.Spec.IncludedNamespaces {
-		if ns != b.Namespace {
-			errs = append(errs, fmt.Sprintf("spec.includedNamespaces: a backup in namespace %s may only back up its own namespace, not %q (only backups in %s may select other namespaces)",
-				b.Namespace, ns, operatorNamespace))
+	for _, ns := range f.IncludedNamespaces {
+		if ns != own {
+			errs = append(errs, fmt.Sprintf("spec.includedNamespaces: a %s in namespace %s may only %s its own namespace, not %q (only %ss in %s may select other namespaces)",
+				kind, own, verbs[kind], ns, kind, operatorNamespace))
 			break
 		}
 	}
-	if b.Spec.IncludeClusterResources != nil && *b.Spec.IncludeClusterResources {
-		errs = append(errs, fmt.Sprintf("spec.includeClusterResources: a backup in namespace %s cannot include cluster-scoped resources (only backups in %s can)",
-			b.Namespace, operatorNamespace))
+	if f.IncludeClusterResources != nil && *f.IncludeClusterResources {
+		errs = append(errs, fmt.Sprintf("spec.includeClusterResources: a %s in namespace %s cannot include cluster-scoped resources (only %ss in %s can)",
+			kind, own, kind, operatorNamespace))
 	}
 	return errs
 }

@@ -109,7 +109,7 @@ func TestCheckTenancy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: tt.namespace}, Spec: tt.spec}
-			if got := CheckTenancy(b, "cairn-system"); !reflect.DeepEqual(got, tt.want) {
+			if got := CheckTenancy("backup", b.Namespace, b.Spec.Filters(), "cairn-system"); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("CheckTenancy = %q, want %q", got, tt.want)
 			}
 		})

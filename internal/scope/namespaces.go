@@ -25,9 +25,16 @@ type NamespaceFilter struct {
 // ForBackup returns the namespace filter of a backup. A backup outside the operator's namespace
 // with no includedNamespaces selects its own namespace (the tenancy rule).
 func ForBackup(b *cairnv1.Backup, operatorNamespace string) NamespaceFilter {
-	f := NamespaceFilter{Included: b.Spec.IncludedNamespaces, Excluded: b.Spec.ExcludedNamespaces}
-	if len(f.Included) == 0 && b.Namespace != operatorNamespace {
-		f.Included = []string{b.Namespace}
+	return For(b.Namespace, b.Spec.IncludedNamespaces, b.Spec.ExcludedNamespaces, operatorNamespace)
+}
+
+// For returns the namespace filter of a Backup or Restore in namespace own with these
+// includedNamespaces and excludedNamespaces. Outside the operator's namespace, no
+// includedNamespaces means the object's own namespace (the tenancy rule).
+func For(own string, included, excluded []string, operatorNamespace string) NamespaceFilter {
+	f := NamespaceFilter{Included: included, Excluded: excluded}
+	if len(f.Included) == 0 && own != operatorNamespace {
+		f.Included = []string{own}
 	}
 	return f
 }
