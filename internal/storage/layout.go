@@ -54,3 +54,30 @@ func (l Layout) join(parts ...string) string {
 	}
 	return path.Clean(path.Join(parts...))
 }
+
+// RestoreKeys are the keys of one restore's objects.
+type RestoreKeys struct {
+	// Dir is the restore's directory, with a trailing slash.
+	Dir            string
+	Logs           string
+	Results        string
+	ResourceList   string
+	ItemOperations string
+}
+
+// RestoresDir is the directory that holds every restore's files, with a trailing slash.
+func (l Layout) RestoresDir() string {
+	return l.join("restores") + "/"
+}
+
+// Restore returns the keys of the restore namespace/name: <prefix>/restores/<namespace>/<name>/.
+func (l Layout) Restore(namespace, name string) RestoreKeys {
+	dir := l.join("restores", namespace, name)
+	return RestoreKeys{
+		Dir:            dir + "/",
+		Logs:           path.Join(dir, name+"-logs.gz"),
+		Results:        path.Join(dir, name+"-results.gz"),
+		ResourceList:   path.Join(dir, name+"-resource-list.json.gz"),
+		ItemOperations: path.Join(dir, name+"-itemoperations.json.gz"),
+	}
+}

@@ -41,3 +41,23 @@ func TestLayout(t *testing.T) {
 		t.Errorf("BackupsDir = %q", got)
 	}
 }
+
+func TestRestoreLayout(t *testing.T) {
+	want := storage.RestoreKeys{
+		Dir:            "p/restores/team-a/r1/",
+		Logs:           "p/restores/team-a/r1/r1-logs.gz",
+		Results:        "p/restores/team-a/r1/r1-results.gz",
+		ResourceList:   "p/restores/team-a/r1/r1-resource-list.json.gz",
+		ItemOperations: "p/restores/team-a/r1/r1-itemoperations.json.gz",
+	}
+	if got := (storage.Layout{Prefix: "/p/"}).Restore("team-a", "r1"); got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if got := (storage.Layout{}).RestoresDir(); got != "restores/" {
+		t.Errorf("RestoresDir = %q", got)
+	}
+	// A restore's files never share a directory with a backup's of the same name.
+	if b, r := (storage.Layout{}).Backup("ns", "x"), (storage.Layout{}).Restore("ns", "x"); b.Dir == r.Dir {
+		t.Errorf("backup and restore share %s", b.Dir)
+	}
+}

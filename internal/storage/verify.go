@@ -18,19 +18,28 @@ var ErrArchiveUnreadable = errors.New("archive is not a readable tar.gz")
 // VerifyArchive reads the archive at key back from the store and checks that it is what was
 // uploaded (want, the digest PutArchive computed on the way) and a gzip-compressed tar that
 // reads to its end. Call it before writing the commit marker, so that no backup is committed
-// over an archive that cannot be restored. Its errors:
-//   - ErrChecksumMismatch: the stored bytes differ from the uploaded ones (corrupted or
-//     truncated in storage);
-//   - ErrArchiveUnreadable: the bytes are the uploaded ones, but they are not a readable
-//     tar.gz;
+// over an archive that cannot be restored. Its errors are ReadArchive's.
+func VerifyArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDigest, opts ...TransferOption) error {
+	return ReadArchive(ctx, s, key, want, nil, opts...)
+}
+
+// ReadArchive reads the archive at key, calls each (when not nil) with every entry in order,
+// and checks that the archive's bytes are want (a commit marker's or an upload's digest) and a
+// gzip-compressed tar that reads to its end. The entries each sees are not verified yet: trust
+// nothing it kept until ReadArchive returns nil. Its errors:
+//   - ErrChecksumMismatch: the stored bytes differ from want (corrupted or truncated in
+//     storage, or rewritten);
+//   - ErrArchiveUnreadable: the bytes are want's, but they are not a readable tar.gz;
 //   - ErrNotFound: there is no archive;
+//   - an error each returned, as it is (the rest of the archive is still read, so that the
+//     checksum is checked first: a mismatch wins);
 //   - anything else (ErrStalled, the context's, the store's) is a failure to read, which may
 //     pass: nothing is known about the archive.
 //
 // The read has the same idle-progress timeout as PutArchive (opts), so a large archive may
 // take as long as it needs while a stalled read fails.
-func VerifyArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDigest, opts ...TransferOption) error {
-	w, stop := watchIdle(ctx, newTransferOptions(opts), "reading "+key+" back", nil)
+func ReadArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDigest, each func(archive.Entry) error, opts ...TransferOption) error {
+	w, stop := watchIdle(ctx, newTransferOptions(opts), "reading "+key, nil)
 	defer stop()
 	rc, err := s.Get(w.ctx, key)
 	if err != nil {
@@ -41,18 +50,31 @@ func VerifyArchive(ctx context.Context, s ObjectStore, key string, want ArchiveD
 	src := &sourceReader{r: contextReader{w.ctx, w.reader(rc)}}
 	h := sha256.New()
 	cr := &countingReader{r: io.TeeReader(src, h)}
-	formatErr := archive.Each(cr, func(archive.Entry) error { return nil })
+	var eachErr error
+	formatErr := archive.Each(cr, func(e archive.Entry) error {
+		if each == nil {
+			return nil
+		}
+		if err := each(e); err != nil {
+			eachErr = err
+			return err
+		}
+		return nil
+	})
 	// Whatever the tar reader left (the gzip trailer, or everything after a format error) still
 	// counts for the digest.
 	if _, err := io.Copy(io.Discard, cr); err != nil && src.err == nil {
 		src.err = err
 	}
 	if src.err != nil {
-		return fmt.Errorf("reading %s back: %w", key, w.err(src.err))
+		return fmt.Errorf("reading %s: %w", key, w.err(src.err))
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want.SHA256 || cr.n != want.Size {
-		return fmt.Errorf("%s: %w: stored sha256 %s (%d bytes), uploaded %s (%d bytes)",
+		return fmt.Errorf("%s: %w: stored sha256 %s (%d bytes), expected %s (%d bytes)",
 			key, ErrChecksumMismatch, got, cr.n, want.SHA256, want.Size)
+	}
+	if eachErr != nil {
+		return eachErr
 	}
 	if formatErr != nil {
 		return fmt.Errorf("%s: %w: %w", key, ErrArchiveUnreadable, formatErr)
