@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/utils/clock"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -281,10 +282,16 @@ func (r *Runner) storageCall(ctx context.Context, f func(context.Context) error)
 // reportProgress tells req.OnProgress the counts at most once per ProgressInterval, when they
 // changed, until stopped.
 func (r *Runner) reportProgress(ctx context.Context, req Request) (stop func()) {
-	if req.OnProgress == nil {
+	return ReportProgress(ctx, r.clock(), r.ProgressInterval, req.Progress.Counts, req.OnProgress)
+}
+
+// ReportProgress calls report with counts() at most once per interval (DefaultProgressInterval
+// when 0), when they changed, until stopped: the one progress reporter of backup and restore
+// runs. A nil report reports nothing.
+func ReportProgress(ctx context.Context, clk clock.Clock, interval time.Duration, counts func() (done, total int64), report func(done, total int64)) (stop func()) {
+	if report == nil {
 		return func() {}
 	}
-	interval := r.ProgressInterval
 	if interval <= 0 {
 		interval = DefaultProgressInterval
 	}
@@ -297,12 +304,12 @@ func (r *Runner) reportProgress(ctx context.Context, req Request) (stop func()) 
 			select {
 			case <-ctx.Done():
 				return
-			case <-r.clock().After(interval):
+			case <-clk.After(interval):
 			}
-			d, t := req.Progress.Counts()
+			d, t := counts()
 			if d != lastDone || t != lastTotal {
 				lastDone, lastTotal = d, t
-				req.OnProgress(d, t)
+				report(d, t)
 			}
 		}
 	}()

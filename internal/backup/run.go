@@ -461,7 +461,12 @@ func nextAfterExpired(err error) (next string, resumed bool) {
 // retryTransient runs f until it succeeds, fails with an error that waiting will not mend, or
 // the retries (Runner.Retry) run out; it stops when ctx ends.
 func (r *Runner) retryTransient(ctx context.Context, f func() error) error {
-	backoff := r.Retry
+	return RetryTransient(ctx, r.Retry, f)
+}
+
+// RetryTransient calls f until it succeeds, fails with an error that is not transient
+// (IsTransient), or backoff (DefaultRetry when zero) runs out; it returns f's last error.
+func RetryTransient(ctx context.Context, backoff wait.Backoff, f func() error) error {
 	if backoff.Steps == 0 {
 		backoff = DefaultRetry
 	}
@@ -471,7 +476,7 @@ func (r *Runner) retryTransient(ctx context.Context, f func() error) error {
 		switch {
 		case last == nil:
 			return true, nil
-		case isTransient(last):
+		case IsTransient(last):
 			return false, nil
 		}
 		return false, last
@@ -482,9 +487,9 @@ func (r *Runner) retryTransient(ctx context.Context, f func() error) error {
 	return err
 }
 
-// isTransient tells the API errors that a retry may mend: timeouts, throttling, an API server
+// IsTransient tells the API errors that a retry may mend: timeouts, throttling, an API server
 // that is restarting or overloaded, a connection that broke.
-func isTransient(err error) bool {
+func IsTransient(err error) bool {
 	switch {
 	case err == nil:
 		return false

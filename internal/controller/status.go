@@ -30,3 +30,22 @@ func patchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveCl
 	}
 	return nil
 }
+
+// patchRestoreStatus is the one way a reconciler writes a restore's status, as
+// patchBackupStatus is for backups: an optimistic-lock patch, and phaseTransitionTime set on
+// every phase change.
+func patchRestoreStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
+	old := rs.DeepCopy()
+	mutate(&rs.Status)
+	if rs.Status.Phase != old.Status.Phase {
+		now := metav1.NewTime(clk.Now())
+		rs.Status.PhaseTransitionTime = &now
+	}
+	if err := c.Status().Patch(ctx, rs, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating the status of restore %s: %w", objectName(rs), err)
+	}
+	return nil
+}
+
+// objectName is namespace/name, for messages.
+func objectName(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

@@ -1,0 +1,388 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/restore"
+)
+
+// FailureReasonRestoreRestarted is the failureReason of a restore that was running when the
+// operator stopped.
+const FailureReasonRestoreRestarted = "the operator restarted during the restore"
+
+// RestoreReconciler runs restores (DESIGN.md section 9). It owns ReadyToStart and InProgress:
+// it checks the restore again now (restore.Validate, the location reachable, the backup's commit
+// marker in storage → FailedValidation), picks where the restore's files go, moves it to
+// InProgress and runs it (internal/restore: the run owns the archive, its worker pool and the
+// files end to end), and writes how it ended: Finalizing, FinalizingPartiallyFailed when items
+// failed, Failed on a fatal error. The run lasts as long as the reconcile
+// (MaxConcurrentReconciles = --concurrent-restores).
+type RestoreReconciler struct {
+	client.Client
+	// APIReader reads around the cache, where a stale phase would mislead.
+	APIReader          client.Reader
+	Namespace          string
+	Runner             *restore.Runner
+	stores             stores
+	Clock              clock.Clock
+	Recorder           events.EventRecorder
+	Gate               interface{ Wait(ctx context.Context) error }
+	ConcurrentRestores int
+	// PhaseTimeout bounds how long a ReadyToStart restore waits for its storage.
+	PhaseTimeout time.Duration
+
+	// running holds the restores this process runs, by UID.
+	running uidMap[context.CancelCauseFunc]
+	// unwritten holds the status write that ends a run and could not be written.
+	unwritten uidMap[func(*cairnv1.RestoreStatus)]
+}
+
+// +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cairn.dev,resources=restores/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;create;update;patch
+// +kubebuilder:rbac:groups=*,resources=*/status,verbs=update
+
+// Reconcile starts a ReadyToStart restore and runs it; it fails an InProgress restore that no
+// longer runs anywhere.
+func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.Gate.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var rs cairnv1.Restore
+	if err := r.Get(ctx, req.NamespacedName, &rs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	switch rs.Status.Phase {
+	case cairnv1.RestorePhaseReadyToStart:
+		return r.start(ctx, &rs)
+	case cairnv1.RestorePhaseInProgress:
+		return r.orphaned(ctx, &rs)
+	}
+	return ctrl.Result{}, nil
+}
+
+// errWaitForLocation means the backup's location has not been validated yet.
+var errWaitForLocation = errors.New("the storage location has not been validated yet")
+
+// start moves a ReadyToStart restore on: cancelled or deleted → Failed; a problem with its
+// spec, backup or location → FailedValidation; storage not reachable → a StorageReady=False
+// condition, and Failed once that lasted --phase-timeout; else InProgress, and runs it.
+func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
+	if _, ok := restoreCancellation(rs); ok {
+		return ctrl.Result{}, endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, rs)
+	}
+	facts, backupName, err := restoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	problems := restore.Validate(rs, r.Namespace, facts)
+	var source, files *location.Store
+	var filesLocation string
+	if len(problems) == 0 {
+		var problem error
+		source, files, filesLocation, problem, err = r.openStores(ctx, rs, facts)
+		switch {
+		case err != nil:
+			return r.waitForStorage(ctx, rs, err)
+		case problem != nil:
+			problems = []string{problem.Error()}
+		}
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	if len(problems) > 0 {
+		problems = queue.CapValidationErrors(problems)
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Restore cannot start: %s", problems[0])
+		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+			s.Phase = cairnv1.RestorePhaseFailedValidation
+			s.BackupName = backupName
+			s.ValidationErrors = problems
+			s.CompletionTimestamp = &now
+		}))
+	}
+
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	r.running.set(rs.UID, cancelRun)
+	defer r.running.forget(rs.UID)
+	filesCondition := metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonFilesStored,
+		Message: fmt.Sprintf("the restore's log, results and resource list go to storage location %s", filesLocation), ObservedGeneration: rs.Generation, LastTransitionTime: now}
+	if files == nil {
+		filesCondition.Status, filesCondition.Reason = metav1.ConditionFalse, cairnv1.ReasonNoWritableLocation
+		filesCondition.Message = fmt.Sprintf("storage location %s is ReadOnly and no default ReadWrite location is Available: the restore's log, results and resource list are not stored", facts.Backup.Status.StorageLocation)
+	}
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+		s.Phase = cairnv1.RestorePhaseInProgress
+		s.BackupName = backupName
+		s.StorageLocation = filesLocation
+		s.StartTimestamp = &now
+		s.Progress = cairnv1.NewRestoreProgress(0, 0)
+		meta.RemoveStatusCondition(&s.Conditions, cairnv1.RestoreConditionStorageReady)
+		meta.SetStatusCondition(&s.Conditions, filesCondition)
+	}); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Started", "Start", "Restore of backup %s started", backupName)
+	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files)
+}
+
+// openStores opens the store of the backup's location (ReadOnly is fine) and checks that the
+// backup is committed there, and picks where the restore's files go: the backup's location
+// when it is ReadWrite, else the default location when it is ReadWrite and Available, else
+// nowhere. problem is a reason the restore cannot run; err a failure that may pass.
+func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore, facts restore.ValidationFacts) (source, files *location.Store, filesLocation string, problem, err error) {
+	b := facts.Backup
+	var bsl *cairnv1.BackupStorageLocation
+	for i := range facts.Locations {
+		if facts.Locations[i].Name == b.Status.StorageLocation {
+			bsl = &facts.Locations[i]
+		}
+	}
+	if bsl.Status.Phase == "" {
+		return nil, nil, "", nil, errWaitForLocation
+	}
+	ctx, cancel := r.stores.bounded(ctx)
+	defer cancel()
+	source, err = r.stores.open(ctx, bsl)
+	if errors.Is(err, location.ErrConfig) {
+		return nil, nil, "", fmt.Errorf("opening storage location %s: %w", bsl.Name, err), nil
+	}
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	keys := source.Layout.Backup(rs.Namespace, b.Name)
+	committed, err := source.Exists(ctx, keys.Metadata)
+	if err != nil {
+		return nil, nil, "", nil, fmt.Errorf("looking for the commit marker of backup %s: %w", b.Name, err)
+	}
+	if !committed {
+		return nil, nil, "", fmt.Errorf("backup %s has no commit marker in storage location %s: it never completed there, or its data was removed, and it cannot be restored", b.Name, bsl.Name), nil
+	}
+	if bsl.Spec.AccessMode != cairnv1.AccessModeReadOnly {
+		return source, source, bsl.Name, nil, nil
+	}
+	for i := range facts.Locations {
+		d := &facts.Locations[i]
+		if d.Spec.Default && d.Spec.AccessMode != cairnv1.AccessModeReadOnly && d.Status.Phase == cairnv1.StorageLocationPhaseAvailable {
+			if files, err := r.stores.open(ctx, d); err == nil {
+				return source, files, d.Name, nil, nil
+			}
+		}
+	}
+	return source, nil, "", nil, nil
+}
+
+// waitForStorage keeps a ReadyToStart restore waiting for its storage location, with a
+// StorageReady=False condition saying why, and ends it Failed once it has waited --phase-timeout.
+func (r *RestoreReconciler) waitForStorage(ctx context.Context, rs *cairnv1.Restore, cause error) (ctrl.Result, error) {
+	now := metav1.NewTime(r.Clock.Now())
+	if rs.Status.PhaseTransitionTime != nil && now.Sub(rs.Status.PhaseTransitionTime.Time) >= r.PhaseTimeout {
+		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Start", "Restore failed: %s", reason)
+		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+			s.Phase = cairnv1.RestorePhaseFailed
+			s.FailureReason = reason
+			s.CompletionTimestamp = &now
+		}))
+	}
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+			Type: cairnv1.RestoreConditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
+			Message: "waiting for the backup's storage location: " + cause.Error(), ObservedGeneration: rs.Generation, LastTransitionTime: now,
+		})
+	}); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if errors.Is(cause, errWaitForLocation) {
+		return ctrl.Result{RequeueAfter: storageWaitRequeue}, nil
+	}
+	return ctrl.Result{}, cause
+}
+
+// run runs the restore and writes how it ended.
+func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store) error {
+	var mu sync.Mutex // the progress and namespace-wait writes come from the run's goroutines
+	live := rs.DeepCopy()
+	write := func(mutate func(*cairnv1.RestoreStatus)) {
+		mu.Lock()
+		defer mu.Unlock()
+		old := live.DeepCopy()
+		mutate(&live.Status)
+		// Only this run writes the status of an InProgress restore: no optimistic lock needed.
+		if err := r.Status().Patch(ctx, live, client.MergeFrom(old)); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not write a running restore's status", "restore", objectName(rs), "error", err.Error())
+		}
+	}
+	req := restore.Request{
+		Restore: rs, OperatorNamespace: r.Namespace,
+		Source: source, BackupKeys: source.Layout.Backup(rs.Namespace, b.Name),
+		OnProgress: func(done, total int64) {
+			write(func(s *cairnv1.RestoreStatus) { s.Progress = cairnv1.NewRestoreProgress(done, total) })
+		},
+		OnNamespaceWait: func(message string) {
+			now := metav1.NewTime(r.Clock.Now())
+			c := metav1.Condition{Type: cairnv1.RestoreConditionNamespacesReady, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonNamespacesReady,
+				Message: "every target namespace is ready", ObservedGeneration: rs.Generation, LastTransitionTime: now}
+			if message != "" {
+				c.Status, c.Reason, c.Message = metav1.ConditionFalse, cairnv1.ReasonNamespaceTerminating, message
+				r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "WaitingForNamespace", "Restore", "Restore is %s", message)
+			}
+			write(func(s *cairnv1.RestoreStatus) { meta.SetStatusCondition(&s.Conditions, c) })
+		},
+	}
+	if files != nil {
+		req.Files, req.FilesKeys = files, files.Layout.Restore(rs.Namespace, rs.Name)
+	}
+	res := r.Runner.Run(runCtx, req)
+	if res.Ending == restore.Interrupted {
+		return nil // the manager is stopping: the restart recovery ends the restore
+	}
+	mu.Lock()
+	rs = live
+	mu.Unlock()
+	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
+	if res.Ending == restore.Failed {
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Restore", "Restore failed: %s", res.FailureReason)
+	} else {
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "ItemsRestored", "Restore", "Restore handled %d of %d items: %d warnings, %d errors",
+			res.ItemsRestored, res.TotalItems, res.Warnings, res.Errors)
+	}
+	return r.endRun(ctx, rs, mutate)
+}
+
+// restoreEnding is the status write that ends a run: Finalizing or FinalizingPartiallyFailed
+// (errors) for a run that went through every item, Failed with the reason for one that could
+// not; the counts, and whether the files were stored.
+func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(*cairnv1.RestoreStatus) {
+	return func(s *cairnv1.RestoreStatus) {
+		switch {
+		case res.Ending == restore.Failed:
+			s.Phase = cairnv1.RestorePhaseFailed
+			s.FailureReason = res.FailureReason
+			s.CompletionTimestamp = &now
+		case res.Errors > 0:
+			s.Phase = cairnv1.RestorePhaseFinalizingPartiallyFailed
+		default:
+			s.Phase = cairnv1.RestorePhaseFinalizing
+		}
+		s.Progress = cairnv1.NewRestoreProgress(res.ItemsRestored, res.TotalItems)
+		s.Warnings, s.Errors = res.Warnings, res.Errors
+		if c := meta.FindStatusCondition(s.Conditions, cairnv1.RestoreConditionFilesStored); c != nil && c.Status == metav1.ConditionUnknown {
+			stored := metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonFilesStored,
+				Message: strings.Replace(c.Message, " go to ", " were written to ", 1), ObservedGeneration: generation, LastTransitionTime: now}
+			if res.FilesError != nil {
+				stored.Status, stored.Reason, stored.Message = metav1.ConditionFalse, cairnv1.ReasonStorageUnavailable, "storing the restore's files failed: "+res.FilesError.Error()
+			}
+			meta.SetStatusCondition(&s.Conditions, stored)
+		}
+	}
+}
+
+// endRun writes the status that ends a run, retried on a conflict with fresh data; a write
+// that still fails is kept for the next reconcile.
+func (r *RestoreReconciler) endRun(ctx context.Context, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
+				return err
+			}
+			if rs.Status.Phase != cairnv1.RestorePhaseInProgress {
+				return nil
+			}
+		}
+		first = false
+		return patchRestoreStatus(ctx, r.Client, r.Clock, rs, mutate)
+	})
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
+	r.unwritten.set(rs.UID, mutate)
+	return err
+}
+
+// orphaned handles an InProgress restore this reconcile found: one this process runs is left
+// alone; one whose ending could not be written gets it written; any other was running when
+// the operator stopped, and fails.
+func (r *RestoreReconciler) orphaned(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
+	var fresh cairnv1.Restore
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rs), &fresh); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if fresh.Status.Phase != cairnv1.RestorePhaseInProgress {
+		return ctrl.Result{}, nil
+	}
+	if _, running := r.running.get(fresh.UID); running {
+		return ctrl.Result{}, nil
+	}
+	if mutate, ok := r.unwritten.take(fresh.UID); ok {
+		return ctrl.Result{}, r.endRun(ctx, &fresh, mutate)
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(failInterruptedRestore(ctx, r.Client, r.Clock, &fresh))
+}
+
+// failInterruptedRestore ends a restore that was InProgress when the operator stopped: Failed.
+// The objects it created stay; its files in storage are whatever it had written (none).
+func failInterruptedRestore(ctx context.Context, c client.Client, clk clock.PassiveClock, rs *cairnv1.Restore) error {
+	now := metav1.NewTime(clk.Now())
+	return patchRestoreStatus(ctx, c, clk, rs, func(s *cairnv1.RestoreStatus) {
+		s.Phase = cairnv1.RestorePhaseFailed
+		s.FailureReason = FailureReasonRestoreRestarted
+		s.CompletionTimestamp = &now
+	})
+}
+
+// failInterruptedRestores is the restart-recovery step for InProgress restores (DESIGN.md
+// section 9): each one fails, "the operator restarted during the restore".
+func failInterruptedRestores(c client.Client, clk clock.PassiveClock) RecoveryStep {
+	return RecoveryStep{Name: "fail-interrupted-restores", Run: func(ctx context.Context) error {
+		var list cairnv1.RestoreList
+		if err := c.List(ctx, &list); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if rs := &list.Items[i]; rs.Status.Phase == cairnv1.RestorePhaseInProgress {
+				if err := failInterruptedRestore(ctx, c, clk, rs); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("ending restore %s: %w", objectName(rs), err)
+				}
+			}
+		}
+		return nil
+	}}
+}
+
+// SetupWithManager registers the reconciler for restores in its phases.
+func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.PhaseTimeout <= 0 {
+		r.PhaseTimeout = DefaultPhaseTimeout
+	}
+	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		rs, ok := obj.(*cairnv1.Restore)
+		return ok && (rs.Status.Phase == cairnv1.RestorePhaseReadyToStart || rs.Status.Phase == cairnv1.RestorePhaseInProgress)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("restore").
+		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}).
+		Complete(r)
+}

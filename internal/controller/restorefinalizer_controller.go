@@ -1,0 +1,172 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// RestoreFinalizerReconciler ends restores and removes deleted ones' files (DESIGN.md section
+// 9). It owns Finalizing → Completed, FinalizingPartiallyFailed → PartiallyFailed and
+// FinalizingCancelled → Failed ("Restore cancelled by user", condition Cancelled). For a
+// terminal restore with a deletion timestamp it removes the restore's files (log, results,
+// resource list, operations) from its storage location and then the restore-data finalizer;
+// the objects the restore created are never touched.
+type RestoreFinalizerReconciler struct {
+	client.Client
+	Namespace string
+	stores    stores
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
+		Wait(ctx context.Context) error
+	}
+}
+
+// Reconcile finalizes or removes one restore.
+func (r *RestoreFinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.Gate.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var rs cairnv1.Restore
+	if err := r.Get(ctx, req.NamespacedName, &rs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if next, ok := finalizedRestorePhase(rs.Status.Phase); ok {
+		return ctrl.Result{}, r.finalize(ctx, &rs, next)
+	}
+	if rs.DeletionTimestamp != nil && rs.Status.Phase.IsTerminal() && controllerutil.ContainsFinalizer(&rs, cairnv1.RestoreDataFinalizer) {
+		return ctrl.Result{}, r.removeFiles(ctx, &rs)
+	}
+	return ctrl.Result{}, nil
+}
+
+// finalizedRestorePhase is the terminal phase a Finalizing* restore ends in.
+func finalizedRestorePhase(p cairnv1.RestorePhase) (cairnv1.RestorePhase, bool) {
+	switch p {
+	case cairnv1.RestorePhaseFinalizing:
+		return cairnv1.RestorePhaseCompleted, true
+	case cairnv1.RestorePhaseFinalizingPartiallyFailed:
+		return cairnv1.RestorePhasePartiallyFailed, true
+	case cairnv1.RestorePhaseFinalizingCancelled:
+		return cairnv1.RestorePhaseFailed, true
+	}
+	return "", false
+}
+
+func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, next cairnv1.RestorePhase) error {
+	now := metav1.NewTime(r.Clock.Now())
+	cancelled := rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled
+	err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+		s.Phase = next
+		s.CompletionTimestamp = &now
+		if cancelled {
+			s.FailureReason = cairnv1.FailureReasonRestoreCancelled
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+				Type: cairnv1.BackupConditionCancelled, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonCancelledByUser,
+				Message: "the restore was cancelled; the objects it created stay", ObservedGeneration: rs.Generation, LastTransitionTime: now,
+			})
+		}
+	})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	eventType := corev1.EventTypeNormal
+	if next != cairnv1.RestorePhaseCompleted {
+		eventType = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(rs, nil, eventType, string(next), "Finalize", "Restore %s: %d items, %d warnings, %d errors", next,
+		progressItems(rs.Status.Progress), rs.Status.Warnings, rs.Status.Errors)
+	return nil
+}
+
+func progressItems(p *cairnv1.RestoreProgress) int64 {
+	if p == nil {
+		return 0
+	}
+	return p.ItemsRestored
+}
+
+// removeFiles deletes a deleted restore's files and then its finalizer. A location that is
+// gone, or that refuses writes now, leaves the files (a Warning event says where): the restore
+// object is never held back for them.
+func (r *RestoreFinalizerReconciler) removeFiles(ctx context.Context, rs *cairnv1.Restore) error {
+	if name := rs.Status.StorageLocation; name != "" {
+		var bsl cairnv1.BackupStorageLocation
+		err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &bsl)
+		switch {
+		case client.IgnoreNotFound(err) != nil:
+			return err
+		case err != nil:
+			r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "FilesLeft", "Delete", "Storage location %s is gone: the restore's files, if any, were left there", name)
+		default:
+			removed, err := r.deleteFiles(ctx, rs, &bsl)
+			switch {
+			case errors.Is(err, storage.ErrReadOnly), errors.Is(err, location.ErrConfig):
+				r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "FilesLeft", "Delete", "The restore's files were left in storage location %s: %v", name, err)
+			case err != nil:
+				return err
+			default:
+				r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "FilesRemoved", "Delete", "Removed %d files of the restore from storage location %s", removed, name)
+			}
+		}
+	}
+	patch := client.MergeFrom(rs.DeepCopy())
+	controllerutil.RemoveFinalizer(rs, cairnv1.RestoreDataFinalizer)
+	return client.IgnoreNotFound(r.Patch(ctx, rs, patch))
+}
+
+func (r *RestoreFinalizerReconciler) deleteFiles(ctx context.Context, rs *cairnv1.Restore, bsl *cairnv1.BackupStorageLocation) (int, error) {
+	var removed int
+	err := r.stores.call(ctx, func(ctx context.Context) error {
+		store, err := r.stores.open(ctx, bsl)
+		if err != nil {
+			return err
+		}
+		keys, err := store.List(ctx, store.Layout.Restore(rs.Namespace, rs.Name).Dir)
+		if err != nil {
+			return fmt.Errorf("listing the restore's files: %w", err)
+		}
+		for _, key := range keys {
+			if err := store.Delete(ctx, key); err != nil {
+				return fmt.Errorf("deleting %s: %w", key, err)
+			}
+			removed++
+		}
+		return nil
+	})
+	return removed, err
+}
+
+// SetupWithManager registers the reconciler for Finalizing* restores and deleted terminal ones.
+func (r *RestoreFinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		rs, ok := obj.(*cairnv1.Restore)
+		if !ok {
+			return false
+		}
+		_, finalizing := finalizedRestorePhase(rs.Status.Phase)
+		return finalizing || (rs.DeletionTimestamp != nil && rs.Status.Phase.IsTerminal())
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("restorefinalizer").
+		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}).
+		Complete(r)
+}

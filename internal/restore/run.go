@@ -1,0 +1,938 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/clock"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// Defaults of a Runner.
+const (
+	// DefaultWorkers is the size of each restore's own worker pool (--restore-worker-count).
+	DefaultWorkers = 8
+	// DefaultNamespaceTimeout bounds how long a restore waits for a target namespace that is
+	// still terminating.
+	DefaultNamespaceTimeout = 10 * time.Minute
+	// DefaultCRDTimeout bounds how long a restore waits for a restored CRD to be Established.
+	DefaultCRDTimeout = 2 * time.Minute
+	// waitInterval is how often a terminating namespace or a new CRD is looked at again.
+	waitInterval = time.Second
+)
+
+var (
+	crdGR                 = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+	namespacesGR          = schema.GroupResource{Resource: "namespaces"}
+	pvGR                  = schema.GroupResource{Resource: "persistentvolumes"}
+	pvcGR                 = schema.GroupResource{Resource: "persistentvolumeclaims"}
+	serviceAccountsGR     = schema.GroupResource{Resource: "serviceaccounts"}
+	roleBindingsGR        = schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}
+	namespaceGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	crdGVR                = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	errArchiveFormat      = errors.New("unsupported archive format")
+	supportedFormatMajors = []string{"1"}
+)
+
+// Runner runs restores. One Runner serves every restore; each Run has its own worker pool.
+type Runner struct {
+	Dynamic   dynamic.Interface
+	Discovery discovery.DiscoveryInterface
+	// Workers is the size of each restore's own worker pool; 0 means DefaultWorkers.
+	Workers int
+	// Priorities order the resources after CRDs; nil means DefaultPriorities.
+	Priorities []string
+	// Actions are the RestoreItemActions; nil means the built-in ones.
+	Actions *Actions
+	// Clock is the runs' time source; nil means the real clock.
+	Clock clock.Clock
+	// ProgressInterval is how often progress is reported, at most; 0 means the backup's default.
+	ProgressInterval time.Duration
+	// StorageTimeout bounds each small storage call; 0 means backup.DefaultStorageTimeout.
+	StorageTimeout time.Duration
+	// ScratchDir holds the restores' spools; "" means the system's temporary directory.
+	ScratchDir string
+	// NamespaceTimeout bounds the wait for a terminating target namespace; 0 means DefaultNamespaceTimeout.
+	NamespaceTimeout time.Duration
+	// CRDTimeout bounds the wait for a restored CRD to be Established; 0 means DefaultCRDTimeout.
+	CRDTimeout time.Duration
+	// Retry paces the retries of API calls that failed transiently; zero means backup.DefaultRetry.
+	Retry wait.Backoff
+}
+
+// Request is one restore to run.
+type Request struct {
+	Restore           *cairnv1.Restore
+	OperatorNamespace string
+	// Source is the store of the backup's location, and BackupKeys the backup's objects in it.
+	Source     storage.ObjectStore
+	BackupKeys storage.BackupKeys
+	// Files is the store the restore's log, results and resource list go to (FilesKeys); nil
+	// means nowhere (no ReadWrite location could hold them).
+	Files     storage.ObjectStore
+	FilesKeys storage.RestoreKeys
+	// OnProgress, when set, is told the counts at most once per ProgressInterval while they change.
+	OnProgress func(done, total int64)
+	// OnNamespaceWait, when set, is told when the restore starts waiting for a terminating
+	// target namespace (a message naming it) and when the wait is over ("").
+	OnNamespaceWait func(message string)
+}
+
+// Ending is how a run ended.
+type Ending string
+
+const (
+	// Finished: every selected item was handled (created, updated, skipped or failed).
+	Finished Ending = "Finished"
+	// Failed: the run could not go on; Result.FailureReason says why.
+	Failed Ending = "Failed"
+	// Interrupted: the run's context ended (the manager is stopping): nothing more was done.
+	Interrupted Ending = "Interrupted"
+)
+
+// Result is what a run did.
+type Result struct {
+	Ending        Ending
+	FailureReason string
+	ItemsRestored int64
+	TotalItems    int64
+	// Warnings and Errors are the counts of the run's log.
+	Warnings, Errors int32
+	// FilesError says why the log, results or resource list could not be stored (nil when they
+	// were, or when the request had nowhere to store them).
+	FilesError error
+}
+
+// Outcome is what happened to one item.
+type Outcome string
+
+// Outcomes of an item, as the resource list records them.
+const (
+	Created Outcome = "created"
+	Updated Outcome = "updated"
+	Skipped Outcome = "skipped"
+	// FailedItem: the item could not be restored (an error).
+	FailedItem Outcome = "failed"
+)
+
+// ResourceList is what a restore did to each item: outcome → resource ("configmaps",
+// "deployments.apps") → "namespace/name" (or "name" for a cluster-scoped item), as restored.
+type ResourceList map[Outcome]map[string][]string
+
+// Messages are warnings or errors, per namespace (as restored) and for cluster-scoped items.
+type Messages struct {
+	Cluster    []string            `json:"cluster,omitempty"`
+	Namespaces map[string][]string `json:"namespaces,omitempty"`
+}
+
+// Results are a restore's warnings and errors.
+type Results struct {
+	Warnings Messages `json:"warnings"`
+	Errors   Messages `json:"errors"`
+}
+
+// run is one restore in progress.
+type run struct {
+	*Runner
+	req        Request
+	log        *backup.Log
+	restore    *cairnv1.Restore
+	opts       Options
+	team       bool
+	spool      *Spool
+	resources  map[schema.GroupResource]backup.Resource
+	sel        backup.Selection
+	status     backup.ResourceFilter
+	keepStatus bool
+	plan       plan
+
+	total, done atomic.Int64
+
+	mu           sync.Mutex
+	list         ResourceList
+	results      Results
+	restoredPVs  map[string]bool
+	restoredCRDs []string
+}
+
+// plan is what the first pass over the spool decided: the facts the selection of
+// cluster-scoped items needs.
+type plan struct {
+	// namespaces are the selected namespaces, as backed up.
+	namespaces map[string]bool
+	// namespaceObjects are the backed-up namespaces whose Namespace object is restored.
+	namespaceObjects map[string]bool
+	// neededPVs are the PersistentVolumes that selected PVCs are bound to.
+	neededPVs map[string]bool
+	// usedResources are the group/resources that selected items belong to (their CRDs are needed).
+	usedResources map[schema.GroupResource]bool
+	// selected counts the selected items of each group/resource.
+	selected map[schema.GroupResource]int
+}
+
+// itemFacts is the part of an item the selection reads, decoded without the rest.
+type itemFacts struct {
+	Metadata struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		VolumeName string `json:"volumeName"`
+		Group      string `json:"group"`
+		Names      struct {
+			Plural string `json:"plural"`
+		} `json:"names"`
+	} `json:"spec"`
+}
+
+func (r *Runner) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
+}
+
+// Run runs one restore from the start of InProgress to its end: it reads and checks the
+// archive, selects the items, waits for terminating target namespaces, creates the items one
+// priority group after another (CRDs first, waited on until Established), and stores the log,
+// results and resource list. Run never returns an error: how it ended is in the Result.
+func (r *Runner) Run(ctx context.Context, req Request) *Result {
+	rs := req.Restore
+	ru := &run{
+		Runner: r, req: req, log: backup.NewLog(), restore: rs,
+		team: rs.Namespace != req.OperatorNamespace,
+		opts: Options{
+			BackupName: rs.Status.BackupName, RestoreName: rs.Name, NamespaceMapping: rs.Spec.NamespaceMapping,
+			PreserveNodePorts: rs.Spec.ShouldPreserveNodePorts(), RestorePVs: rs.Spec.ShouldRestorePVs(),
+		},
+		list:        ResourceList{},
+		restoredPVs: map[string]bool{},
+	}
+	ru.log.WithField("restore", rs.Namespace+"/"+rs.Name).WithField("backup", rs.Status.BackupName).Info("Restore started")
+	stop := backup.ReportProgress(ctx, r.clock(), r.ProgressInterval, ru.counts, req.OnProgress)
+	err := ru.restoreAll(ctx)
+	stop()
+	if ru.spool != nil {
+		ru.spool.Close()
+	}
+	res := &Result{}
+	res.ItemsRestored, res.TotalItems = ru.counts()
+	switch {
+	case ctx.Err() != nil:
+		res.Ending = Interrupted
+		return res
+	case err != nil:
+		res.Ending, res.FailureReason = Failed, err.Error()
+		ru.log.Error("Restore failed: " + err.Error())
+	default:
+		res.Ending = Finished
+		ru.log.WithField("itemsRestored", res.ItemsRestored).WithField("totalItems", res.TotalItems).Info("Restore finished")
+	}
+	res.Warnings, res.Errors = ru.log.Counts()
+	res.FilesError = ru.putFiles(ctx)
+	return res
+}
+
+func (ru *run) counts() (done, total int64) { return ru.done.Load(), ru.total.Load() }
+
+// restoreAll is the run, step by step; an error ends it Failed.
+func (ru *run) restoreAll(ctx context.Context) error {
+	if err := ru.readArchive(ctx); err != nil {
+		return err
+	}
+	if err := ru.selectItems(ctx); err != nil {
+		return err
+	}
+	if err := ru.prepareNamespaces(ctx); err != nil {
+		return err
+	}
+	present := make([]schema.GroupResource, 0, len(ru.plan.selected))
+	for gr := range ru.plan.selected {
+		present = append(present, gr)
+	}
+	priorities := ru.Priorities
+	if priorities == nil {
+		priorities = DefaultPriorities
+	}
+	for _, group := range Order(present, priorities) {
+		if err := ru.restoreGroup(ctx, group); err != nil {
+			return err
+		}
+		if len(group) == 1 && group[0] == crdGR {
+			ru.waitForCRDs(ctx)
+		}
+	}
+	return nil
+}
+
+// readArchive reads the commit marker and spools the archive, checked against it.
+func (ru *run) readArchive(ctx context.Context) error {
+	keys := ru.req.BackupKeys
+	var meta storage.BackupMetadata
+	err := ru.storageCall(ctx, func(ctx context.Context) error {
+		var err error
+		meta, err = storage.ReadMetadata(ctx, ru.req.Source, keys)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading the commit marker of backup %s: %w", ru.restore.Status.BackupName, err)
+	}
+	if meta.Name != "" && (meta.Name != ru.restore.Status.BackupName || meta.Namespace != ru.restore.Namespace) {
+		return fmt.Errorf("the commit marker at %s is of backup %s/%s, not %s/%s", keys.Metadata,
+			meta.Namespace, meta.Name, ru.restore.Namespace, ru.restore.Status.BackupName)
+	}
+	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize}
+	spool, err := NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir)
+	if err != nil {
+		if errors.Is(err, storage.ErrChecksumMismatch) {
+			return fmt.Errorf("%w: the archive of backup %s is not the one that was committed, nothing was restored (%v)",
+				storage.ErrChecksumMismatch, ru.restore.Status.BackupName, err)
+		}
+		return fmt.Errorf("reading the archive of backup %s: %w", ru.restore.Status.BackupName, err)
+	}
+	ru.spool = spool
+	major, _, _ := strings.Cut(spool.FormatVersion, ".")
+	if !contains(supportedFormatMajors, major) {
+		return fmt.Errorf("%w %q (this Cairn reads format 1.x)", errArchiveFormat, spool.FormatVersion)
+	}
+	for _, p := range spool.Problems {
+		ru.log.Error("Archive entry left out: " + p)
+	}
+	if spool.MoreProblems > 0 {
+		ru.log.Errorf("%d more archive entries left out", spool.MoreProblems)
+	}
+	ru.log.WithField("formatVersion", spool.FormatVersion).Info("Archive read and checked against the commit marker")
+	return nil
+}
+
+// selectItems resolves the filters against the cluster's resources and decides, in one pass over
+// the spool, which items are restored.
+func (ru *run) selectItems(ctx context.Context) error {
+	var lists []*metav1.APIResourceList
+	err := backup.RetryTransient(ctx, ru.Retry, func() error {
+		var err error
+		lists, err = ru.Discovery.ServerPreferredResources()
+		if discovery.IsGroupDiscoveryFailedError(err) {
+			ru.log.Warn("Some API groups could not be discovered: " + err.Error())
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("discovering the cluster's resources: %w", err)
+	}
+	served := backup.ResourcesFromDiscovery(lists)
+	ru.resources = map[schema.GroupResource]backup.Resource{}
+	for _, res := range served {
+		ru.resources[res.GroupResource()] = res
+	}
+	// Resources of the backup the cluster does not serve (yet: their CRD may be in the
+	// backup) still have names the filters can use.
+	all := served
+	for _, gr := range ru.spool.Resources() {
+		if _, ok := ru.resources[gr]; !ok {
+			res := backup.Resource{GroupVersionResource: gr.WithVersion("")}
+			ru.resources[gr] = res
+			all = append(all, res)
+		}
+	}
+	f := ru.restore.Spec.Filters()
+	sel, warnings, err := backup.NewFilterSelection(ru.restore.Namespace, f, ru.req.OperatorNamespace, all, nil)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		ru.log.Warn(strings.Replace(w, "served by this cluster", "served by this cluster nor in the backup", 1))
+	}
+	ru.sel = sel
+	if rs := ru.restore.Spec.RestoreStatus; rs != nil && len(rs.IncludedResources) > 0 {
+		ru.status, _ = backup.NewResourceFilter(rs.IncludedResources, rs.ExcludedResources, all)
+		ru.keepStatus = true
+	}
+	return ru.makePlan()
+}
+
+// makePlan is the first pass: namespaced items are decided by the filters alone; then the
+// cluster-scoped ones, which with includeClusterResources unset are restored only when a
+// selected item needs them (its Namespace, the PV of a PVC, the CRD of a custom resource).
+func (ru *run) makePlan() error {
+	p := plan{
+		namespaces: map[string]bool{}, namespaceObjects: map[string]bool{}, neededPVs: map[string]bool{},
+		usedResources: map[schema.GroupResource]bool{}, selected: map[schema.GroupResource]int{},
+	}
+	ru.plan = p
+	for _, namespacedPass := range []bool{true, false} {
+		for _, gr := range ru.spool.Resources() {
+			err := ru.spool.Each(gr, func(item SpooledItem) error {
+				if (item.Namespace != "") != namespacedPass {
+					return nil
+				}
+				facts, ok := ru.decide(gr, item)
+				if !ok {
+					return nil
+				}
+				p.selected[gr]++
+				p.usedResources[gr] = true
+				switch {
+				case item.Namespace != "":
+					p.namespaces[item.Namespace] = true
+					if gr == pvcGR && facts.Spec.VolumeName != "" {
+						p.neededPVs[facts.Spec.VolumeName] = true
+					}
+				case gr == namespacesGR:
+					p.namespaceObjects[item.Name] = true
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	var total int64
+	for _, n := range p.selected {
+		total += int64(n)
+	}
+	ru.total.Store(total)
+	ru.log.WithField("items", total).WithField("namespaces", len(p.namespaces)).Info("Items selected")
+	return nil
+}
+
+// decide reports whether item of gr is restored: the backup's Selection, with the facts of
+// the plan for cluster-scoped items. It is called in the plan's pass and again when the item's
+// group is restored, with the same answer (the plan's facts are complete by then).
+func (ru *run) decide(gr schema.GroupResource, item SpooledItem) (itemFacts, bool) {
+	var facts itemFacts
+	if err := json.Unmarshal(item.Object, &facts); err != nil {
+		// Not an object Cairn can read: its labels are unknown. A namespaced one the filters
+		// select without labels is left to restoreItem, which records the error.
+		return facts, item.Namespace != "" && ru.sel.Includes(ru.resource(gr, true), item.Namespace, item.Name, nil, backup.Listed)
+	}
+	if item.Namespace != "" {
+		return facts, ru.sel.Includes(ru.resource(gr, true), item.Namespace, item.Name, facts.Metadata.Labels, backup.Listed)
+	}
+	// A cluster-scoped item that a selected item needs is held as an additional item is by a
+	// backup: with includeClusterResources unset, only those are restored, and the label
+	// selectors do not apply to them.
+	src := backup.Listed
+	switch gr {
+	case namespacesGR:
+		if ru.plan.namespaces[item.Name] {
+			src = backup.Additional
+		}
+	case pvGR:
+		if ru.plan.neededPVs[item.Name] {
+			src = backup.Additional
+		}
+	case crdGR:
+		if ru.plan.usedResources[schema.GroupResource{Group: facts.Spec.Group, Resource: facts.Spec.Names.Plural}] {
+			src = backup.Additional
+		}
+	}
+	return facts, ru.sel.Includes(ru.resource(gr, false), "", item.Name, facts.Metadata.Labels, src)
+}
+
+// resource is gr as the selection knows it, namespaced as its item is placed in the archive.
+func (ru *run) resource(gr schema.GroupResource, namespaced bool) backup.Resource {
+	res := ru.resources[gr]
+	res.GroupVersionResource = gr.WithVersion(res.Version)
+	res.Namespaced = namespaced
+	return res
+}
+
+// prepareNamespaces makes every target namespace ready before any item is created: a
+// namespace still terminating is waited for (bounded by NamespaceTimeout); a missing one is
+// created, unless its Namespace object is restored from the backup (in its priority group).
+func (ru *run) prepareNamespaces(ctx context.Context) error {
+	targets := map[string]string{} // target → backed-up namespace
+	for ns := range ru.plan.namespaces {
+		targets[ru.restore.Spec.MapNamespace(ns)] = ns
+	}
+	names := make([]string, 0, len(targets))
+	for t := range targets {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, target := range names {
+		if ru.team && target != ru.restore.Namespace {
+			return fmt.Errorf("a restore in namespace %s may only restore into its own namespace, not %s", ru.restore.Namespace, target)
+		}
+		gone, err := ru.waitForNamespace(ctx, target)
+		if err != nil {
+			return err
+		}
+		if !gone || ru.plan.namespaceObjects[targets[target]] {
+			continue
+		}
+		if ru.team {
+			return fmt.Errorf("namespace %s does not exist", target)
+		}
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": target}}}
+		ns.SetLabels(map[string]string{
+			cairnv1.BackupNameLabel:  backup.LabelValue(ru.opts.BackupName),
+			cairnv1.RestoreNameLabel: backup.LabelValue(ru.opts.RestoreName),
+		})
+		err = backup.RetryTransient(ctx, ru.Retry, func() error {
+			_, err := ru.Dynamic.Resource(namespaceGVR).Create(ctx, ns, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", target, err)
+		}
+		ru.log.WithField("namespace", target).Info("Namespace created")
+	}
+	return nil
+}
+
+// waitForNamespace waits while the namespace is terminating; gone says whether it does not
+// exist (any more).
+func (ru *run) waitForNamespace(ctx context.Context, name string) (gone bool, err error) {
+	timeout := ru.NamespaceTimeout
+	if timeout <= 0 {
+		timeout = DefaultNamespaceTimeout
+	}
+	deadline := ru.clock().Now().Add(timeout)
+	waiting := false
+	defer func() {
+		if waiting && ru.req.OnNamespaceWait != nil {
+			ru.req.OnNamespaceWait("")
+		}
+	}()
+	for {
+		var ns *unstructured.Unstructured
+		err := backup.RetryTransient(ctx, ru.Retry, func() error {
+			var err error
+			ns, err = ru.Dynamic.Resource(namespaceGVR).Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("reading namespace %s: %w", name, err)
+		case ns.GetDeletionTimestamp() == nil:
+			return false, nil
+		}
+		if !ru.clock().Now().Before(deadline) {
+			return false, fmt.Errorf("namespace %s was still terminating after %s: nothing can be restored into it", name, timeout)
+		}
+		if !waiting {
+			waiting = true
+			msg := fmt.Sprintf("waiting for namespace %s to finish terminating (at most %s)", name, timeout)
+			ru.log.WithField("namespace", name).Info("Waiting for the namespace to finish terminating")
+			if ru.req.OnNamespaceWait != nil {
+				ru.req.OnNamespaceWait(msg)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-ru.clock().After(waitInterval):
+		}
+	}
+}
+
+// job is one item for a worker.
+type job struct {
+	gr   schema.GroupResource
+	item SpooledItem
+}
+
+// restoreGroup restores the selected items of one priority group in parallel on the
+// restore's own worker pool.
+func (ru *run) restoreGroup(ctx context.Context, group []schema.GroupResource) error {
+	workers := ru.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	jobs := make(chan job, workers)
+	g.Go(func() error {
+		defer close(jobs)
+		for _, gr := range group {
+			err := ru.spool.Each(gr, func(item SpooledItem) error {
+				if _, ok := ru.decide(gr, item); !ok {
+					return nil
+				}
+				select {
+				case jobs <- job{gr: gr, item: item}:
+					return nil
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for range workers {
+		g.Go(func() error {
+			for j := range jobs {
+				if gctx.Err() != nil {
+					return gctx.Err()
+				}
+				ru.restoreItem(gctx, j.gr, j.item)
+				ru.done.Add(1)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// restoreItem restores one item and records what happened to it.
+func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item SpooledItem) {
+	target := ru.restore.Spec.MapNamespace(item.Namespace)
+	if item.Namespace == "" {
+		target = ""
+	}
+	ref := describe(gr, target, item.Name)
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(item.Object); err != nil {
+		ru.record(gr, target, item.Name, FailedItem, fmt.Sprintf("%s: not a valid object in the backup: %v", ref, err))
+		return
+	}
+	if reason := SkipReason(gr, obj); reason != "" {
+		ru.record(gr, target, item.Name, Skipped, "")
+		ru.log.WithField("item", ref).Info("Skipped: " + reason)
+		return
+	}
+	if ru.team && gr == roleBindingsGR {
+		ru.record(gr, target, item.Name, Skipped, fmt.Sprintf("%s: not restored: role bindings are restored only by restores in %s (a team could otherwise regain access an administrator revoked)", ref, ru.req.OperatorNamespace))
+		return
+	}
+	if ru.team && target != ru.restore.Namespace {
+		ru.record(gr, target, item.Name, FailedItem, fmt.Sprintf("%s: a restore in namespace %s may only restore into its own namespace", ref, ru.restore.Namespace))
+		return
+	}
+	// The archive's placement of the item is what the filters decided on: it wins over what
+	// the item's own metadata says.
+	obj.SetNamespace(item.Namespace)
+	obj.SetName(item.Name)
+	opts := ru.opts
+	opts.KeepStatus = ru.keepStatus && ru.status.Includes(gr)
+	desired := Prepare(obj, opts)
+	if gr == namespacesGR {
+		desired.SetName(ru.restore.Spec.MapNamespace(item.Name))
+		target, ref = "", describe(gr, "", desired.GetName())
+	}
+	for _, action := range ru.actions().For(gr) {
+		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: Facts{PVRestored: ru.pvRestored}})
+		if err != nil {
+			ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: restore item action %s: %v", ref, action.Name(), err))
+			return
+		}
+		if out.Skip {
+			ru.record(gr, target, desired.GetName(), Skipped, "")
+			ru.log.WithField("item", ref).WithField("action", action.Name()).Info("Skipped: " + out.SkipReason)
+			return
+		}
+		if out.Item != nil {
+			desired = out.Item
+		}
+	}
+	outcome, warning, err := ru.apply(ctx, gr, target, desired, opts.KeepStatus)
+	switch {
+	case err != nil:
+		ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: %v", ref, err))
+	default:
+		ru.record(gr, target, desired.GetName(), outcome, warning)
+		if warning == "" {
+			ru.log.WithField("item", ref).Debug("Restored: " + string(outcome))
+		}
+	}
+	if err == nil {
+		ru.mu.Lock()
+		switch gr {
+		case pvGR:
+			ru.restoredPVs[desired.GetName()] = true
+		case crdGR:
+			ru.restoredCRDs = append(ru.restoredCRDs, desired.GetName())
+		}
+		ru.mu.Unlock()
+	}
+}
+
+func (ru *run) actions() *Actions {
+	if ru.Actions == nil {
+		ru.mu.Lock()
+		defer ru.mu.Unlock()
+		if ru.Actions == nil {
+			ru.Actions = NewActions()
+		}
+	}
+	return ru.Actions
+}
+
+func (ru *run) pvRestored(name string) bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	return ru.restoredPVs[name]
+}
+
+// apply creates desired, or handles the object that exists already by the restore's
+// existingResourcePolicy. warning, when not empty, is logged as a warning.
+func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace string, desired *unstructured.Unstructured, keepStatus bool) (Outcome, string, error) {
+	gv, err := schema.ParseGroupVersion(desired.GetAPIVersion())
+	if err != nil || gv.Group != gr.Group || gv.Version == "" {
+		return FailedItem, "", fmt.Errorf("apiVersion %q does not belong to resource %s", desired.GetAPIVersion(), gr)
+	}
+	var ri dynamic.ResourceInterface = ru.Dynamic.Resource(gr.WithVersion(gv.Version))
+	if namespace != "" {
+		ri = ru.Dynamic.Resource(gr.WithVersion(gv.Version)).Namespace(namespace)
+	}
+	status, hasStatus := desired.Object["status"]
+	var created *unstructured.Unstructured
+	err = backup.RetryTransient(ctx, ru.Retry, func() error {
+		var err error
+		created, err = ri.Create(ctx, desired, metav1.CreateOptions{})
+		return err
+	})
+	if apierrors.IsAlreadyExists(err) {
+		return ru.applyExisting(ctx, ri, gr, desired)
+	}
+	if err != nil {
+		return FailedItem, "", fmt.Errorf("creating: %w", err)
+	}
+	if keepStatus && hasStatus {
+		created.Object["status"] = status
+		err := backup.RetryTransient(ctx, ru.Retry, func() error {
+			_, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return Created, fmt.Sprintf("%s: created, but its status could not be restored: %v", describe(gr, namespace, desired.GetName()), err), nil
+		}
+	}
+	return Created, "", nil
+}
+
+// applyExisting handles an object that exists already: a ServiceAccount gets the backed-up
+// secrets and labels merged in; an identical object is skipped; a different one is a warning
+// (existingResourcePolicy none) or merge-patched (update).
+func (ru *run) applyExisting(ctx context.Context, ri dynamic.ResourceInterface, gr schema.GroupResource, desired *unstructured.Unstructured) (Outcome, string, error) {
+	ref := describe(gr, desired.GetNamespace(), desired.GetName())
+	var existing *unstructured.Unstructured
+	err := backup.RetryTransient(ctx, ru.Retry, func() error {
+		var err error
+		existing, err = ri.Get(ctx, desired.GetName(), metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return FailedItem, "", fmt.Errorf("exists already, and reading it failed: %w", err)
+	}
+	if gr == serviceAccountsGR {
+		merged, changed := MergeServiceAccount(existing, desired)
+		if !changed {
+			return Skipped, "", nil
+		}
+		err := backup.RetryTransient(ctx, ru.Retry, func() error {
+			_, err := ri.Update(ctx, merged, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return Skipped, fmt.Sprintf("%s: exists already, and merging the backed-up one into it failed: %v", ref, err), nil
+		}
+		return Updated, "", nil
+	}
+	if Matches(desired, existing) {
+		return Skipped, "", nil
+	}
+	differences := strings.Join(Differences(desired, existing), ", ")
+	if ru.restore.Spec.GetExistingResourcePolicy() != cairnv1.ExistingResourcePolicyUpdate {
+		return Skipped, fmt.Sprintf("%s: exists already and differs from the backup (%s): not changed (existingResourcePolicy none)", ref, differences), nil
+	}
+	patch, err := UpdatePatch(desired)
+	if err != nil {
+		return Skipped, fmt.Sprintf("%s: exists already and differs (%s); building the update failed: %v", ref, differences, err), nil
+	}
+	err = backup.RetryTransient(ctx, ru.Retry, func() error {
+		_, err := ri.Patch(ctx, desired.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		return Skipped, fmt.Sprintf("%s: exists already and differs (%s); updating it failed: %v", ref, differences, err), nil
+	}
+	return Updated, "", nil
+}
+
+// waitForCRDs waits until every CRD the restore created or found is Established, so that its
+// custom resources can be created; one that is not within CRDTimeout is an error of the
+// restore, and its custom resources fail on their own.
+func (ru *run) waitForCRDs(ctx context.Context) {
+	timeout := ru.CRDTimeout
+	if timeout <= 0 {
+		timeout = DefaultCRDTimeout
+	}
+	ru.mu.Lock()
+	names := append([]string(nil), ru.restoredCRDs...)
+	ru.mu.Unlock()
+	sort.Strings(names)
+	deadline := ru.clock().Now().Add(timeout)
+	for _, name := range names {
+		for {
+			crd, err := ru.Dynamic.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && established(crd) {
+				ru.log.WithField("crd", name).Info("CustomResourceDefinition is Established")
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if !ru.clock().Now().Before(deadline) {
+				ru.log.WithField("crd", name).Errorf("CustomResourceDefinition was not Established within %s: its custom resources may fail", timeout)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ru.clock().After(waitInterval / 4):
+			}
+		}
+	}
+}
+
+// established reports whether a CRD's Established condition is True.
+func established(crd *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// record writes what happened to one item into the resource list, and a message (when not
+// empty) into the log and the results: an error for a failed item, a warning otherwise.
+func (ru *run) record(gr schema.GroupResource, namespace, name string, outcome Outcome, message string) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	byResource := ru.list[outcome]
+	if byResource == nil {
+		byResource = map[string][]string{}
+		ru.list[outcome] = byResource
+	}
+	key := gr.Resource
+	if gr.Group != "" {
+		key += "." + gr.Group
+	}
+	entry := name
+	if namespace != "" {
+		entry = namespace + "/" + name
+	}
+	byResource[key] = append(byResource[key], entry)
+	if message == "" {
+		return
+	}
+	messages := &ru.results.Warnings
+	entryLog := ru.log.WithField("item", describe(gr, namespace, name))
+	if outcome == FailedItem {
+		messages = &ru.results.Errors
+		entryLog.Error(message)
+	} else {
+		entryLog.Warn(message)
+	}
+	messages.add(namespace, message)
+}
+
+func (m *Messages) add(namespace, message string) {
+	if namespace == "" {
+		m.Cluster = append(m.Cluster, message)
+		return
+	}
+	if m.Namespaces == nil {
+		m.Namespaces = map[string][]string{}
+	}
+	m.Namespaces[namespace] = append(m.Namespaces[namespace], message)
+}
+
+// describe names an item in messages: "configmaps shop/settings", "persistentvolumes pv-1".
+func describe(gr schema.GroupResource, namespace, name string) string {
+	if namespace == "" {
+		return gr.String() + " " + name
+	}
+	return gr.String() + " " + namespace + "/" + name
+}
+
+// putFiles stores the restore's resource list, results and log, each call bounded.
+func (ru *run) putFiles(ctx context.Context) error {
+	if ru.req.Files == nil {
+		return nil
+	}
+	ru.mu.Lock()
+	for _, byResource := range ru.list {
+		for _, entries := range byResource {
+			sort.Strings(entries)
+		}
+	}
+	objects := []struct {
+		key   string
+		value any
+	}{{ru.req.FilesKeys.ResourceList, ru.list}, {ru.req.FilesKeys.Results, ru.results}}
+	var datas [][]byte
+	for _, o := range objects {
+		data, err := backup.GzipJSON(o.value)
+		if err != nil {
+			ru.mu.Unlock()
+			return err
+		}
+		datas = append(datas, data)
+	}
+	ru.mu.Unlock()
+	logData, err := ru.log.Gzipped()
+	if err != nil {
+		return err
+	}
+	keys := []string{objects[0].key, objects[1].key, ru.req.FilesKeys.Logs}
+	datas = append(datas, logData)
+	for i, key := range keys {
+		data := datas[i]
+		if err := ru.storageCall(ctx, func(ctx context.Context) error { return ru.req.Files.Put(ctx, key, bytes.NewReader(data)) }); err != nil {
+			return fmt.Errorf("storing %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// storageCall runs one small storage call bounded by the storage timeout.
+func (ru *run) storageCall(ctx context.Context, f func(context.Context) error) error {
+	timeout := ru.StorageTimeout
+	if timeout <= 0 {
+		timeout = backup.DefaultStorageTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

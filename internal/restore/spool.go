@@ -1,0 +1,227 @@
+package restore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// MaxSpoolProblems bounds the problems a spool keeps (odd entries of an archive); the count of
+// the others is kept.
+const MaxSpoolProblems = 100
+
+// Spool is a backup's archive, checked against its commit marker and unpacked into a scratch
+// directory: one file per resource, holding that resource's items as JSON lines. A restore
+// reads the items back one resource at a time, in the order it needs, so its memory does not
+// grow with the archive. The archive is read once: unpacked and hashed in one pass, and
+// nothing of it is used unless the hash matches.
+type Spool struct {
+	dir string
+	// FormatVersion is the archive's metadata/version.
+	FormatVersion string
+	resources     map[schema.GroupResource]*spooled
+	// Problems are entries that were left out (malformed names, items that are not JSON
+	// objects), at most MaxSpoolProblems of them; MoreProblems counts the rest.
+	Problems     []string
+	MoreProblems int
+}
+
+type spooled struct {
+	file  string
+	count int
+	w     *bufio.Writer
+	f     *os.File
+}
+
+// SpooledItem is one item read back from a spool.
+type SpooledItem struct {
+	// Namespace is the item's namespace in the backup ("" for a cluster-scoped item), from its
+	// place in the archive.
+	Namespace string `json:"namespace,omitempty"`
+	// Name is the item's name, from its place in the archive.
+	Name string `json:"name"`
+	// Object is the item as backed up.
+	Object json.RawMessage `json:"object"`
+}
+
+// NewSpool reads the archive at key from store into a new directory under scratch ("" means
+// the system's temporary directory), checking it against want, the commit marker's digest.
+// On any error nothing is left on disk; the error is ReadArchive's (ErrChecksumMismatch when
+// the archive is not the one that was committed).
+func NewSpool(ctx context.Context, store storage.ObjectStore, key string, want storage.ArchiveDigest, scratch string, opts ...storage.TransferOption) (*Spool, error) {
+	dir, err := os.MkdirTemp(scratch, "cairn-restore-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the restore's scratch directory: %w", err)
+	}
+	s := &Spool{dir: dir, resources: map[schema.GroupResource]*spooled{}}
+	err = storage.ReadArchive(ctx, store, key, want, s.add, opts...)
+	if ferr := s.flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// add spools one archive entry.
+func (s *Spool) add(e archive.Entry) error {
+	if e.Name == archive.VersionPath {
+		s.FormatVersion = strings.TrimSpace(string(e.Data))
+		return nil
+	}
+	gr, namespace, name, err := ParseItemPath(e.Name)
+	if err != nil {
+		s.problem(err.Error())
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, e.Data); err != nil || !bytes.HasPrefix(buf.Bytes(), []byte("{")) {
+		s.problem(fmt.Sprintf("%s is not a JSON object", e.Name))
+		return nil
+	}
+	line, err := json.Marshal(SpooledItem{Namespace: namespace, Name: name, Object: buf.Bytes()})
+	if err != nil {
+		return err
+	}
+	sp := s.resources[gr]
+	if sp == nil {
+		file := filepath.Join(s.dir, fmt.Sprintf("r%d.jsonl", len(s.resources)))
+		f, err := os.Create(file)
+		if err != nil {
+			return fmt.Errorf("spooling the archive: %w", err)
+		}
+		sp = &spooled{file: file, f: f, w: bufio.NewWriterSize(f, 64<<10)}
+		s.resources[gr] = sp
+	}
+	sp.count++
+	if _, err := sp.w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("spooling the archive: %w", err)
+	}
+	return nil
+}
+
+func (s *Spool) problem(msg string) {
+	if len(s.Problems) < MaxSpoolProblems {
+		s.Problems = append(s.Problems, msg)
+		return
+	}
+	s.MoreProblems++
+}
+
+// flush closes every spool file for writing.
+func (s *Spool) flush() error {
+	var errs []error
+	for _, sp := range s.resources {
+		if sp.f == nil {
+			continue
+		}
+		errs = append(errs, sp.w.Flush(), sp.f.Close())
+		sp.f, sp.w = nil, nil
+	}
+	return errors.Join(errs...)
+}
+
+// ParseItemPath reads an item entry's name (archive.ItemPath): its group/resource, namespace
+// ("" for a cluster-scoped item) and name. Anything else, or a name that could not be a
+// Kubernetes object's, is an error.
+func ParseItemPath(entry string) (gr schema.GroupResource, namespace, name string, err error) {
+	bad := func(why string) (schema.GroupResource, string, string, error) {
+		return schema.GroupResource{}, "", "", fmt.Errorf("archive entry %q: %s", entry, why)
+	}
+	parts := strings.Split(entry, "/")
+	if len(parts) < 4 || parts[0] != "resources" || !strings.HasSuffix(entry, ".json") {
+		return bad("not an item entry")
+	}
+	resource, group, _ := strings.Cut(parts[1], ".")
+	if resource == "" {
+		return bad("no resource")
+	}
+	gr = schema.GroupResource{Group: group, Resource: resource}
+	switch {
+	case parts[2] == "cluster" && len(parts) == 4:
+		name = strings.TrimSuffix(parts[3], ".json")
+	case parts[2] == "namespaces" && len(parts) == 5:
+		namespace, name = parts[3], strings.TrimSuffix(parts[4], ".json")
+		if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+			return bad("namespace " + strings.Join(errs, "; "))
+		}
+	default:
+		return bad("not an item entry")
+	}
+	if name == "" || name == "." || name == ".." || len(name) > validation.DNS1123SubdomainMaxLength {
+		return bad("not an object name")
+	}
+	return gr, namespace, name, nil
+}
+
+// Resources returns the group/resources the spool holds, sorted.
+func (s *Spool) Resources() []schema.GroupResource {
+	out := make([]schema.GroupResource, 0, len(s.resources))
+	for gr := range s.resources {
+		out = append(out, gr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Count is the number of items of gr in the spool.
+func (s *Spool) Count(gr schema.GroupResource) int {
+	if sp := s.resources[gr]; sp != nil {
+		return sp.count
+	}
+	return 0
+}
+
+// Each calls fn with every item of gr, in archive order, one at a time.
+func (s *Spool) Each(gr schema.GroupResource, fn func(SpooledItem) error) error {
+	sp := s.resources[gr]
+	if sp == nil {
+		return nil
+	}
+	f, err := os.Open(sp.file)
+	if err != nil {
+		return fmt.Errorf("reading the spooled %s: %w", gr, err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			var item SpooledItem
+			if jerr := json.Unmarshal(line, &item); jerr != nil {
+				return fmt.Errorf("reading the spooled %s: %w", gr, jerr)
+			}
+			if ferr := fn(item); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the spooled %s: %w", gr, err)
+		}
+	}
+}
+
+// Close removes the spool's directory.
+func (s *Spool) Close() {
+	_ = s.flush()
+	_ = os.RemoveAll(s.dir)
+}
