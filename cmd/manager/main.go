@@ -72,6 +72,11 @@ func run(args []string) int {
 		StorageTimeout:             opts.storageTimeout,
 		RetryBackoffMax:            opts.backoffMax,
 		PhaseTimeout:               opts.phaseTimeout,
+		ConcurrentRestores:         opts.concurrentRestores,
+		RestoreWorkerCount:         opts.restoreWorkerCount,
+		RestorePriorities:          opts.priorities,
+		RestoreNamespaceTimeout:    opts.restoreNamespaceWait,
+		RestoreScratchDir:          opts.restoreScratchDir,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/restore"
 )
 
 // options are the manager's command-line settings.
@@ -28,7 +29,14 @@ type options struct {
 	storageTimeout       time.Duration
 	backoffMax           time.Duration
 	phaseTimeout         time.Duration
-	zap                  zap.Options
+	concurrentRestores   int
+	restoreWorkerCount   int
+	restorePriorities    string
+	restoreNamespaceWait time.Duration
+	restoreScratchDir    string
+	// priorities is restorePriorities, parsed.
+	priorities []string
+	zap        zap.Options
 }
 
 // newFlagSet returns the manager's flags, bound to o, with their defaults.
@@ -61,6 +69,16 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"The longest wait between attempts to remove a backup's data.")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", controller.DefaultPhaseTimeout,
 		"How long a backup may stay in one non-terminal phase that cannot move on (storage or the API server failing) before it is ended with the last error.")
+	fs.IntVar(&o.concurrentRestores, "concurrent-restores", 1,
+		"How many restores may run at once.")
+	fs.IntVar(&o.restoreWorkerCount, "restore-worker-count", restore.DefaultWorkers,
+		"The size of each running restore's own worker pool: how many items of one priority group it creates in parallel.")
+	fs.StringVar(&o.restorePriorities, "restore-resource-priorities", strings.Join(restore.DefaultPriorities, ","),
+		"The order in which a restore creates resources, after CRDs: resource or resource.group names, comma-separated; the rest follow together.")
+	fs.DurationVar(&o.restoreNamespaceWait, "restore-namespace-timeout", restore.DefaultNamespaceTimeout,
+		"How long a restore waits for a target namespace that is still terminating before it fails.")
+	fs.StringVar(&o.restoreScratchDir, "restore-scratch-dir", "",
+		"Where restores unpack their backup's archive while they run (default: the system's temporary directory); it needs room for the largest archive, uncompressed.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -100,6 +118,20 @@ func parseOptions(args []string) (options, error) {
 	if o.phaseTimeout <= 0 {
 		return o, fmt.Errorf("invalid value %s for --phase-timeout: must be greater than zero", o.phaseTimeout)
 	}
+	if o.concurrentRestores < 1 {
+		return o, fmt.Errorf("invalid value %d for --concurrent-restores: must be at least 1", o.concurrentRestores)
+	}
+	if o.restoreWorkerCount < 1 {
+		return o, fmt.Errorf("invalid value %d for --restore-worker-count: must be at least 1", o.restoreWorkerCount)
+	}
+	if o.restoreNamespaceWait <= 0 {
+		return o, fmt.Errorf("invalid value %s for --restore-namespace-timeout: must be greater than zero", o.restoreNamespaceWait)
+	}
+	priorities, err := restore.ParsePriorities(o.restorePriorities)
+	if err != nil {
+		return o, fmt.Errorf("invalid value %q for --restore-resource-priorities: %w", o.restorePriorities, err)
+	}
+	o.priorities = priorities
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))
 	}

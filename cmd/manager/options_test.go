@@ -25,6 +25,9 @@ func TestParseOptions(t *testing.T) {
 				if o.namespace != "cairn-system" || o.concurrentBackups != 1 || o.itemBlockWorkerCount != 4 {
 					t.Errorf("defaults = %+v", o)
 				}
+				if o.concurrentRestores != 1 || o.restoreWorkerCount != 8 || len(o.priorities) == 0 || o.priorities[0] != "namespaces" {
+					t.Errorf("restore defaults = %+v", o)
+				}
 				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
 					t.Errorf("defaults = %+v", o)
 				}
@@ -35,13 +38,17 @@ func TestParseOptions(t *testing.T) {
 			args: []string{"--namespace=backups", "--concurrent-backups=3", "--item-block-worker-count=8",
 				"--kubeconfig=/tmp/kc", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9",
 				"--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s",
-				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h"},
+				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h",
+				"--concurrent-restores=2", "--restore-worker-count=16", "--restore-resource-priorities=namespaces,configmaps,deployments.apps",
+				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
 					queueResyncPeriod: 5 * time.Second, operationSync: 3 * time.Second,
 					backoffMin: 2 * time.Second, backoffMax: 20 * time.Second, storageTimeout: 9 * time.Second,
-					phaseTimeout: 2 * time.Hour}
+					phaseTimeout: 2 * time.Hour, concurrentRestores: 2, restoreWorkerCount: 16,
+					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
+					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch"}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -60,6 +67,11 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero backoff", args: []string{"--retry-backoff-min=0s"}, wantErr: "invalid value 0s for --retry-backoff-min: must be greater than zero"},
 		{name: "backoff max below min", args: []string{"--retry-backoff-min=30s", "--retry-backoff-max=10s"}, wantErr: "invalid value 10s for --retry-backoff-max: must be at least --retry-backoff-min (30s)"},
 		{name: "zero phase timeout", args: []string{"--phase-timeout=0s"}, wantErr: "invalid value 0s for --phase-timeout: must be greater than zero"},
+		{name: "zero concurrent restores", args: []string{"--concurrent-restores=0"}, wantErr: "invalid value 0 for --concurrent-restores: must be at least 1"},
+		{name: "zero restore workers", args: []string{"--restore-worker-count=0"}, wantErr: "invalid value 0 for --restore-worker-count: must be at least 1"},
+		{name: "zero namespace wait", args: []string{"--restore-namespace-timeout=0s"}, wantErr: "--restore-namespace-timeout: must be greater than zero"},
+		{name: "empty priority", args: []string{"--restore-resource-priorities=namespaces,,pods"}, wantErr: `invalid value "namespaces,,pods" for --restore-resource-priorities`},
+		{name: "no priorities", args: []string{"--restore-resource-priorities="}, wantErr: "--restore-resource-priorities"},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}

@@ -20,6 +20,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -38,7 +39,8 @@ type Config struct {
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue", "backup", "operations", "finalizer",
-	// "deletion", "cancelwarning", "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	// "deletion", "restorequeue", "restore", "restorefinalizer", "cancelwarning",
+	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
 	// DefaultItemOperationSyncFrequency.
@@ -61,6 +63,20 @@ type Config struct {
 	// PhaseTimeout is how long a backup may stay in one non-terminal phase that cannot move on
 	// before its owner ends it with the last error; 0 means DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
+	// ConcurrentRestores is how many restores may be ReadyToStart or InProgress at once; 0 means 1.
+	ConcurrentRestores int
+	// RestoreWorkerCount is the size of each running restore's own worker pool; 0 means
+	// restore.DefaultWorkers.
+	RestoreWorkerCount int
+	// RestorePriorities order the resources a restore creates after CRDs; nil means
+	// restore.DefaultPriorities.
+	RestorePriorities []string
+	// RestoreScratchDir holds the restores' unpacked archives; "" means the system's temporary
+	// directory.
+	RestoreScratchDir string
+	// RestoreNamespaceTimeout bounds how long a restore waits for a terminating target
+	// namespace; 0 means restore.DefaultNamespaceTimeout.
+	RestoreNamespaceTimeout time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -100,6 +116,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore, timeout: cfg.StorageTimeout}
 	recovery := NewStartupRecovery(append([]RecoveryStep{
 		endInterruptedBackups(mgr.GetClient(), cfg.Clock),
+		failInterruptedRestores(mgr.GetClient(), cfg.Clock),
 	}, cfg.RecoverySteps...)...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
@@ -110,6 +127,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
 	logs := &logUploads{}
+	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities,
+		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
+		NamespaceTimeout: cfg.RestoreNamespaceTimeout}
 	reconcilers := []struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -172,6 +192,35 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:       recovery,
 			BackoffMin: cfg.RetryBackoffMin,
 			BackoffMax: cfg.RetryBackoffMax,
+		}},
+		{"restorequeue", &RestoreQueueReconciler{
+			Client:             mgr.GetClient(),
+			Namespace:          cfg.Namespace,
+			ConcurrentRestores: cfg.ConcurrentRestores,
+			ResyncPeriod:       cfg.QueueResyncPeriod,
+			Clock:              cfg.Clock,
+			Recorder:           mgr.GetEventRecorder("cairn-restore-queue"),
+			Gate:               recovery,
+		}},
+		{"restore", &RestoreReconciler{
+			Client:             mgr.GetClient(),
+			APIReader:          mgr.GetAPIReader(),
+			Namespace:          cfg.Namespace,
+			Runner:             restoreRunner,
+			stores:             st,
+			Clock:              cfg.Clock,
+			Recorder:           mgr.GetEventRecorder("cairn-restore"),
+			Gate:               recovery,
+			ConcurrentRestores: cfg.ConcurrentRestores,
+			PhaseTimeout:       cfg.PhaseTimeout,
+		}},
+		{"restorefinalizer", &RestoreFinalizerReconciler{
+			Client:    mgr.GetClient(),
+			Namespace: cfg.Namespace,
+			stores:    st,
+			Clock:     cfg.Clock,
+			Recorder:  mgr.GetEventRecorder("cairn-restore-finalizer"),
+			Gate:      recovery,
 		}},
 		{"cancelwarning", &CancelWarningReconciler{
 			Client:   mgr.GetClient(),

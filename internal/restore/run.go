@@ -42,12 +42,7 @@ const (
 )
 
 var (
-	crdGR                 = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
-	namespacesGR          = schema.GroupResource{Resource: "namespaces"}
-	pvGR                  = schema.GroupResource{Resource: "persistentvolumes"}
-	pvcGR                 = schema.GroupResource{Resource: "persistentvolumeclaims"}
-	serviceAccountsGR     = schema.GroupResource{Resource: "serviceaccounts"}
-	roleBindingsGR        = schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}
+	runServiceAccountsGR  = schema.GroupResource{Resource: "serviceaccounts"}
 	namespaceGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	crdGVR                = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	errArchiveFormat      = errors.New("unsupported archive format")
@@ -277,7 +272,7 @@ func (ru *run) restoreAll(ctx context.Context) error {
 		if err := ru.restoreGroup(ctx, group); err != nil {
 			return err
 		}
-		if len(group) == 1 && group[0] == crdGR {
+		if len(group) == 1 && group[0] == crdsGR {
 			ru.waitForCRDs(ctx)
 		}
 	}
@@ -395,7 +390,7 @@ func (ru *run) makePlan() error {
 				switch {
 				case item.Namespace != "":
 					p.namespaces[item.Namespace] = true
-					if gr == pvcGR && facts.Spec.VolumeName != "" {
+					if gr == pvcsGR && facts.Spec.VolumeName != "" {
 						p.neededPVs[facts.Spec.VolumeName] = true
 					}
 				case gr == namespacesGR:
@@ -439,11 +434,11 @@ func (ru *run) decide(gr schema.GroupResource, item SpooledItem) (itemFacts, boo
 		if ru.plan.namespaces[item.Name] {
 			src = backup.Additional
 		}
-	case pvGR:
+	case pvsGR:
 		if ru.plan.neededPVs[item.Name] {
 			src = backup.Additional
 		}
-	case crdGR:
+	case crdsGR:
 		if ru.plan.usedResources[schema.GroupResource{Group: facts.Spec.Group, Resource: facts.Spec.Names.Plural}] {
 			src = backup.Additional
 		}
@@ -665,9 +660,9 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 	if err == nil {
 		ru.mu.Lock()
 		switch gr {
-		case pvGR:
+		case pvsGR:
 			ru.restoredPVs[desired.GetName()] = true
-		case crdGR:
+		case crdsGR:
 			ru.restoredCRDs = append(ru.restoredCRDs, desired.GetName())
 		}
 		ru.mu.Unlock()
@@ -742,7 +737,7 @@ func (ru *run) applyExisting(ctx context.Context, ri dynamic.ResourceInterface, 
 	if err != nil {
 		return FailedItem, "", fmt.Errorf("exists already, and reading it failed: %w", err)
 	}
-	if gr == serviceAccountsGR {
+	if gr == runServiceAccountsGR {
 		merged, changed := MergeServiceAccount(existing, desired)
 		if !changed {
 			return Skipped, "", nil
