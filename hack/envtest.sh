@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Builds the envtest control-plane binaries (kube-apiserver, etcd, kubectl) from the Go module
-# proxy, because envtest's usual binary download is not reachable on our machines.
+# Builds the envtest control-plane binaries (kube-apiserver, kube-controller-manager, etcd,
+# kubectl) from the Go module proxy, because envtest's usual binary download is not reachable on
+# our machines.
 #
 #   hack/envtest.sh            build into bin/k8s/<version>-linux-amd64 unless already there
 #   hack/envtest.sh --print    print the directory (for KUBEBUILDER_ASSETS)
 #
-# kube-apiserver and kubectl come from k8s.io/kubernetes at KUBE_VERSION, built in a throwaway
-# module that replaces every k8s.io staging module with its published v0.x tag (kubernetes'
-# own go.mod points them at ./staging, which a module download does not contain).
+# kube-apiserver, kube-controller-manager and kubectl come from k8s.io/kubernetes at KUBE_VERSION,
+# built in a throwaway module that replaces every k8s.io staging module with its published v0.x
+# tag (kubernetes' own go.mod points them at ./staging, which a module download does not
+# contain). Only the missing ones are built, so a machine that has some cached builds the rest.
+# envtest itself never runs kube-controller-manager; internal/testenv and hack/local-up.sh start
+# it so that namespaces are finalized and owner references garbage-collected as in a cluster.
 # etcd comes from a tiny main that calls etcdmain.Main.
 set -euo pipefail
 
@@ -23,7 +27,12 @@ if [[ "${1:-}" == "--print" ]]; then
 fi
 
 have() { [[ -x "$DEST/$1" ]]; }
-if have kube-apiserver && have etcd && have kubectl; then
+KUBE_BINARIES=(kube-apiserver kube-controller-manager kubectl)
+missing=()
+for b in "${KUBE_BINARIES[@]}"; do
+  have "$b" || missing+=("$b")
+done
+if [[ ${#missing[@]} -eq 0 ]] && have etcd; then
   exit 0
 fi
 
@@ -33,8 +42,8 @@ mkdir -p "$WORK"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
-if ! have kube-apiserver || ! have kubectl; then
-  echo "envtest: building kube-apiserver and kubectl v${KUBE_VERSION} (several minutes on a cold cache)" >&2
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "envtest: building ${missing[*]} v${KUBE_VERSION} (several minutes on a cold cache)" >&2
   mod="$WORK/kubernetes-${KUBE_VERSION}"
   rm -rf "$mod"
   mkdir -p "$mod"
@@ -58,6 +67,7 @@ package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubectl/pkg/cmd"
 )
 GO
@@ -71,8 +81,9 @@ GO
     ldflags+=" -X $pkg.gitVersion=v${KUBE_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$DEST/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
-  (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$DEST/kubectl" k8s.io/kubernetes/cmd/kubectl)
+  for b in "${missing[@]}"; do
+    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$DEST/$b" "k8s.io/kubernetes/cmd/$b")
+  done
 fi
 
 if ! have etcd; then

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# A local control plane for trying Cairn: etcd + kube-apiserver on 127.0.0.1, Cairn's CRDs,
-# the cairn-system namespace and a default filesystem BackupStorageLocation.
+# A local control plane for trying Cairn: etcd + kube-apiserver + kube-controller-manager on
+# 127.0.0.1, Cairn's CRDs, the cairn-system namespace and a default filesystem
+# BackupStorageLocation. kube-controller-manager runs the controllers deleting and restoring
+# namespaces relies on (namespace, garbage collector, serviceaccount and its tokens), the same
+# as internal/testenv.ControllerManagerControllers.
 #
 #   hack/local-up.sh up      start (idempotent: returns at once when it already runs)
 #   hack/local-up.sh down    stop exactly the processes that 'up' started, by pid
@@ -9,7 +12,8 @@
 # State (etcd data, keys, logs, pids, kubeconfig, storage) lives under LOCAL_DIR, kept across
 # down/up so backups survive; delete the directory for a fresh start.
 # Settings: LOCAL_DIR (bin/local), LOCAL_API_PORT (16443), LOCAL_ETCD_PORT (12379),
-# LOCAL_ETCD_PEER_PORT (12380), KUBEBUILDER_ASSETS (the envtest binaries, hack/envtest.sh).
+# LOCAL_ETCD_PEER_PORT (12380), LOCAL_CONTROLLER_MANAGER_PORT (16257, its /healthz),
+# KUBEBUILDER_ASSETS (the envtest binaries, hack/envtest.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +21,8 @@ DIR=${LOCAL_DIR:-$ROOT/bin/local}
 API_PORT=${LOCAL_API_PORT:-16443}
 ETCD_PORT=${LOCAL_ETCD_PORT:-12379}
 ETCD_PEER_PORT=${LOCAL_ETCD_PEER_PORT:-12380}
+CONTROLLER_MANAGER_PORT=${LOCAL_CONTROLLER_MANAGER_PORT:-16257}
+CONTROLLERS=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller
 ASSETS=${KUBEBUILDER_ASSETS:-$("$ROOT/hack/envtest.sh" --print)}
 KUBECONFIG_FILE="$DIR/kubeconfig"
 NAMESPACE=cairn-system
@@ -35,6 +41,14 @@ running() {
 
 api_ready() {
   [[ -f "$KUBECONFIG_FILE" ]] && kc get --raw /readyz >/dev/null 2>&1
+}
+
+# controller_manager_ready: its /healthz answers ok, over TLS verified against the
+# self-signed certificate it wrote into certs/.
+controller_manager_ready() {
+  running kube-controller-manager &&
+    curl -sf --cacert "$DIR/certs/kube-controller-manager.crt" \
+      "https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz" >/dev/null 2>&1
 }
 
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
@@ -91,7 +105,7 @@ KC
 }
 
 up() {
-  for bin in etcd kube-apiserver kubectl; do
+  for bin in etcd kube-apiserver kube-controller-manager kubectl; do
     if [[ ! -x "$ASSETS/$bin" ]]; then
       echo "local-up: $ASSETS/$bin is missing: run 'make envtest' first" >&2
       exit 1
@@ -124,6 +138,18 @@ up() {
       --allow-privileged=true
   fi
   wait_for 90 "the API server to answer" api_ready
+  if ! running kube-controller-manager; then
+    start kube-controller-manager "$ASSETS/kube-controller-manager" \
+      --kubeconfig "$KUBECONFIG_FILE" \
+      --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
+      --cert-dir "$DIR/certs" \
+      --controllers "$CONTROLLERS" \
+      --leader-elect=false \
+      --use-service-account-credentials=false \
+      --service-account-private-key-file "$DIR/sa.key" \
+      --kube-api-qps 200 --kube-api-burst 400
+  fi
+  wait_for 60 "kube-controller-manager to be healthy" controller_manager_ready
 
   kc apply --server-side --force-conflicts -f "$ROOT/config/crd/bases" >/dev/null
   kc wait --for condition=Established --timeout 60s \
@@ -164,6 +190,7 @@ stop() { # stop NAME: TERM, then KILL after 10s, only the pid we recorded
 }
 
 down() {
+  stop kube-controller-manager
   stop kube-apiserver
   stop etcd
 }

@@ -48,6 +48,7 @@ var _ = Describe("hack/local-up.sh", Ordered, func() {
 			fmt.Sprintf("LOCAL_API_PORT=%d", freePort()),
 			fmt.Sprintf("LOCAL_ETCD_PORT=%d", freePort()),
 			fmt.Sprintf("LOCAL_ETCD_PEER_PORT=%d", freePort()),
+			fmt.Sprintf("LOCAL_CONTROLLER_MANAGER_PORT=%d", freePort()),
 		}
 		DeferCleanup(func() {
 			cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "local-up.sh"), "down")
@@ -70,18 +71,30 @@ var _ = Describe("hack/local-up.sh", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), stderr)
 	})
 
+	It("finalizes a deleted namespace: kube-controller-manager runs", func() {
+		_, stderr, err := kubectlWith(kc, "create", "namespace", "local-deleted")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		_, stderr, err = kubectlWith(kc, "delete", "namespace", "local-deleted", "--wait", "--timeout=60s")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		_, stderr, err = kubectlWith(kc, "get", "namespace", "local-deleted")
+		Expect(err).To(HaveOccurred())
+		Expect(stderr).To(ContainSubstring(`namespaces "local-deleted" not found`))
+	})
+
 	It("is idempotent: a second up keeps the same processes", func() {
-		etcd, apiserver := pid("etcd"), pid("kube-apiserver")
+		etcd, apiserver, controllerManager := pid("etcd"), pid("kube-apiserver"), pid("kube-controller-manager")
 		localUp("up")
 		Expect(pid("etcd")).To(Equal(etcd))
 		Expect(pid("kube-apiserver")).To(Equal(apiserver))
+		Expect(pid("kube-controller-manager")).To(Equal(controllerManager))
 	})
 
 	It("stops exactly the processes it started", func() {
-		etcd, apiserver := pid("etcd"), pid("kube-apiserver")
+		etcd, apiserver, controllerManager := pid("etcd"), pid("kube-apiserver"), pid("kube-controller-manager")
 		localUp("down")
 		Expect(alive(etcd)).To(BeFalse())
 		Expect(alive(apiserver)).To(BeFalse())
+		Expect(alive(controllerManager)).To(BeFalse())
 		Expect(filepath.Join(dir, "etcd.pid")).NotTo(BeAnExistingFile())
 		// The test's own control plane is untouched.
 		kubectlOK("get", "namespaces")

@@ -31,6 +31,7 @@ import (
 
 var (
 	env        *envtest.Environment
+	kcm        *testenv.ControllerManager
 	workDir    string
 	kubeconfig string
 	storageDir string
@@ -50,6 +51,9 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.New()
 	Expect(err).NotTo(HaveOccurred())
 	_, err = env.Start()
+	Expect(err).NotTo(HaveOccurred())
+	// Namespaces are finalized and owner references garbage-collected, as in a cluster.
+	kcm, err = testenv.StartControllerManager(GinkgoT(), env)
 	Expect(err).NotTo(HaveOccurred())
 	admin, err := env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
 	Expect(err).NotTo(HaveOccurred())
@@ -84,6 +88,9 @@ var suiteManagerFlags = []string{"--retry-backoff-min=500ms", "--retry-backoff-m
 var _ = AfterSuite(func() {
 	if manager != nil {
 		manager.stop()
+	}
+	if kcm != nil {
+		kcm.Stop()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
