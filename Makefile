@@ -103,7 +103,7 @@ bench: envtest versitygw ## Run the benchmarks and write docs/benchmarks.md.
 ##@ Local control plane
 
 .PHONY: local-up
-local-up: envtest manifests ## Start etcd + kube-apiserver on 127.0.0.1, install CRDs and a default location.
+local-up: envtest manifests ## Start etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, install CRDs and a default location.
 	hack/local-up.sh up
 
 .PHONY: local-down

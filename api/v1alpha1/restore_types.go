@@ -114,6 +114,13 @@ const (
 // FailureReasonRestoreCancelled is the failureReason of a restore cancelled with spec.cancel.
 const FailureReasonRestoreCancelled = "Restore cancelled by user"
 
+// NamespaceName is the name of a namespace: at most 63 lowercase letters, digits and '-',
+// beginning and ending with a letter or digit.
+//
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+type NamespaceName string
+
 // RestoreStatusSpec selects the resources whose status is restored (after the object is
 // created), named as in includedResources. Empty includedResources means none.
 type RestoreStatusSpec struct {
@@ -208,8 +215,7 @@ type RestoreSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 63 && k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="namespaceMapping keys must be namespace names: at most 63 lowercase letters, digits and '-', beginning and ending with a letter or digit"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63 && self[k].matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="namespaceMapping values must be namespace names: at most 63 lowercase letters, digits and '-', beginning and ending with a letter or digit"
-	NamespaceMapping map[string]string `json:"namespaceMapping,omitempty"`
+	NamespaceMapping map[string]NamespaceName `json:"namespaceMapping,omitempty"`
 
 	// ExistingResourcePolicy says what happens to an object that already exists: none (the
 	// default) skips identical objects and warns about different ones; update merge-patches
@@ -282,7 +288,7 @@ func (s *RestoreSpec) GetItemOperationTimeout() time.Duration {
 // MapNamespace is the namespace the items of the backed-up namespace ns are restored into.
 func (s *RestoreSpec) MapNamespace(ns string) string {
 	if to, ok := s.NamespaceMapping[ns]; ok && to != "" {
-		return to
+		return string(to)
 	}
 	return ns
 }

@@ -536,7 +536,7 @@ func (in *RestoreSpec) DeepCopyInto(out *RestoreSpec) {
 	}
 	if in.NamespaceMapping != nil {
 		in, out := &in.NamespaceMapping, &out.NamespaceMapping
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]NamespaceName, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

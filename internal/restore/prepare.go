@@ -50,8 +50,10 @@ func (o Options) MapNamespace(ns string) string {
 	if ns == "" {
 		return ""
 	}
-	spec := cairnv1.RestoreSpec{NamespaceMapping: o.NamespaceMapping}
-	return spec.MapNamespace(ns)
+	if to := o.NamespaceMapping[ns]; to != "" {
+		return to
+	}
+	return ns
 }
 
 var (

@@ -216,7 +216,7 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 		Runner: r, req: req, log: backup.NewLog(), restore: rs,
 		team: rs.Namespace != req.OperatorNamespace,
 		opts: Options{
-			BackupName: rs.Status.BackupName, RestoreName: rs.Name, NamespaceMapping: rs.Spec.NamespaceMapping,
+			BackupName: rs.Status.BackupName, RestoreName: rs.Name, NamespaceMapping: namespaceMapping(rs.Spec.NamespaceMapping),
 			PreserveNodePorts: rs.Spec.ShouldPreserveNodePorts(), RestorePVs: rs.Spec.ShouldRestorePVs(),
 		},
 		list:        ResourceList{},
@@ -245,6 +245,15 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 	res.Warnings, res.Errors = ru.log.Counts()
 	res.FilesError = ru.putFiles(ctx)
 	return res
+}
+
+// namespaceMapping is a restore's spec.namespaceMapping as plain strings.
+func namespaceMapping(m map[string]cairnv1.NamespaceName) map[string]string {
+	out := make(map[string]string, len(m))
+	for from, to := range m {
+		out[from] = string(to)
+	}
+	return out
 }
 
 func (ru *run) counts() (done, total int64) { return ru.done.Load(), ru.total.Load() }
@@ -657,7 +666,7 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 			ru.log.WithField("item", ref).Debug("Restored: " + string(outcome))
 		}
 	}
-	if err == nil {
+	if err == nil && (outcome == Created || outcome == Updated) {
 		ru.mu.Lock()
 		switch gr {
 		case pvsGR:

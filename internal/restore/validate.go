@@ -37,7 +37,7 @@ func Validate(rs *cairnv1.Restore, operatorNamespace string, facts ValidationFac
 		}
 		sort.Strings(keys)
 		for _, from := range keys {
-			if to := rs.Spec.NamespaceMapping[from]; from != rs.Namespace || to != rs.Namespace {
+			if to := rs.Spec.NamespaceMapping[from]; from != rs.Namespace || string(to) != rs.Namespace {
 				errs = append(errs, fmt.Sprintf("spec.namespaceMapping: a restore in namespace %s may only restore its own namespace into itself, not %s into %s (only restores in %s may map namespaces)",
 					rs.Namespace, from, to, operatorNamespace))
 				break
