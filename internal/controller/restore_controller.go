@@ -41,13 +41,15 @@ const FailureReasonRestoreRestarted = "the operator restarted during the restore
 type RestoreReconciler struct {
 	client.Client
 	// APIReader reads around the cache, where a stale phase would mislead.
-	APIReader          client.Reader
-	Namespace          string
-	Runner             *restore.Runner
-	stores             stores
-	Clock              clock.Clock
-	Recorder           events.EventRecorder
-	Gate               interface{ Wait(ctx context.Context) error }
+	APIReader client.Reader
+	Namespace string
+	Runner    *restore.Runner
+	stores    stores
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
+		Wait(ctx context.Context) error
+	}
 	ConcurrentRestores int
 	// PhaseTimeout bounds how long a ReadyToStart restore waits for its storage.
 	PhaseTimeout time.Duration
