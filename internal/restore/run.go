@@ -308,8 +308,8 @@ func (ru *run) readArchive(ctx context.Context) error {
 	spool, err := NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir)
 	if err != nil {
 		if errors.Is(err, storage.ErrChecksumMismatch) {
-			return fmt.Errorf("%w: the archive of backup %s is not the one that was committed, nothing was restored (%v)",
-				storage.ErrChecksumMismatch, ru.restore.Status.BackupName, err)
+			return fmt.Errorf("the archive of backup %s is not the one that was committed, nothing was restored: %w",
+				ru.restore.Status.BackupName, err)
 		}
 		return fmt.Errorf("reading the archive of backup %s: %w", ru.restore.Status.BackupName, err)
 	}

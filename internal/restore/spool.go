@@ -91,7 +91,7 @@ func (s *Spool) add(e archive.Entry) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, e.Data); err != nil || !bytes.HasPrefix(buf.Bytes(), []byte("{")) {
+	if !isJSONObject(&buf, e.Data) {
 		s.problem(fmt.Sprintf("%s is not a JSON object", e.Name))
 		return nil
 	}
@@ -114,6 +114,11 @@ func (s *Spool) add(e archive.Entry) error {
 		return fmt.Errorf("spooling the archive: %w", err)
 	}
 	return nil
+}
+
+// isJSONObject compacts data into buf and reports whether it is one JSON object.
+func isJSONObject(buf *bytes.Buffer, data []byte) bool {
+	return json.Compact(buf, data) == nil && bytes.HasPrefix(buf.Bytes(), []byte("{"))
 }
 
 func (s *Spool) problem(msg string) {
