@@ -15,10 +15,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -278,14 +281,34 @@ func endRestoreBeforeStart(ctx context.Context, c client.Client, clk clock.Clock
 	return nil
 }
 
-// SetupWithManager registers the queue: every restore event triggers one pass.
+// restoreQueueTrigger passes the restore events that can change the queue: creations and
+// deletions, phase changes, a cancel, a deletion request, and any update of a New restore (not
+// a running restore's progress).
+func restoreQueueTrigger() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*cairnv1.Restore)
+			cur, ok2 := e.ObjectNew.(*cairnv1.Restore)
+			if !ok1 || !ok2 {
+				return false
+			}
+			return old.Status.Phase != cur.Status.Phase || old.Spec.Cancel != cur.Spec.Cancel ||
+				(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) || cur.EffectivePhase() == cairnv1.RestorePhaseNew
+		},
+		GenericFunc: func(event.GenericEvent) bool { return true },
+	}
+}
+
+// SetupWithManager registers the queue: every restore event that can change it triggers one pass.
 func (r *RestoreQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toQueue := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{restoreQueueRequest}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restorequeue").
-		Watches(&cairnv1.Restore{}, toQueue).
+		Watches(&cairnv1.Restore{}, toQueue, builder.WithPredicates(restoreQueueTrigger())).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
