@@ -105,8 +105,12 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		var problem error
 		source, files, filesLocation, problem, err = r.openStores(ctx, rs, facts)
 		switch {
-		case err != nil:
+		case errors.Is(err, errWaitForLocation):
 			return r.waitForStorage(ctx, rs, err)
+		case err != nil:
+			return r.waitForStorage(ctx, rs, r.toTenant(rs, facts.Backup.Status.StorageLocation, err))
+		case errors.Is(problem, location.ErrConfig):
+			problems = []string{r.toTenant(rs, facts.Backup.Status.StorageLocation, problem).Error()}
 		case problem != nil:
 			problems = []string{problem.Error()}
 		}
@@ -221,6 +225,15 @@ func (r *RestoreReconciler) waitForStorage(ctx context.Context, rs *cairnv1.Rest
 	return ctrl.Result{}, cause
 }
 
+// toTenant is err as a restore outside the operator's namespace may see it: a storage error
+// names nothing of the location's configuration there (location.TenantMessage).
+func (r *RestoreReconciler) toTenant(rs *cairnv1.Restore, locationName string, err error) error {
+	if err == nil || rs.Namespace == r.Namespace {
+		return err
+	}
+	return errors.New(location.TenantMessage(locationName))
+}
+
 // run runs the restore and writes how it ended.
 func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store) error {
 	var mu sync.Mutex // the progress and namespace-wait writes come from the run's goroutines
@@ -262,6 +275,15 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	mu.Lock()
 	rs = live
 	mu.Unlock()
+	if rs.Namespace != r.Namespace {
+		// A team sees nothing of a location's configuration in its restore's status.
+		if res.StorageFailure {
+			res.FailureReason = fmt.Sprintf("reading backup %s failed: %s", b.Name, location.TenantMessage(b.Status.StorageLocation))
+		}
+		if res.FilesError != nil {
+			res.FilesError = r.toTenant(rs, live.Status.StorageLocation, res.FilesError)
+		}
+	}
 	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
 	if res.Ending == restore.Failed {
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Restore", "Restore failed: %s", res.FailureReason)

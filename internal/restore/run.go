@@ -46,6 +46,7 @@ var (
 	namespaceGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	crdGVR                = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	errArchiveFormat      = errors.New("unsupported archive format")
+	errStorage            = errors.New("storage failure")
 	supportedFormatMajors = []string{"1"}
 )
 
@@ -113,6 +114,9 @@ type Result struct {
 	TotalItems    int64
 	// Warnings and Errors are the counts of the run's log.
 	Warnings, Errors int32
+	// StorageFailure says that the run failed reading its backup from storage (not on a
+	// checksum mismatch): its FailureReason may name the location's configuration.
+	StorageFailure bool
 	// FilesError says why the log, results or resource list could not be stored (nil when they
 	// were, or when the request had nowhere to store them).
 	FilesError error
@@ -237,6 +241,7 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 		return res
 	case err != nil:
 		res.Ending, res.FailureReason = Failed, err.Error()
+		res.StorageFailure = errors.Is(err, errStorage)
 		ru.log.Error("Restore failed: " + err.Error())
 	default:
 		res.Ending = Finished
@@ -298,7 +303,7 @@ func (ru *run) readArchive(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("reading the commit marker of backup %s: %w", ru.restore.Status.BackupName, err)
+		return fmt.Errorf("%w: reading the commit marker of backup %s: %w", errStorage, ru.restore.Status.BackupName, err)
 	}
 	if meta.Name != "" && (meta.Name != ru.restore.Status.BackupName || meta.Namespace != ru.restore.Namespace) {
 		return fmt.Errorf("the commit marker at %s is of backup %s/%s, not %s/%s", keys.Metadata,
@@ -311,7 +316,7 @@ func (ru *run) readArchive(ctx context.Context) error {
 			return fmt.Errorf("the archive of backup %s is not the one that was committed, nothing was restored: %w",
 				ru.restore.Status.BackupName, err)
 		}
-		return fmt.Errorf("reading the archive of backup %s: %w", ru.restore.Status.BackupName, err)
+		return fmt.Errorf("%w: reading the archive of backup %s: %w", errStorage, ru.restore.Status.BackupName, err)
 	}
 	ru.spool = spool
 	major, _, _ := strings.Cut(spool.FormatVersion, ".")

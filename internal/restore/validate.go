@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/queue"
 )
 
@@ -44,11 +45,11 @@ func Validate(rs *cairnv1.Restore, operatorNamespace string, facts ValidationFac
 			}
 		}
 	}
-	errs = append(errs, validateBackup(rs, facts)...)
+	errs = append(errs, validateBackup(rs, operatorNamespace, facts)...)
 	return errs
 }
 
-func validateBackup(rs *cairnv1.Restore, facts ValidationFacts) []string {
+func validateBackup(rs *cairnv1.Restore, operatorNamespace string, facts ValidationFacts) []string {
 	b := facts.Backup
 	switch {
 	case b == nil && rs.Spec.ScheduleName != "":
@@ -67,6 +68,10 @@ func validateBackup(rs *cairnv1.Restore, facts ValidationFacts) []string {
 		return []string{fmt.Sprintf("backup %s has no storage location in its status", b.Name)}
 	case bsl == nil:
 		return []string{fmt.Sprintf("storage location %s of backup %s does not exist", b.Status.StorageLocation, b.Name)}
+	case bsl.Status.Phase == cairnv1.StorageLocationPhaseUnavailable && rs.Namespace != operatorNamespace:
+		// A team sees nothing of the location's configuration (its status message may name
+		// endpoints, buckets, Secrets).
+		return []string{fmt.Sprintf("backup %s: %s", b.Name, location.TenantMessage(bsl.Name))}
 	case bsl.Status.Phase == cairnv1.StorageLocationPhaseUnavailable:
 		return []string{fmt.Sprintf("storage location %s of backup %s is Unavailable: %s", bsl.Name, b.Name, bsl.Status.Message)}
 	}
