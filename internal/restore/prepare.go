@@ -36,7 +36,7 @@ type Options struct {
 	BackupName, RestoreName string
 	// NamespaceMapping maps backed-up namespaces to the namespaces they are restored into; a
 	// namespace that is not a key is restored into itself.
-	NamespaceMapping map[string]string
+	NamespaceMapping  map[string]string
 	PreserveNodePorts bool
 	RestorePVs        bool
 	// KeepStatus says that restoreStatus selected this item's resource: its status is kept, to
