@@ -41,7 +41,9 @@ func Differences(desired, existing *unstructured.Unstructured) []string {
 }
 
 // UpdatePatch is the JSON merge patch that makes existing carry desired's fields (for existingResourcePolicy update):
-// desired without status and server-set metadata; it never removes fields that only existing has.
+// desired without status and server-set metadata; it never removes fields that only existing has
+// (of a well-formed desired: a field that is an object in existing and a string in desired is
+// replaced, and the API server refuses the result).
 // It holds neither apiVersion and kind nor name and namespace (the request names the object),
 // and no nulls outside lists (a null in a merge patch removes the field). Lists are replaced
 // whole, as a merge patch does.
@@ -109,6 +111,9 @@ func withoutNulls(m map[string]any) map[string]any {
 
 // compare returns up to limit paths where existing lacks or differs from a field of desired.
 func compare(desired, existing *unstructured.Unstructured, limit int) []string {
+	if existing == nil {
+		return []string{"(the whole object)"}
+	}
 	c := comparison{limit: limit}
 	c.walk("", withoutServerFields(desired, false), objectOf(existing))
 	return c.paths
@@ -136,12 +141,11 @@ func (c *comparison) walk(path string, d, e any) {
 	switch dv := d.(type) {
 	case map[string]any:
 		em, ok := e.(map[string]any)
-		if !ok {
-			if e != nil || len(dv) > 0 {
-				c.differ(path)
-			}
+		if !ok && e != nil {
+			c.differ(path)
 			return
 		}
+		// An absent map is an empty one: the paths name the keys it lacks.
 		keys := make([]string, 0, len(dv))
 		for k := range dv {
 			keys = append(keys, k)
