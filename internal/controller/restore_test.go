@@ -583,6 +583,25 @@ var _ = Describe("Restore", Ordered, func() {
 		Expect(rs.Status.ValidationErrors).To(ContainElement(ContainSubstring(fmt.Sprintf("storage location %s of backup on-second is Unavailable", second.Name))))
 	})
 
+	It("ends PartiallyFailed when items fail, and says which", func() {
+		// The widgets' CRD is gone and this restore does not bring it back: the widget cannot
+		// be created, the ConfigMap can.
+		crd := getUnstructured(crdGVK, "", widgetsName)
+		Expect(k8sClient.Delete(suiteCtx, crd)).To(Succeed())
+		Eventually(func() bool { return getUnstructured(crdGVK, "", widgetsName) == nil }).WithTimeout(30 * time.Second).Should(BeTrue())
+		createRestore(operatorNamespace, "no-crd", cairnv1.RestoreSpec{BackupName: "shop-full", IncludeClusterResources: ptr.To(false),
+			IncludedResources: []string{"widgets.restore.example.com", "configmaps"}, NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "no-crd"}})
+		rs := waitRestore(operatorNamespace, "no-crd", cairnv1.RestorePhasePartiallyFailed)
+		Expect(rs.Status.Errors).To(BeNumerically("==", 1))
+		Expect(rs.Status.Progress.ItemsRestored).To(Equal(rs.Status.Progress.TotalItems))
+		Expect(getUnstructured(cmGVK, "no-crd", "settings")).NotTo(BeNil())
+		var results restore.Results
+		gunzipJSON(store, storage.Layout{}.Restore(operatorNamespace, "no-crd").Results, &results)
+		Expect(results.Errors.Namespaces["no-crd"]).To(ConsistOf(ContainSubstring("widgets.restore.example.com no-crd/blue")))
+		list := restoredList(store, operatorNamespace, "no-crd")
+		Expect(list[restore.FailedItem]["widgets.restore.example.com"]).To(ConsistOf("no-crd/blue"))
+	})
+
 	It("removes a deleted restore's files, never what it restored", func() {
 		keys := storage.Layout{}.Restore(operatorNamespace, "shop-copy")
 		Expect(store.Exists(context.Background(), keys.Logs)).To(BeTrue())
