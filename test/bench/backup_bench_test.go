@@ -61,7 +61,9 @@ type backupCluster struct {
 	stop    func()
 }
 
-func startBackupCluster(b *testing.B, concurrency int) *backupCluster {
+// startBackupCluster starts a control plane with a default filesystem location and the manager
+// binary with --concurrent-backups=concurrency and the extra flags args.
+func startBackupCluster(b *testing.B, concurrency int, args ...string) *backupCluster {
 	b.Helper()
 	managerBin := filepath.Join(testenv.RepoRoot(), "bin", "manager")
 	if _, err := os.Stat(managerBin); err != nil {
@@ -99,8 +101,8 @@ func startBackupCluster(b *testing.B, concurrency int) *backupCluster {
 			Config: map[string]string{"path": b.TempDir()}},
 	})
 	probe := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
-	m := &process{cmd: exec.Command(managerBin, "--kubeconfig", kubeconfig, "--namespace", operatorNamespace,
-		"--concurrent-backups", strconv.Itoa(concurrency), "--metrics-bind-address", "0", "--health-probe-bind-address", probe)}
+	m := &process{cmd: exec.Command(managerBin, append([]string{"--kubeconfig", kubeconfig, "--namespace", operatorNamespace,
+		"--concurrent-backups", strconv.Itoa(concurrency), "--metrics-bind-address", "0", "--health-probe-bind-address", probe}, args...)...)}
 	m.cmd.Stdout, m.cmd.Stderr = &m.log, &m.log
 	if err := m.cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -147,22 +149,30 @@ func fillConfigMaps(b *testing.B, c client.Client, namespaces []string, n int) {
 	fillConfigMapsSized(b, c, namespaces, n, 1024)
 }
 
-// fillConfigMapsSized creates n ConfigMaps with size bytes of data spread over the namespaces.
+// fillConfigMapsSized creates the namespaces, and n ConfigMaps with size bytes of data spread
+// over them.
 func fillConfigMapsSized(b *testing.B, c client.Client, namespaces []string, n, size int) {
 	b.Helper()
 	for _, ns := range namespaces {
 		mustCreate(b, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
+	createConfigMaps(b, c, namespaces, n, size, 32, nil)
+}
+
+// createConfigMaps creates n ConfigMaps (cm-000000, cm-000001, ...) with size bytes of data and
+// these labels, spread over the namespaces, from workers goroutines sharing the client.
+func createConfigMaps(b *testing.B, c client.Client, namespaces []string, n, size, workers int, labels map[string]string) {
+	b.Helper()
 	value := strings.Repeat("x", size)
 	work := make(chan int, 256)
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
-	for range 32 {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespaces[i%len(namespaces)], Name: fmt.Sprintf("cm-%06d", i)},
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespaces[i%len(namespaces)], Name: fmt.Sprintf("cm-%06d", i), Labels: labels},
 					Data: map[string]string{"data": value}}
 				if err := c.Create(context.Background(), cm); err != nil {
 					select {

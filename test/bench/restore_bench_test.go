@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+// floorClients is how many goroutines the floor creates the objects with.
+const floorClients = 16
+
+// BenchmarkRestore10kConfigMaps restores 10,000 ConfigMaps of 1 KiB in 10 namespaces with the
+// real manager binary at its default --restore-worker-count (8), next to the floor.
+func BenchmarkRestore10kConfigMaps(b *testing.B) { benchRestore(b) }
+
+// BenchmarkRestore10kConfigMapsWorkers16 is the same with --restore-worker-count=16.
+func BenchmarkRestore10kConfigMapsWorkers16(b *testing.B) {
+	benchRestore(b, "--restore-worker-count", "16")
+}
+
+// BenchmarkRestore10kConfigMapsWorkers1 is the same with --restore-worker-count=1: one item at a
+// time, as a restore without a worker pool goes.
+func BenchmarkRestore10kConfigMapsWorkers1(b *testing.B) {
+	benchRestore(b, "--restore-worker-count", "1")
+}
+
+// benchRestore backs up 10,000 ConfigMaps of 1 KiB in 10 namespaces, deletes them, and times
+// a Restore of them from its creation to Completed; then deletes them again and times the
+// floor: the same objects created by floorClients goroutines. ns/op is the restore's time.
+//
+// The ConfigMaps are deleted, not their namespaces: the envtest control plane has no
+// namespace controller, so a deleted namespace would stay Terminating. The restore and the
+// floor then do the same work, creating the same objects into the same namespaces. The
+// restore is limited to configmaps so that it restores exactly those objects (the Namespace
+// objects in the backup still exist and would only be compared).
+func benchRestore(b *testing.B, managerArgs ...string) {
+	const n = 10000
+	cl := startBackupCluster(b, 1, managerArgs...)
+	defer cl.stop()
+	namespaces := benchNamespaces()
+	fillConfigMaps(b, cl.c, namespaces, n)
+	backedUp := countConfigMaps(b, cl.c, namespaces)
+	timeBackup(b, cl.c, "source", namespaces)
+	deleteConfigMaps(b, cl.c, namespaces)
+
+	// The peak of the restore alone, not of the backup before it.
+	cl.manager.resetRSSPeak(b)
+	b.ResetTimer()
+	run := timeRestore(b, cl.cfg, cl.c, &cairnv1.Restore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "restore"},
+		Spec:       cairnv1.RestoreSpec{BackupName: "source", IncludedResources: []string{"configmaps"}},
+	})
+	b.StopTimer()
+	rs, wall := run.restore, run.entered[cairnv1.RestorePhaseCompleted]
+	rss := cl.manager.rssPeakMiB(b)
+
+	if p := rs.Status.Progress; p == nil || p.ItemsRestored != int64(backedUp) || p.TotalItems != int64(backedUp) {
+		b.Fatalf("the restore's progress is %+v, want %d/%d", p, backedUp, backedUp)
+	}
+	restored := countConfigMaps(b, cl.c, namespaces, client.MatchingLabels{cairnv1.RestoreNameLabel: rs.Name})
+	if restored != backedUp {
+		b.Fatalf("%d ConfigMaps carry the restore's label, want %d", restored, backedUp)
+	}
+
+	// The floor: the same objects (with the labels the restore puts on them) into the same
+	// namespaces, by a client configured as the manager's: no client-side rate limit.
+	deleteConfigMaps(b, cl.c, namespaces)
+	fc := unthrottledClient(b, cl.cfg)
+	start := time.Now()
+	createConfigMaps(b, fc, namespaces, n, 1024, floorClients, map[string]string{
+		cairnv1.BackupNameLabel: "source", cairnv1.RestoreNameLabel: rs.Name,
+	})
+	floorTime := time.Since(start)
+	if got := countConfigMaps(b, cl.c, namespaces); got != n {
+		b.Fatalf("the floor left %d ConfigMaps, want %d", got, n)
+	}
+
+	b.ReportMetric(wall.Seconds(), "restore-s")
+	b.ReportMetric(floorTime.Seconds(), "floor-s")
+	b.ReportMetric(wall.Seconds()/floorTime.Seconds(), "x-floor")
+	b.ReportMetric(float64(n)/wall.Seconds(), "items/s")
+	b.ReportMetric(rss, "peak-rss-MiB")
+	b.ReportMetric(float64(rs.Status.Warnings), "warnings")
+	// Where the time went: the queue and the start (creation → InProgress), the run (reading the
+	// archive, creating the items, storing the files: InProgress → Finalizing), the finalizer
+	// (Finalizing → Completed).
+	b.ReportMetric(run.since("", cairnv1.RestorePhaseInProgress)*1000, "to-inprogress-ms")
+	b.ReportMetric(run.since(cairnv1.RestorePhaseInProgress, cairnv1.RestorePhaseFinalizing), "inprogress-s")
+	b.ReportMetric(run.since(cairnv1.RestorePhaseFinalizing, cairnv1.RestorePhaseCompleted)*1000, "finalizing-ms")
+}
+
+// resetRSSPeak sets the process's peak resident set (VmHWM) back to its current resident set,
+// so that the next rssPeakMiB is the peak of what runs from now on.
+func (p *process) resetRSSPeak(b *testing.B) {
+	b.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.cmd.Process.Pid), []byte("5"), 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// unthrottledClient is a client for cfg with client-side rate limiting off, as the manager's
+// (cmd/manager restConfig sets QPS -1): a limit of 1,000 requests a second would itself bound
+// the floor.
+func unthrottledClient(b *testing.B, cfg *rest.Config) client.Client {
+	b.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// countConfigMaps counts the ConfigMaps in the namespaces that match opts, 1,000 a page.
+func countConfigMaps(b *testing.B, c client.Client, namespaces []string, opts ...client.ListOption) int {
+	b.Helper()
+	total := 0
+	for _, ns := range namespaces {
+		cont := ""
+		for {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+			listOpts := append([]client.ListOption{client.InNamespace(ns), client.Limit(1000), client.Continue(cont)}, opts...)
+			if err := c.List(context.Background(), list, listOpts...); err != nil {
+				b.Fatal(err)
+			}
+			total += len(list.Items)
+			if cont = list.GetContinue(); cont == "" {
+				break
+			}
+		}
+	}
+	return total
+}
+
+// deleteConfigMaps deletes every ConfigMap in the namespaces and waits until they are gone.
+func deleteConfigMaps(b *testing.B, c client.Client, namespaces []string) {
+	b.Helper()
+	for _, ns := range namespaces {
+		if err := c.DeleteAllOf(context.Background(), &corev1.ConfigMap{}, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); countConfigMaps(b, c, namespaces) > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the ConfigMaps were not gone 2 minutes after they were deleted")
+		}
+	}
+}
+
+// restoreRun is how a restore went: when it first entered each phase, counted from its
+// creation, and the restore as it ended.
+type restoreRun struct {
+	entered map[cairnv1.RestorePhase]time.Duration
+	restore *cairnv1.Restore
+}
+
+// timeRestore creates the restore and follows it through a watch (an informer, so a busy
+// machine closing the watch loses nothing) until it ends. Any end but Completed fails the
+// benchmark.
+func timeRestore(b *testing.B, cfg *rest.Config, c client.Client, rs *cairnv1.Restore) restoreRun {
+	b.Helper()
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard))) // the watch's informer logs through it
+	var mu sync.Mutex
+	var start time.Time
+	run := restoreRun{entered: map[cairnv1.RestorePhase]time.Duration{}}
+	ended := make(chan struct{})
+	seen := func(obj any) {
+		cur, ok := obj.(*cairnv1.Restore)
+		if !ok || cur.Name != rs.Name {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := run.entered[cur.Status.Phase]; ok || run.restore != nil {
+			return
+		}
+		run.entered[cur.Status.Phase] = time.Since(start)
+		if cur.Status.Phase.IsTerminal() {
+			run.restore = cur.DeepCopy()
+			close(ended)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	watch, err := cache.New(cfg, cache.Options{Scheme: testenv.Scheme(), DefaultNamespaces: map[string]cache.Config{rs.Namespace: {}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inf, err := watch.GetInformer(ctx, &cairnv1.Restore{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, cur any) { seen(cur) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = watch.Start(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	if !watch.WaitForCacheSync(ctx) {
+		b.Fatal("the bench's cache did not sync")
+	}
+
+	mu.Lock()
+	start = time.Now()
+	mu.Unlock()
+	mustCreate(b, c, rs)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("restore %s did not end in 10 minutes", rs.Name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st := run.restore.Status; st.Phase != cairnv1.RestorePhaseCompleted {
+		b.Fatalf("restore %s ended %s: %s %v (%d errors)", rs.Name, st.Phase, st.FailureReason, st.ValidationErrors, st.Errors)
+	}
+	return run
+}
+
+// since is how long after entering phase from (or, for "", after its creation) the restore
+// entered phase to, in seconds; 0 when it was not seen in either (watch events can coalesce a
+// short phase away).
+func (r restoreRun) since(from, to cairnv1.RestorePhase) float64 {
+	f, ok1 := r.entered[from]
+	if from == "" {
+		f, ok1 = 0, true
+	}
+	t, ok2 := r.entered[to]
+	if !ok1 || !ok2 {
+		return 0
+	}
+	return (t - f).Seconds()
+}
