@@ -95,10 +95,7 @@ func (s *Spool) add(e archive.Entry) error {
 		s.problem(fmt.Sprintf("%s is not a JSON object", e.Name))
 		return nil
 	}
-	line, err := json.Marshal(SpooledItem{Namespace: namespace, Name: name, Object: buf.Bytes()})
-	if err != nil {
-		return err
-	}
+	line := spoolLine(namespace, name, buf.Bytes())
 	sp := s.resources[gr]
 	if sp == nil {
 		file := filepath.Join(s.dir, fmt.Sprintf("r%d.jsonl", len(s.resources)))
@@ -114,6 +111,21 @@ func (s *Spool) add(e archive.Entry) error {
 		return fmt.Errorf("spooling the archive: %w", err)
 	}
 	return nil
+}
+
+// spoolLine is the JSON of SpooledItem{namespace, name, object}, written without encoding the
+// (already compact) object a second time.
+func spoolLine(namespace, name string, object []byte) []byte {
+	ns, _ := json.Marshal(namespace) // strings always encode
+	n, _ := json.Marshal(name)
+	line := make([]byte, 0, len(object)+len(ns)+len(n)+40)
+	line = append(line, `{"namespace":`...)
+	line = append(line, ns...)
+	line = append(line, `,"name":`...)
+	line = append(line, n...)
+	line = append(line, `,"object":`...)
+	line = append(line, object...)
+	return append(line, '}')
 }
 
 // isJSONObject compacts data into buf and reports whether it is one JSON object.
