@@ -61,7 +61,7 @@ func TestDefaultPrioritiesAreResources(t *testing.T) {
 }
 
 func TestOrder(t *testing.T) {
-	gr := func(s string) schema.GroupResource { return schema.ParseGroupResource(s) }
+	gr := schema.ParseGroupResource
 	grs := func(ss ...string) []schema.GroupResource {
 		out := make([]schema.GroupResource, 0, len(ss))
 		for _, s := range ss {
