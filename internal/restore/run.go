@@ -671,7 +671,9 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 			ru.log.WithField("item", ref).Debug("Restored: " + string(outcome))
 		}
 	}
-	if err == nil && (outcome == Created || outcome == Updated) {
+	// A PV or CRD counts as restored when it now is what the backup holds: created, updated,
+	// or there already and identical (a Retain PV that outlived its claim).
+	if err == nil && (outcome == Created || outcome == Updated || (outcome == Skipped && warning == "")) {
 		ru.mu.Lock()
 		switch gr {
 		case pvsGR:
