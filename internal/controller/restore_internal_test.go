@@ -42,17 +42,17 @@ func testRestore(namespace, name string, minutes int, phase cairnv1.RestorePhase
 	}
 }
 
-// queuedRestore is a Queued restore at position.
-func queuedRestore(namespace, name string, minutes int, position int32) *cairnv1.Restore {
-	rs := testRestore(namespace, name, minutes, cairnv1.RestorePhaseQueued)
+// queuedRestore is a Queued restore team-a/name at position.
+func queuedRestore(name string, minutes int, position int32) *cairnv1.Restore {
+	rs := testRestore("team-a", name, minutes, cairnv1.RestorePhaseQueued)
 	rs.Status.QueuePosition = position
 	rs.Finalizers = []string{cairnv1.RestoreDataFinalizer}
 	return rs
 }
 
-// restoreTestLocation is a filesystem location in the operator's namespace at dir, Available.
-func restoreTestLocation(name, dir string) *cairnv1.BackupStorageLocation {
-	return &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cairn-system"},
+// restoreTestLocation is the default location, a filesystem one at dir, Available.
+func restoreTestLocation(dir string) *cairnv1.BackupStorageLocation {
+	return &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "cairn-system"},
 		Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, Config: map[string]string{cairnv1.ConfigKeyPath: dir}},
 		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
 }
@@ -252,7 +252,7 @@ func TestRestoreQueueAdmitsNewRestoresInCreationOrder(t *testing.T) {
 		testRestore("team-a", "b", 3, ""), testRestore("team-a", "d", 4, ""), testRestore("cairn-system", "e", 4, ""),
 	}
 	wantOrder := []string{"team-a/c", "cairn-system/a", "team-a/b", "cairn-system/e", "team-a/d"}
-	objects := []client.Object{restoreTestLocation("default", t.TempDir()), restoreTestBackup("cairn-system", "b"), restoreTestBackup("team-a", "b"), running}
+	objects := []client.Object{restoreTestLocation(t.TempDir()), restoreTestBackup("cairn-system", "b"), restoreTestBackup("team-a", "b"), running}
 	for _, rs := range restores {
 		objects = append(objects, rs)
 	}
@@ -304,8 +304,8 @@ func TestRestoreQueueAdmitsNewRestoresInCreationOrder(t *testing.T) {
 func TestRestoreQueueDequeuesAtMostConcurrentRestores(t *testing.T) {
 	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
 	running := testRestore("cairn-system", "running", 0, cairnv1.RestorePhaseInProgress)
-	objects := []client.Object{restoreTestLocation("default", t.TempDir()), restoreTestBackup("team-a", "b"), running,
-		queuedRestore("team-a", "q-x", 1, 3), queuedRestore("team-a", "q-y", 2, 1), queuedRestore("team-a", "q-z", 3, 2),
+	objects := []client.Object{restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"), running,
+		queuedRestore("q-x", 1, 3), queuedRestore("q-y", 2, 1), queuedRestore("q-z", 3, 2),
 		testRestore("team-a", "new", 4, "")}
 	c := newRestoreTestClient(t, interceptor.Funcs{}, objects...)
 	r := newRestoreQueue(c, clk, 2)
@@ -370,7 +370,7 @@ func TestRestoreQueueDequeuesAtMostConcurrentRestores(t *testing.T) {
 
 func TestRestoreQueueUsesOneSlotWhenConcurrencyIsUnset(t *testing.T) {
 	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation("default", t.TempDir()), restoreTestBackup("team-a", "b"),
+	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"),
 		testRestore("team-a", "first", 1, ""), testRestore("team-a", "second", 2, ""))
 	if _, err := newRestoreQueue(c, clk, 0).Reconcile(context.Background(), restoreQueueRequest); err != nil {
 		t.Fatal(err)
@@ -388,16 +388,16 @@ func TestRestoreQueueEndsCancelledAndDeletedRestores(t *testing.T) {
 	deleted := metav1.NewTime(restoreTestStart.Add(30 * time.Minute))
 	newCancelled := testRestore("team-a", "new-cancelled", 1, "")
 	newCancelled.Spec.Cancel = true
-	queuedCancelled := queuedRestore("team-a", "queued-cancelled", 2, 1)
+	queuedCancelled := queuedRestore("queued-cancelled", 2, 1)
 	queuedCancelled.Spec.Cancel = true
 	queuedCancelled.Status.Conditions = []metav1.Condition{{Type: cairnv1.RestoreConditionQueued, Status: metav1.ConditionTrue,
 		Reason: cairnv1.ReasonWaitingForConcurrencySlot, Message: "waiting", LastTransitionTime: deleted}}
 	newDeleted := testRestore("team-a", "new-deleted", 3, cairnv1.RestorePhaseNew)
 	newDeleted.DeletionTimestamp, newDeleted.Finalizers = &deleted, []string{cairnv1.RestoreDataFinalizer}
-	queuedDeleted := queuedRestore("team-a", "queued-deleted", 4, 2)
+	queuedDeleted := queuedRestore("queued-deleted", 4, 2)
 	queuedDeleted.DeletionTimestamp = &deleted
-	kept := queuedRestore("team-a", "queued-kept", 5, 3)
-	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation("default", t.TempDir()), restoreTestBackup("team-a", "b"),
+	kept := queuedRestore("queued-kept", 5, 3)
+	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"),
 		testRestore("cairn-system", "running", 0, cairnv1.RestorePhaseInProgress), newCancelled, queuedCancelled, newDeleted, queuedDeleted, kept)
 	r := newRestoreQueue(c, clk, 1)
 	if _, err := r.Reconcile(context.Background(), restoreQueueRequest); err != nil {
@@ -465,7 +465,7 @@ func TestRestoreQueueValidation(t *testing.T) {
 		b.Status.Phase = phase
 		return b
 	}
-	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation("default", t.TempDir()),
+	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()),
 		restoreTestBackup("team-b", "only-in-team-b"),
 		scheduleBackup("team-a", "nightly-1", "nightly", cairnv1.BackupPhaseCompleted, 1),
 		scheduleBackup("team-a", "nightly-2", "nightly", cairnv1.BackupPhaseCompleted, 2),
@@ -576,7 +576,7 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
 			var fail atomic.Bool
 			fail.Store(true)
-			c := newRestoreTestClient(t, tt.funcs(&fail), restoreTestLocation("default", t.TempDir()), restoreTestBackup("team-a", "b"),
+			c := newRestoreTestClient(t, tt.funcs(&fail), restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"),
 				testRestore("team-a", "a", 1, ""), testRestore("team-a", "b", 2, ""), testRestore("team-a", "c", 3, ""))
 			r := newRestoreQueue(c, clk, 1)
 			if _, err := r.Reconcile(context.Background(), restoreQueueRequest); err == nil {
@@ -614,9 +614,8 @@ func newRestoreReconciler(c client.Client, apiReader client.Reader, clk *clockte
 		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, Runner: &restore.Runner{}}
 }
 
-func restoreRequest(namespace, name string) ctrl.Request {
-	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
-}
+// restoreRequest is the request for restore team-a/r, the one restore of most tests here.
+var restoreRequest = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "r"}}
 
 // TestRestoreOrphaned: an InProgress restore that no run of this process holds was running when
 // the operator stopped: Failed. One this process runs is left alone, one whose ending could not
@@ -654,7 +653,7 @@ func TestRestoreOrphaned(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(r, rs)
 			}
-			if _, err := r.Reconcile(context.Background(), restoreRequest("team-a", "r")); err != nil {
+			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
 			got := getRestore(t, c, "team-a", "r")
@@ -675,7 +674,7 @@ func TestRestoreOrphaned(t *testing.T) {
 	t.Run("gone", func(t *testing.T) {
 		c := newRestoreTestClient(t, interceptor.Funcs{})
 		r := newRestoreReconciler(c, c, clocktesting.NewFakeClock(restoreTestStart))
-		if _, err := r.Reconcile(context.Background(), restoreRequest("team-a", "r")); err != nil {
+		if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 			t.Errorf("Reconcile of a restore that is gone = %v", err)
 		}
 	})
@@ -701,7 +700,7 @@ func TestRestoreRunEndingSurvivesATransientAPIError(t *testing.T) {
 	if err := r.endRun(context.Background(), current, ending); err == nil {
 		t.Fatal("endRun succeeded through a failing API server")
 	}
-	if _, err := r.Reconcile(context.Background(), restoreRequest("team-a", "r")); err != nil {
+	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 		t.Fatal(err)
 	}
 	got := getRestore(t, c, "team-a", "r")
@@ -826,7 +825,7 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 			rs.Status.Progress, rs.Status.Warnings, rs.Status.Errors = cairnv1.NewRestoreProgress(5, 6), 1, 2
 			c := newRestoreTestClient(t, interceptor.Funcs{}, rs)
 			r := newRestoreFinalizer(c, clk)
-			if _, err := r.Reconcile(context.Background(), restoreRequest("team-a", "r")); err != nil {
+			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
 			got := getRestore(t, c, "team-a", "r")
@@ -853,7 +852,7 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 			}
 			var writes writeCounter
 			c := newRestoreTestClient(t, writes.funcs(interceptor.Funcs{}), testRestore("team-a", "r", 0, phase))
-			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart)).Reconcile(context.Background(), restoreRequest("team-a", "r")); err != nil {
+			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart)).Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
 			if n := writes.n.Load(); n != 0 {
@@ -875,7 +874,7 @@ type restoreFilesFixture struct {
 func newRestoreFilesFixture(t *testing.T) restoreFilesFixture {
 	t.Helper()
 	f := restoreFilesFixture{root: t.TempDir()}
-	f.bsl = restoreTestLocation("default", f.root)
+	f.bsl = restoreTestLocation(f.root)
 	f.bsl.Spec.ObjectStorage = &cairnv1.ObjectStorage{Prefix: "cluster-a"}
 	layout := storage.Layout{Prefix: "cluster-a"}
 	restoreKeys := func(k storage.RestoreKeys) []string {
@@ -936,7 +935,7 @@ func TestRestoreFinalizerRemovesOnlyItsFiles(t *testing.T) {
 			f := newRestoreFilesFixture(t)
 			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(phase, "default"))
 			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
-			if _, err := r.Reconcile(context.Background(), restoreRequest("team-a", "r")); err != nil {
+			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := f.keys(t), sorted(f.others); !reflect.DeepEqual(got, want) {
@@ -997,7 +996,7 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(tt.phase, tt.loc))
 			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
 			r.stores.wrap = tt.wrap
-			_, err := r.Reconcile(context.Background(), restoreRequest("team-a", "r"))
+			_, err := r.Reconcile(context.Background(), restoreRequest)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Reconcile = %v, want an error: %v", err, tt.wantErr)
 			}
