@@ -745,12 +745,17 @@ func TestRestoreRunEndingRetriesAConflict(t *testing.T) {
 
 func TestFailInterruptedRestores(t *testing.T) {
 	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-	var objects []client.Object
-	for i, phase := range cairnv1.AllRestorePhases {
-		objects = append(objects, testRestore("team-a", "r-"+strings.ToLower(string(phase)), i, phase))
+	// The phase each restore had before the step, by namespace/name.
+	before := map[string]cairnv1.RestorePhase{"team-a/r-empty": "", "cairn-system/admin": cairnv1.RestorePhaseInProgress}
+	for _, phase := range cairnv1.AllRestorePhases {
+		before["team-a/r-"+strings.ToLower(string(phase))] = phase
 	}
-	objects = append(objects, testRestore("cairn-system", "admin", 0, cairnv1.RestorePhaseInProgress),
-		testRestore("team-b", "vanished", 0, cairnv1.RestorePhaseInProgress))
+	var objects []client.Object
+	for key, phase := range before {
+		namespace, name, _ := strings.Cut(key, "/")
+		objects = append(objects, testRestore(namespace, name, 0, phase))
+	}
+	objects = append(objects, testRestore("team-b", "vanished", 0, cairnv1.RestorePhaseInProgress))
 	c := newRestoreTestClient(t, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			if obj.GetName() == "vanished" { // deleted between the list and the write
@@ -766,30 +771,18 @@ func TestFailInterruptedRestores(t *testing.T) {
 	if err := step.Run(context.Background()); err != nil {
 		t.Fatalf("the step = %v", err)
 	}
-	var list cairnv1.RestoreList
-	if err := c.List(context.Background(), &list); err != nil {
-		t.Fatal(err)
-	}
-	for i := range list.Items {
-		rs := &list.Items[i]
-		if rs.Name == "vanished" {
-			continue
-		}
-		original := testRestore(rs.Namespace, rs.Name, 0, cairnv1.RestorePhaseInProgress).Status.Phase
-		for _, o := range objects {
-			if o.GetName() == rs.Name && o.GetNamespace() == rs.Namespace {
-				original = o.(*cairnv1.Restore).Status.Phase
-			}
-		}
+	for key, phase := range before {
+		namespace, name, _ := strings.Cut(key, "/")
+		rs := getRestore(t, c, namespace, name)
 		switch {
-		case original == cairnv1.RestorePhaseInProgress:
+		case phase == cairnv1.RestorePhaseInProgress:
 			if rs.Status.Phase != cairnv1.RestorePhaseFailed || rs.Status.FailureReason != FailureReasonRestoreRestarted ||
 				rs.Status.CompletionTimestamp == nil || !rs.Status.CompletionTimestamp.Time.Equal(clk.Now()) {
-				t.Errorf("%s/%s: phase %s, failureReason %q, completion %v; want Failed, %q, now", rs.Namespace, rs.Name,
+				t.Errorf("%s: phase %s, failureReason %q, completion %v; want Failed, %q, now", key,
 					rs.Status.Phase, rs.Status.FailureReason, rs.Status.CompletionTimestamp, FailureReasonRestoreRestarted)
 			}
-		case rs.Status.Phase != original || rs.Status.FailureReason != "":
-			t.Errorf("%s/%s: was %s, now %s (%q); only InProgress restores fail", rs.Namespace, rs.Name, original, rs.Status.Phase, rs.Status.FailureReason)
+		case rs.Status.Phase != phase || rs.Status.FailureReason != "":
+			t.Errorf("%s: was %q, now %s (%q); only InProgress restores fail", key, phase, rs.Status.Phase, rs.Status.FailureReason)
 		}
 	}
 
