@@ -28,8 +28,8 @@ var validateLocations = []cairnv1.BackupStorageLocation{
 	{ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: validateOperatorNamespace}},
 }
 
-// validateBackup is backup b in namespace, in phase, on location.
-func validateBackup(namespace string, phase cairnv1.BackupPhase, loc string) *cairnv1.Backup {
+// backupIn is backup b in namespace, in phase, on location.
+func backupIn(namespace string, phase cairnv1.BackupPhase, loc string) *cairnv1.Backup {
 	return &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: namespace},
 		Status: cairnv1.BackupStatus{Phase: phase, StorageLocation: loc}}
 }
@@ -48,7 +48,7 @@ type validateCase struct {
 func TestValidate(t *testing.T) {
 	const admin, team = validateOperatorNamespace, "team-a"
 	completed := func(namespace string) *cairnv1.Backup {
-		return validateBackup(namespace, cairnv1.BackupPhaseCompleted, "default")
+		return backupIn(namespace, cairnv1.BackupPhaseCompleted, "default")
 	}
 	deleting := completed(admin)
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -58,9 +58,9 @@ func TestValidate(t *testing.T) {
 	}
 	tests := []validateCase{
 		{name: "admin restore of a Completed backup", namespace: admin, backup: completed(admin)},
-		{name: "admin restore of a PartiallyFailed backup", namespace: admin, backup: validateBackup(admin, cairnv1.BackupPhasePartiallyFailed, "default")},
-		{name: "a backup on a ReadOnly location", namespace: admin, backup: validateBackup(admin, cairnv1.BackupPhaseCompleted, "archive")},
-		{name: "a location not validated yet (the restore reconciler waits for it)", namespace: admin, backup: validateBackup(admin, cairnv1.BackupPhaseCompleted, "fresh")},
+		{name: "admin restore of a PartiallyFailed backup", namespace: admin, backup: backupIn(admin, cairnv1.BackupPhasePartiallyFailed, "default")},
+		{name: "a backup on a ReadOnly location", namespace: admin, backup: backupIn(admin, cairnv1.BackupPhaseCompleted, "archive")},
+		{name: "a location not validated yet (the restore reconciler waits for it)", namespace: admin, backup: backupIn(admin, cairnv1.BackupPhaseCompleted, "fresh")},
 		{name: "admin restore with a mapping and every filter", namespace: admin, backup: completed(admin), spec: cairnv1.RestoreSpec{
 			NamespaceMapping: map[string]string{"shop": "shop-copy", "team-b": "team-c"}, IncludedNamespaces: []string{"shop", "team-*"},
 			ExcludedNamespaces: []string{"kube-system"}, IncludedResources: []string{"configmaps", "deployments.apps"}, ExcludedResources: []string{"secrets"},
@@ -74,11 +74,11 @@ func TestValidate(t *testing.T) {
 		{name: "backup missing by schedule", namespace: team, spec: cairnv1.RestoreSpec{ScheduleName: "nightly"},
 			wantErrs: []string{"spec.scheduleName: schedule nightly has no Completed backup in namespace team-a"}},
 		{name: "backup being deleted", namespace: admin, backup: deleting, wantErrs: []string{"backup b is being deleted"}},
-		{name: "location missing", namespace: admin, backup: validateBackup(admin, cairnv1.BackupPhaseCompleted, "gone"),
+		{name: "location missing", namespace: admin, backup: backupIn(admin, cairnv1.BackupPhaseCompleted, "gone"),
 			wantErrs: []string{"storage location gone of backup b does not exist"}},
-		{name: "location Unavailable", namespace: admin, backup: validateBackup(admin, cairnv1.BackupPhaseCompleted, "down"),
+		{name: "location Unavailable", namespace: admin, backup: backupIn(admin, cairnv1.BackupPhaseCompleted, "down"),
 			wantErrs: []string{"storage location down of backup b is Unavailable: bucket backups at http://10.1.2.3:9000"}},
-		{name: "no storage location in the backup's status", namespace: admin, backup: validateBackup(admin, cairnv1.BackupPhaseCompleted, ""),
+		{name: "no storage location in the backup's status", namespace: admin, backup: backupIn(admin, cairnv1.BackupPhaseCompleted, ""),
 			wantErrs: []string{"backup b has no storage location in its status"}},
 
 		{name: "team mapping its namespace elsewhere", namespace: team, backup: completed(team),
@@ -118,10 +118,10 @@ func TestValidate(t *testing.T) {
 		if phase == cairnv1.BackupPhaseCompleted || phase == cairnv1.BackupPhasePartiallyFailed {
 			continue
 		}
-		tests = append(tests, validateCase{name: "backup " + string(phase), namespace: admin, backup: validateBackup(admin, phase, "default"),
+		tests = append(tests, validateCase{name: "backup " + string(phase), namespace: admin, backup: backupIn(admin, phase, "default"),
 			wantErrs: []string{fmt.Sprintf("backup b is %s: only Completed or PartiallyFailed backups can be restored", phase)}})
 	}
-	tests = append(tests, validateCase{name: "backup with no phase yet", namespace: admin, backup: validateBackup(admin, "", "default"),
+	tests = append(tests, validateCase{name: "backup with no phase yet", namespace: admin, backup: backupIn(admin, "", "default"),
 		wantErrs: []string{"backup b is New: only Completed or PartiallyFailed backups can be restored"}})
 
 	for _, tt := range tests {
@@ -161,11 +161,11 @@ func TestValidateTellsTenantsNothingOfTheLocation(t *testing.T) {
 	} {
 		t.Run(tt.namespace, func(t *testing.T) {
 			if tt.wantHides {
-				t.Skip("BUG: restore.Validate (validateBackup) puts the Unavailable location's status message into a team's validationErrors; it should say location.TenantMessage(name), as the backup reconciler's toTenant does")
+				t.Skip("BUG: restore.Validate (backupIn) puts the Unavailable location's status message into a team's validationErrors; it should say location.TenantMessage(name), as the backup reconciler's toTenant does")
 			}
 			rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: tt.namespace}, Spec: cairnv1.RestoreSpec{BackupName: "b"}}
 			errs := restore.Validate(rs, validateOperatorNamespace, restore.ValidationFacts{
-				Backup: validateBackup(tt.namespace, cairnv1.BackupPhaseCompleted, "down"), Locations: validateLocations})
+				Backup: backupIn(tt.namespace, cairnv1.BackupPhaseCompleted, "down"), Locations: validateLocations})
 			if len(errs) != 1 || !strings.Contains(errs[0], tt.wantSays) {
 				t.Fatalf("Validate = %q, want one message saying %q", errs, tt.wantSays)
 			}
