@@ -544,7 +544,7 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 		wantFinalizer bool
 		bug           string
 	}{
-		{name: "the status write fails", wantFinalizer: true, bug: "BUG: RestoreQueueReconciler.admit leaves the restore's in-memory status Queued after its status patch failed (patchRestoreStatus mutates before patching), so dequeue treats it as Queued in the same pass: it takes position 1 from the restores really in the line, and when the failure was transient it is patched straight to ReadyToStart without status.backupName or status.phaseTransitionTime", funcs: func(fail *atomic.Bool) interceptor.Funcs {
+		{name: "the status write fails", wantFinalizer: true, funcs: func(fail *atomic.Bool) interceptor.Funcs {
 			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 				if fail.Load() && obj.GetName() == "a" {
 					return apiUnavailable()
@@ -552,7 +552,7 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 			}}
 		}},
-		{name: "the status write fails once", wantFinalizer: true, bug: "BUG: RestoreQueueReconciler.admit leaves the restore's in-memory status Queued after its status patch failed (patchRestoreStatus mutates before patching), so dequeue treats it as Queued in the same pass: it takes position 1 from the restores really in the line, and when the failure was transient it is patched straight to ReadyToStart without status.backupName or status.phaseTransitionTime", funcs: func(fail *atomic.Bool) interceptor.Funcs {
+		{name: "the status write fails once", wantFinalizer: true, funcs: func(fail *atomic.Bool) interceptor.Funcs {
 			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 				if obj.GetName() == "a" && fail.CompareAndSwap(true, false) {
 					return apiUnavailable()
@@ -1084,7 +1084,6 @@ func TestRestoreStartWaitsForStorageThenGivesUp(t *testing.T) {
 // TestRestoreStartTellsTenantsNothingOfTheLocation: a location whose configuration turns out
 // broken when a team's restore opens it is named, not described (docs/storage.md, "What teams see").
 func TestRestoreStartTellsTenantsNothingOfTheLocation(t *testing.T) {
-	t.Skip("BUG: RestoreReconciler.openStores returns the location.ErrConfig error (\"opening storage location default: invalid storage location: config.path ... must be an absolute path\") as a validation error of a team's restore; it should say location.TenantMessage(name) outside the operator's namespace, as BackupReconciler.toTenant does")
 	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Minute))
 	bsl := restoreTestLocation(t.TempDir())
 	bsl.Spec.Config[cairnv1.ConfigKeyPath] = "srv/secret-share/backups"

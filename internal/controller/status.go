@@ -33,7 +33,8 @@ func patchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveCl
 
 // patchRestoreStatus is the one way a reconciler writes a restore's status, as
 // patchBackupStatus is for backups: an optimistic-lock patch, and phaseTransitionTime set on
-// every phase change.
+// every phase change. When the write fails, rs keeps the status it had, so that the rest of a
+// pass sees the restore as the API server does.
 func patchRestoreStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
 	old := rs.DeepCopy()
 	mutate(&rs.Status)
@@ -42,6 +43,7 @@ func patchRestoreStatus(ctx context.Context, c client.Client, clk clock.PassiveC
 		rs.Status.PhaseTransitionTime = &now
 	}
 	if err := c.Status().Patch(ctx, rs, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		rs.Status = old.Status
 		return fmt.Errorf("updating the status of restore %s: %w", objectName(rs), err)
 	}
 	return nil
