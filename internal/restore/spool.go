@@ -165,9 +165,9 @@ func ParseItemPath(entry string) (gr schema.GroupResource, namespace, name strin
 	if len(parts) < 4 || parts[0] != "resources" || !strings.HasSuffix(entry, ".json") {
 		return bad("not an item entry")
 	}
-	resource, group, _ := strings.Cut(parts[1], ".")
-	if resource == "" {
-		return bad("no resource")
+	resource, group, dotted := strings.Cut(parts[1], ".")
+	if resource == "" || (dotted && group == "") {
+		return bad("no resource, or an empty group")
 	}
 	gr = schema.GroupResource{Group: group, Resource: resource}
 	switch {

@@ -46,6 +46,7 @@ func TestParseItemPath(t *testing.T) {
 		{entry: "resources/../configmaps/namespaces/shop/x.json", wantErr: "no resource"},
 		{entry: "resources/configmaps/namespaces/shop/../x.json", wantErr: "not an item entry"},
 		{entry: "resources/configmaps/namespaces/../x.json", wantErr: "namespace"},
+		{entry: "resources/deployments./namespaces/shop/web.json", wantErr: "an empty group"},
 		{entry: "resources/configmaps/cluster/../x.json", wantErr: "not an item entry"},
 		{entry: "/resources/configmaps/namespaces/shop/x.json", wantErr: "not an item entry"},
 		{entry: "resources/configmaps/x.json", wantErr: "not an item entry"},
