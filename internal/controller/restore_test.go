@@ -567,6 +567,27 @@ var _ = Describe("Restore", Ordered, func() {
 		Expect(rs.Status.FailureReason).To(Equal(controller.FailureReasonRestoreRestarted))
 	})
 
+	It("restores from a ReadOnly location, its own files going to the default location", func() {
+		spec := filesystemSpec(GinkgoT().TempDir())
+		spec.ValidationFrequency = &metav1.Duration{Duration: time.Second}
+		archiveLoc := createLocation(spec)
+		eventuallyLocation(archiveLoc, cairnv1.StorageLocationPhaseAvailable, "")
+		createBackup(operatorNamespace, "on-archive", cairnv1.BackupSpec{IncludedNamespaces: []string{"shop"}, IncludedResources: []string{"configmaps"},
+			StorageLocation: archiveLoc.Name})
+		waitPhase("on-archive", cairnv1.BackupPhaseCompleted)
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(archiveLoc), archiveLoc)).To(Succeed())
+		archiveLoc.Spec.AccessMode = cairnv1.AccessModeReadOnly
+		Expect(k8sClient.Update(suiteCtx, archiveLoc)).To(Succeed())
+
+		createRestore(operatorNamespace, "from-archive", cairnv1.RestoreSpec{BackupName: "on-archive",
+			NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "from-archive"}})
+		rs := waitRestore(operatorNamespace, "from-archive", cairnv1.RestorePhaseCompleted)
+		Expect(rs.Status.StorageLocation).To(Equal(loc.Name))
+		Expect(meta.IsStatusConditionTrue(rs.Status.Conditions, cairnv1.RestoreConditionFilesStored)).To(BeTrue())
+		Expect(getUnstructured(cmGVK, "from-archive", "settings")).NotTo(BeNil())
+		Expect(restoredList(store, operatorNamespace, "from-archive")[restore.Created]["configmaps"]).To(ConsistOf("from-archive/settings"))
+	})
+
 	It("fails validation when the backup's location is Unavailable", func() {
 		dir := GinkgoT().TempDir()
 		spec := filesystemSpec(dir)
