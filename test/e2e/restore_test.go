@@ -25,6 +25,8 @@ var _ = Describe("Restores with kubectl", func() {
 			for _, n := range []string{ns, copyNS} {
 				_, _, _ = kubectl("delete", "namespace", n, "--wait=false", "--ignore-not-found")
 			}
+			_, _, _ = kubectl("delete", "restore", "e2e-restore-shop", "e2e-restore-shop-copy", "-n", "cairn-system", "--wait=false", "--ignore-not-found")
+			_, _, _ = kubectl("delete", "backup", "e2e-restore-shop", "-n", "cairn-system", "--wait=false", "--ignore-not-found")
 		})
 		kubectlOK("create", "namespace", ns)
 		kubectlOK("label", "namespace", ns, "team=shop")
@@ -137,13 +139,21 @@ spec:
   backupName: e2e-no-such-backup
 `, "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), stderr)
-		DeferCleanup(func() { kubectlOK("delete", "restore", "e2e-restore-missing", "-n", "cairn-system", "--wait", "--timeout=60s") })
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "restore", "e2e-restore-missing", "-n", "cairn-system", "--wait=false", "--ignore-not-found")
+		})
 		waitRestorePhase("cairn-system", "e2e-restore-missing", "FailedValidation")
 		Expect(kubectlOK("get", "restore", "e2e-restore-missing", "-n", "cairn-system", "-o", "jsonpath={.status.validationErrors}")).
 			To(Equal(`["spec.backupName: backup e2e-no-such-backup not found in namespace cairn-system (a restore restores only backups of its own namespace)"]`))
 		_, rows := table(kubectlOK("get", "restores", "-n", "cairn-system"))
 		Expect(rowNamed(rows, "e2e-restore-missing")).To(And(HaveKeyWithValue("BACKUP", "e2e-no-such-backup"),
 			HaveKeyWithValue("PHASE", "FailedValidation"), HaveKeyWithValue("PROGRESS", "")))
+
+		// It has no files, and its finalizer goes at once.
+		Expect(kubectlOK("get", "restore", "e2e-restore-missing", "-n", "cairn-system", "-o", "jsonpath={.metadata.finalizers}")).
+			To(ContainSubstring(cairnv1.RestoreDataFinalizer))
+		kubectlOK("delete", "restore", "e2e-restore-missing", "-n", "cairn-system", "--wait", "--timeout=60s")
+		Expect(kubectlOK("get", "restores", "-n", "cairn-system", "-o", "name")).NotTo(ContainSubstring("restore.cairn.dev/e2e-restore-missing"))
 	})
 
 	It("accepts the restore samples", func() {
