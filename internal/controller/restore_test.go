@@ -383,6 +383,52 @@ var _ = Describe("Restore", Ordered, func() {
 		Expect(found).To(BeFalse(), "status %q", state)
 	})
 
+	It("frees a Released PV for its restored claim, so that the claim binds to its data again", func() {
+		ensureNamespace("rel")
+		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-rel"}, Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv-rel"}},
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "rel", Name: "data"},
+		}})
+		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "rel", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-rel",
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}})
+		createBackup(operatorNamespace, "rel", cairnv1.BackupSpec{IncludedNamespaces: []string{"rel"}})
+		waitPhase("rel", cairnv1.BackupPhaseCompleted)
+
+		// The claim goes (with its namespace, say); its volume is Released, still naming the
+		// deleted claim's uid, as the PV controller leaves it.
+		pvc := getUnstructured(pvcGVK, "rel", "data")
+		Expect(k8sClient.Delete(suiteCtx, pvc)).To(Succeed())
+		Eventually(func() bool {
+			u := getUnstructured(pvcGVK, "rel", "data")
+			if u != nil && len(u.GetFinalizers()) > 0 {
+				u.SetFinalizers(nil)
+				_ = k8sClient.Update(suiteCtx, u)
+			}
+			return u == nil
+		}).Should(BeTrue())
+		var pv corev1.PersistentVolume
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Name: "pv-rel"}, &pv)).To(Succeed())
+		pv.Spec.ClaimRef.UID = "uid-of-the-deleted-claim"
+		Expect(k8sClient.Update(suiteCtx, &pv)).To(Succeed())
+		pv.Status.Phase = corev1.VolumeReleased
+		Expect(k8sClient.Status().Update(suiteCtx, &pv)).To(Succeed())
+
+		createRestore(operatorNamespace, "rel-back", cairnv1.RestoreSpec{BackupName: "rel"})
+		waitRestore(operatorNamespace, "rel-back", cairnv1.RestorePhaseCompleted)
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Name: "pv-rel"}, &pv)).To(Succeed())
+		Expect(pv.Spec.ClaimRef.UID).To(BeEmpty())
+		Expect(pv.Spec.ClaimRef.Namespace).To(Equal("rel"))
+		Expect(pv.Spec.ClaimRef.Name).To(Equal("data"))
+		vn, _, _ := unstructured.NestedString(getUnstructured(pvcGVK, "rel", "data").Object, "spec", "volumeName")
+		Expect(vn).To(Equal("pv-rel"))
+		Expect(restoredList(store, operatorNamespace, "rel-back")[restore.Updated]["persistentvolumes"]).To(ConsistOf("pv-rel"))
+	})
+
 	It("restores status only for the resources restoreStatus selects", func() {
 		createRestore(operatorNamespace, "shop-status", cairnv1.RestoreSpec{BackupName: "shop-full",
 			IncludedResources: []string{"widgets.restore.example.com", "configmaps"},
@@ -552,6 +598,7 @@ var _ = Describe("Restore", Ordered, func() {
 		}).Should(Succeed())
 		rs := waitRestore(operatorNamespace, "into-held", cairnv1.RestorePhaseFailed)
 		Expect(rs.Status.FailureReason).To(ContainSubstring("namespace held was still terminating after 3s"))
+		Expect(meta.IsStatusConditionFalse(rs.Status.Conditions, cairnv1.RestoreConditionNamespacesReady)).To(BeTrue())
 	})
 
 	It("fails a restore that was InProgress when the operator restarted", func() {

@@ -47,6 +47,7 @@ var (
 	crdGVR                = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	errArchiveFormat      = errors.New("unsupported archive format")
 	errStorage            = errors.New("storage failure")
+	errCommitMarker       = errors.New("wrong commit marker")
 	supportedFormatMajors = []string{"1"}
 )
 
@@ -74,7 +75,15 @@ type Runner struct {
 	CRDTimeout time.Duration
 	// Retry paces the retries of API calls that failed transiently; zero means backup.DefaultRetry.
 	Retry wait.Backoff
+	// StorageRetry paces the attempts to read the backup from storage; zero means
+	// DefaultStorageRetry.
+	StorageRetry wait.Backoff
 }
+
+// DefaultStorageRetry: a backup that cannot be read is tried three times in about 7 seconds
+// (each attempt bounded by the storage timeout and the transfer's idle timeout) before the
+// restore fails.
+var DefaultStorageRetry = wait.Backoff{Duration: 2 * time.Second, Factor: 2, Jitter: 0.1, Steps: 3}
 
 // Request is one restore to run.
 type Request struct {
@@ -282,7 +291,7 @@ func (ru *run) restoreAll(ctx context.Context) error {
 	if priorities == nil {
 		priorities = DefaultPriorities
 	}
-	for _, group := range Order(present, priorities) {
+	for _, group := range Order(present, namespacesFirst(priorities)) {
 		if err := ru.restoreGroup(ctx, group); err != nil {
 			return err
 		}
@@ -293,30 +302,55 @@ func (ru *run) restoreAll(ctx context.Context) error {
 	return nil
 }
 
-// readArchive reads the commit marker and spools the archive, checked against it.
+// namespacesFirst is priorities with namespaces first: a namespace restored from the backup
+// must exist before any item in it, whatever --restore-resource-priorities says.
+func namespacesFirst(priorities []string) []string {
+	out := []string{namespacesGR.Resource}
+	for _, p := range priorities {
+		if p != namespacesGR.Resource {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readArchive reads the commit marker and spools the archive, checked against it. A read that
+// fails is tried again (StorageRetry) before the run fails: a restore does not end on one
+// dropped connection. A checksum mismatch or a scratch directory that fails is not retried.
 func (ru *run) readArchive(ctx context.Context) error {
 	keys := ru.req.BackupKeys
-	var meta storage.BackupMetadata
-	err := ru.storageCall(ctx, func(ctx context.Context) error {
-		var err error
-		meta, err = storage.ReadMetadata(ctx, ru.req.Source, keys)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%w: reading the commit marker of backup %s: %w", errStorage, ru.restore.Status.BackupName, err)
+	backoff := ru.StorageRetry
+	if backoff.Steps == 0 {
+		backoff = DefaultStorageRetry
 	}
-	if meta.Name != "" && (meta.Name != ru.restore.Status.BackupName || meta.Namespace != ru.restore.Namespace) {
-		return fmt.Errorf("the commit marker at %s is of backup %s/%s, not %s/%s", keys.Metadata,
-			meta.Namespace, meta.Name, ru.restore.Namespace, ru.restore.Status.BackupName)
-	}
-	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize}
-	spool, err := NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir)
-	if err != nil {
-		if errors.Is(err, storage.ErrChecksumMismatch) {
-			return fmt.Errorf("the archive of backup %s is not the one that was committed, nothing was restored: %w",
-				ru.restore.Status.BackupName, err)
+	var spool *Spool
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		spool, last = ru.spoolArchive(ctx, keys)
+		switch {
+		case last == nil:
+			return true, nil
+		case errors.Is(last, storage.ErrChecksumMismatch), errors.Is(last, ErrScratch), errors.Is(last, errCommitMarker),
+			errors.Is(last, storage.ErrNotCommitted):
+			return false, last
 		}
-		return fmt.Errorf("%w: reading the archive of backup %s: %w", errStorage, ru.restore.Status.BackupName, err)
+		ru.log.Warn("Reading the backup from storage failed, trying again: " + last.Error())
+		return false, nil
+	})
+	if wait.Interrupted(err) && last != nil && ctx.Err() == nil {
+		err = last
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, storage.ErrChecksumMismatch):
+		return fmt.Errorf("the archive of backup %s is not the one that was committed, nothing was restored: %w",
+			ru.restore.Status.BackupName, err)
+	case errors.Is(err, storage.ErrNotCommitted):
+		return fmt.Errorf("backup %s is not committed in its storage location (its commit marker is gone): %w", ru.restore.Status.BackupName, err)
+	case errors.Is(err, ErrScratch), errors.Is(err, errCommitMarker), ctx.Err() != nil:
+		return err
+	default:
+		return fmt.Errorf("%w: reading backup %s: %w", errStorage, ru.restore.Status.BackupName, err)
 	}
 	ru.spool = spool
 	major, _, _ := strings.Cut(spool.FormatVersion, ".")
@@ -331,6 +365,25 @@ func (ru *run) readArchive(ctx context.Context) error {
 	}
 	ru.log.WithField("formatVersion", spool.FormatVersion).Info("Archive read and checked against the commit marker")
 	return nil
+}
+
+// spoolArchive is one attempt to read the commit marker and spool the archive.
+func (ru *run) spoolArchive(ctx context.Context, keys storage.BackupKeys) (*Spool, error) {
+	var meta storage.BackupMetadata
+	err := ru.storageCall(ctx, func(ctx context.Context) error {
+		var err error
+		meta, err = storage.ReadMetadata(ctx, ru.req.Source, keys)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the commit marker: %w", err)
+	}
+	if meta.Name != "" && (meta.Name != ru.restore.Status.BackupName || meta.Namespace != ru.restore.Namespace) {
+		return nil, fmt.Errorf("%w: the commit marker at %s is of backup %s/%s, not %s/%s", errCommitMarker, keys.Metadata,
+			meta.Namespace, meta.Name, ru.restore.Namespace, ru.restore.Status.BackupName)
+	}
+	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize}
+	return NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir)
 }
 
 // selectItems resolves the filters against the cluster's resources and decides, in one pass over
@@ -522,7 +575,9 @@ func (ru *run) waitForNamespace(ctx context.Context, name string) (gone bool, er
 	deadline := ru.clock().Now().Add(timeout)
 	waiting := false
 	defer func() {
-		if waiting && ru.req.OnNamespaceWait != nil {
+		// Only a wait that ended well says the namespaces are ready; a timeout leaves the
+		// condition saying what it waited for.
+		if waiting && err == nil && ru.req.OnNamespaceWait != nil {
 			ru.req.OnNamespaceWait("")
 		}
 	}()
@@ -765,6 +820,17 @@ func (ru *run) applyExisting(ctx context.Context, ri dynamic.ResourceInterface, 
 		if err != nil {
 			return Skipped, fmt.Sprintf("%s: exists already, and merging the backed-up one into it failed: %v", ref, err), nil
 		}
+		return Updated, "", nil
+	}
+	if gr == pvsGR && ReleasedToItsClaim(existing, desired) {
+		err := backup.RetryTransient(ctx, ru.Retry, func() error {
+			_, err := ri.Patch(ctx, desired.GetName(), types.MergePatchType, RebindPatch, metav1.PatchOptions{})
+			return err
+		})
+		if err != nil {
+			return Skipped, fmt.Sprintf("%s: Released by its deleted claim; freeing it for the restored claim failed: %v", ref, err), nil
+		}
+		ru.log.WithField("item", ref).Info("Released by its deleted claim: freed for the restored claim, which binds to it again")
 		return Updated, "", nil
 	}
 	if Matches(desired, existing) {

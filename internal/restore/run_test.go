@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -311,4 +314,73 @@ func gunzipAll(r io.Reader) ([]byte, error) {
 	}
 	defer gz.Close()
 	return io.ReadAll(gz)
+}
+
+func TestRunCreatesNamespacesFirstWhateverThePriorities(t *testing.T) {
+	store, keys := commitBackup(t, []item{
+		{"configmaps", "", "shop", object("v1", "ConfigMap", "shop", "a", nil)},
+		{"namespaces", "", "", object("v1", "Namespace", "", "shop", nil)},
+	})
+	rec := newRecorder("", 0)
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	runner := &restore.Runner{Dynamic: countingDynamic{Interface: dyn, rec: rec}, Discovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}},
+		Priorities: []string{"configmaps"}}
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1"}, Status: cairnv1.RestoreStatus{BackupName: "b1"}}
+	res := runner.Run(context.Background(), restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: store, BackupKeys: keys})
+	if res.Ending != restore.Finished || res.Errors != 0 {
+		t.Fatalf("run ended %s (%s), %d errors", res.Ending, res.FailureReason, res.Errors)
+	}
+	if strings.Join(rec.order, ",") != "namespaces,configmaps" {
+		t.Errorf("created %v, want the namespace first", rec.order)
+	}
+}
+
+func TestRunTellsAScratchFailureFromAStorageFailure(t *testing.T) {
+	store, keys := commitBackup(t, []item{{"configmaps", "", "shop", object("v1", "ConfigMap", "shop", "a", nil)}})
+	notADir := t.TempDir() + "/file"
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runner := &restore.Runner{Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		Discovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}}, ScratchDir: notADir}
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1"}, Status: cairnv1.RestoreStatus{BackupName: "b1"}}
+	res := runner.Run(context.Background(), restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: store, BackupKeys: keys})
+	if res.Ending != restore.Failed || res.StorageFailure || !strings.Contains(res.FailureReason, "scratch directory") {
+		t.Errorf("run ended %s, storage failure %v: %q; want Failed on the scratch directory, not storage", res.Ending, res.StorageFailure, res.FailureReason)
+	}
+}
+
+func TestRunRetriesAStorageFailureThenSaysSo(t *testing.T) {
+	store, keys := commitBackup(t, nil)
+	flaky := &failingStore{ObjectStore: store, failures: 1}
+	runner := &restore.Runner{Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		Discovery:    &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}},
+		StorageRetry: wait.Backoff{Duration: time.Millisecond, Steps: 3}}
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1"}, Status: cairnv1.RestoreStatus{BackupName: "b1"}}
+	if res := runner.Run(context.Background(), restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: flaky, BackupKeys: keys}); res.Ending != restore.Finished {
+		t.Errorf("one failed read: run ended %s (%s), want Finished", res.Ending, res.FailureReason)
+	}
+	down := &failingStore{ObjectStore: store, failures: 100}
+	res := runner.Run(context.Background(), restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: down, BackupKeys: keys})
+	if res.Ending != restore.Failed || !res.StorageFailure || !strings.Contains(res.FailureReason, "storage down") || down.calls != 3 {
+		t.Errorf("storage down: run ended %s, storage failure %v: %q after %d reads; want Failed after 3", res.Ending, res.StorageFailure, res.FailureReason, down.calls)
+	}
+}
+
+// failingStore fails its first failures Gets.
+type failingStore struct {
+	storage.ObjectStore
+	mu              sync.Mutex
+	failures, calls int
+}
+
+func (f *failingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls <= f.failures
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("storage down")
+	}
+	return f.ObjectStore.Get(ctx, key)
 }

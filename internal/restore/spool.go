@@ -20,6 +20,16 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
+// ErrScratch marks a failure of the restore's own scratch directory (missing, not writable,
+// full): not the storage location's, nor the archive's.
+var ErrScratch = errors.New("the restore's scratch directory failed")
+
+type scratchError struct{ err error }
+
+func (e scratchError) Error() string        { return e.err.Error() }
+func (e scratchError) Unwrap() error        { return e.err }
+func (e scratchError) Is(target error) bool { return target == ErrScratch }
+
 // MaxSpoolProblems bounds the problems a spool keeps (odd entries of an archive); the count of
 // the others is kept.
 const MaxSpoolProblems = 100
@@ -65,12 +75,12 @@ type SpooledItem struct {
 func NewSpool(ctx context.Context, store storage.ObjectStore, key string, want storage.ArchiveDigest, scratch string, opts ...storage.TransferOption) (*Spool, error) {
 	dir, err := os.MkdirTemp(scratch, "cairn-restore-")
 	if err != nil {
-		return nil, fmt.Errorf("creating the restore's scratch directory: %w", err)
+		return nil, scratchError{fmt.Errorf("creating the restore's scratch directory: %w", err)}
 	}
 	s := &Spool{dir: dir, resources: map[schema.GroupResource]*spooled{}}
 	err = storage.ReadArchive(ctx, store, key, want, s.add, opts...)
-	if ferr := s.flush(); err == nil {
-		err = ferr
+	if ferr := s.flush(); err == nil && ferr != nil {
+		err = scratchError{fmt.Errorf("spooling the archive: %w", ferr)}
 	}
 	if err != nil {
 		s.Close()
@@ -101,14 +111,14 @@ func (s *Spool) add(e archive.Entry) error {
 		file := filepath.Join(s.dir, fmt.Sprintf("r%d.jsonl", len(s.resources)))
 		f, err := os.Create(file)
 		if err != nil {
-			return fmt.Errorf("spooling the archive: %w", err)
+			return scratchError{fmt.Errorf("spooling the archive: %w", err)}
 		}
 		sp = &spooled{file: file, f: f, w: bufio.NewWriterSize(f, 64<<10)}
 		s.resources[gr] = sp
 	}
 	sp.count++
 	if _, err := sp.w.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("spooling the archive: %w", err)
+		return scratchError{fmt.Errorf("spooling the archive: %w", err)}
 	}
 	return nil
 }
