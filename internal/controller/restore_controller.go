@@ -14,12 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/location"
@@ -148,6 +152,9 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if _, cancelled := restoreCancellation(rs); cancelled {
+		cancelRun(restore.ErrCancelRequested) // cancelled between the read and the write
+	}
 	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Started", "Start", "Restore of backup %s started", backupName)
 	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files)
 }
@@ -272,6 +279,14 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	if res.Ending == restore.Interrupted {
 		return nil // the manager is stopping: the restart recovery ends the restore
 	}
+	if res.Ending == restore.Cancelled {
+		failureReason, _ := restoreCancellation(rs)
+		if failureReason == "" {
+			failureReason = cairnv1.FailureReasonRestoreCancelled
+		}
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s: its worker pool was stopped after %d of %d items; the objects it created stay",
+			failureReason, res.ItemsRestored, res.TotalItems)
+	}
 	mu.Lock()
 	rs = live
 	mu.Unlock()
@@ -300,6 +315,8 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(*cairnv1.RestoreStatus) {
 	return func(s *cairnv1.RestoreStatus) {
 		switch {
+		case res.Ending == restore.Cancelled:
+			s.Phase = cairnv1.RestorePhaseFinalizingCancelled
 		case res.Ending == restore.Failed:
 			s.Phase = cairnv1.RestorePhaseFailed
 			s.FailureReason = res.FailureReason
@@ -404,9 +421,28 @@ func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		rs, ok := obj.(*cairnv1.Restore)
 		return ok && (rs.Status.Phase == cairnv1.RestorePhaseReadyToStart || rs.Status.Phase == cairnv1.RestorePhaseInProgress)
 	})
+	// The reconcile of a running restore is busy running it: a cancel or a deletion reaches
+	// the run through this watch, which cancels its context.
+	runs := handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			rs, ok := e.ObjectNew.(*cairnv1.Restore)
+			if !ok {
+				return
+			}
+			if cancel, running := r.running.get(rs.UID); running {
+				if _, cancelled := restoreCancellation(rs); cancelled {
+					cancel(restore.ErrCancelRequested)
+				}
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.unwritten.forget(e.Object.GetUID())
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restore").
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
+		Watches(&cairnv1.Restore{}, runs).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

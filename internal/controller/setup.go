@@ -40,7 +40,7 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue", "backup", "operations", "finalizer",
 	// "deletion", "restorequeue", "restore", "restorefinalizer", "cancelwarning",
-	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	// "restorecancelwarning", "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
 	// DefaultItemOperationSyncFrequency.
@@ -223,6 +223,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:      recovery,
 		}},
 		{"cancelwarning", &CancelWarningReconciler{
+			Client:   mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("cairn-cancel"),
+		}},
+		{"restorecancelwarning", &RestoreCancelWarningReconciler{
 			Client:   mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("cairn-cancel"),
 		}},

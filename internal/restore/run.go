@@ -111,9 +111,18 @@ const (
 	Finished Ending = "Finished"
 	// Failed: the run could not go on; Result.FailureReason says why.
 	Failed Ending = "Failed"
-	// Interrupted: the run's context ended (the manager is stopping): nothing more was done.
+	// Cancelled: the run stopped on ErrCancelRequested; the objects it had created stay, and
+	// its files (resource list, results, log) say so.
+	Cancelled Ending = "Cancelled"
+	// Interrupted: the run's context ended for another cause (the manager is stopping):
+	// nothing more was done.
 	Interrupted Ending = "Interrupted"
 )
+
+// ErrCancelRequested is the cause to cancel a run's context with when the restore is
+// cancelled (spec.cancel or a deletion): the worker pool stops at once, and the run writes its
+// files (what it created so far) before it returns.
+var ErrCancelRequested = errors.New("restore cancel requested")
 
 // Result is what a run did.
 type Result struct {
@@ -245,6 +254,13 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 	res := &Result{}
 	res.ItemsRestored, res.TotalItems = ru.counts()
 	switch {
+	case errors.Is(context.Cause(ctx), ErrCancelRequested):
+		res.Ending = Cancelled
+		ru.log.WithField("itemsRestored", res.ItemsRestored).WithField("totalItems", res.TotalItems).
+			Warn("Restore cancelled: the worker pool was stopped; the objects created so far stay")
+		// The run's context is over: the files are written on one that only the storage
+		// timeout ends, so that what was created is on record.
+		ctx = context.WithoutCancel(ctx)
 	case ctx.Err() != nil:
 		res.Ending = Interrupted
 		return res
@@ -718,6 +734,10 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 	}
 	outcome, warning, err := ru.apply(ctx, gr, target, desired, opts.KeepStatus)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// Cancelled (or stopping) while the create was on its way: it may have been made.
+		ru.record(gr, target, desired.GetName(), Skipped, fmt.Sprintf("%s: the restore stopped while it was being created: it may exist", ref))
+		return
 	case err != nil:
 		ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: %v", ref, err))
 	default:
