@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -57,6 +58,10 @@ type RestoreReconciler struct {
 	ConcurrentRestores int
 	// PhaseTimeout bounds how long a ReadyToStart restore waits for its storage.
 	PhaseTimeout time.Duration
+
+	// Operations hands a run's async operations to the restore operations reconciler when the
+	// restore has no storage for its files (shared with it).
+	Operations *uidMap[[]backup.Operation]
 
 	// running holds the restores this process runs, by UID.
 	running uidMap[context.CancelCauseFunc]
@@ -299,6 +304,11 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 			res.FilesError = r.toTenant(rs, live.Status.StorageLocation, res.FilesError)
 		}
 	}
+	if files == nil && len(res.Operations) > 0 && r.Operations != nil {
+		// Nowhere to store them: the operations reconciler follows them from memory (a
+		// restart loses them, and the restore then ends PartiallyFailed).
+		r.Operations.set(rs.UID, res.Operations)
+	}
 	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
 	if res.Ending == restore.Failed {
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Restore", "Restore failed: %s", res.FailureReason)
@@ -309,9 +319,10 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	return r.endRun(ctx, rs, mutate)
 }
 
-// restoreEnding is the status write that ends a run: Finalizing or FinalizingPartiallyFailed
-// (errors) for a run that went through every item, Failed with the reason for one that could
-// not; the counts, and whether the files were stored.
+// restoreEnding is the status write that ends a run: for a run that went through every item,
+// WaitingForPluginOperations[PartiallyFailed] while operations its actions started run, else
+// Finalizing[PartiallyFailed] (errors); FinalizingCancelled for a cancelled run; Failed with
+// the reason for one that could not go on; the counts, and whether the files were stored.
 func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(*cairnv1.RestoreStatus) {
 	return func(s *cairnv1.RestoreStatus) {
 		switch {
@@ -321,11 +332,12 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 			s.Phase = cairnv1.RestorePhaseFailed
 			s.FailureReason = res.FailureReason
 			s.CompletionTimestamp = &now
-		case res.Errors > 0:
-			s.Phase = cairnv1.RestorePhaseFinalizingPartiallyFailed
 		default:
-			s.Phase = cairnv1.RestorePhaseFinalizing
+			s.Phase = restore.PhaseAfterRun(res.Errors, res.Operations)
 		}
+		_, completed, failed := backup.OperationCounts(res.Operations)
+		s.RestoreItemOperationsAttempted = int32(len(res.Operations))
+		s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = int32(completed), int32(failed)
 		s.Progress = cairnv1.NewRestoreProgress(res.ItemsRestored, res.TotalItems)
 		s.Warnings, s.Errors = res.Warnings, res.Errors
 		if c := meta.FindStatusCondition(s.Conditions, cairnv1.RestoreConditionFilesStored); c != nil && c.Status == metav1.ConditionUnknown {
