@@ -325,10 +325,10 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 // the reason for one that could not go on; the counts, and whether the files were stored.
 func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(*cairnv1.RestoreStatus) {
 	return func(s *cairnv1.RestoreStatus) {
-		switch {
-		case res.Ending == restore.Cancelled:
+		switch res.Ending {
+		case restore.Cancelled:
 			s.Phase = cairnv1.RestorePhaseFinalizingCancelled
-		case res.Ending == restore.Failed:
+		case restore.Failed:
 			s.Phase = cairnv1.RestorePhaseFailed
 			s.FailureReason = res.FailureReason
 			s.CompletionTimestamp = &now

@@ -109,7 +109,9 @@ func (b boundAction) Progress(ctx context.Context, id string) (backup.OperationP
 	return b.action.Progress(ctx, id, b.rs)
 }
 
-func (b boundAction) Cancel(ctx context.Context, id string) error { return b.action.Cancel(ctx, id, b.rs) }
+func (b boundAction) Cancel(ctx context.Context, id string) error {
+	return b.action.Cancel(ctx, id, b.rs)
+}
 
 // Actions is the built-in actions plus extra ones, in registration order.
 type Actions struct {

@@ -906,8 +906,9 @@ func (ru *run) loadSnapshots() error {
 	for _, gr := range []schema.GroupResource{volumeSnapshotsGR, volumeSnapshotContentsGR} {
 		err := ru.spool.Each(gr, func(item SpooledItem) error {
 			obj := &unstructured.Unstructured{}
-			if err := obj.UnmarshalJSON(item.Object); err != nil {
-				return nil // left to restoreItem's record of it
+			// One that does not decode is left out here; restoreItem records it.
+			if obj.UnmarshalJSON(item.Object) != nil {
+				return nil
 			}
 			ref := ItemRef{GR: gr, Namespace: item.Namespace, Name: item.Name}
 			ru.snapshots[ref] = obj
