@@ -905,9 +905,9 @@ var errFound = errors.New("found")
 func (ru *run) loadSnapshots() error {
 	for _, gr := range []schema.GroupResource{volumeSnapshotsGR, volumeSnapshotContentsGR} {
 		err := ru.spool.Each(gr, func(item SpooledItem) error {
-			obj := &unstructured.Unstructured{}
 			// One that does not decode is left out here; restoreItem records it.
-			if obj.UnmarshalJSON(item.Object) != nil {
+			obj, ok := decodeItem(item.Object)
+			if !ok {
 				return nil
 			}
 			ref := ItemRef{GR: gr, Namespace: item.Namespace, Name: item.Name}
@@ -922,6 +922,12 @@ func (ru *run) loadSnapshots() error {
 		}
 	}
 	return nil
+}
+
+// decodeItem decodes a spooled item's object.
+func decodeItem(data []byte) (*unstructured.Unstructured, bool) {
+	obj := &unstructured.Unstructured{}
+	return obj, obj.UnmarshalJSON(data) == nil
 }
 
 // backedUp answers Facts.BackedUp for the items the run keeps in memory (the snapshots).
