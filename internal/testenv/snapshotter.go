@@ -15,10 +15,12 @@ import (
 // TestDriver is the CSI driver name the simulated snapshotter answers for.
 const TestDriver = "test.csi.cairn.dev"
 
-// SimulateSnapshotter plays a CSI snapshotter until ctx ends: for each new VolumeSnapshot it
-// waits delay, then creates a VolumeSnapshotContent and sets readyToUse; a snapshot of a PVC
-// whose name contains "fail" gets an error instead, one of a "slow" PVC never gets ready, and
-// one of a "wait" PVC takes ten times delay.
+// SimulateSnapshotter plays a CSI snapshotter until ctx ends: for each new VolumeSnapshot of a
+// PVC it waits delay, then creates a VolumeSnapshotContent with the snapshot's handle in its
+// status (as the CSI sidecar does) and sets readyToUse; a snapshot of a PVC whose name contains
+// "fail" gets an error instead, one of a "slow" PVC never gets ready, and one of a "wait" PVC
+// takes ten times delay. A pre-provisioned VolumeSnapshot (source.volumeSnapshotContentName,
+// as a restore makes) is bound to its content once that exists, after delay.
 func SimulateSnapshotter(ctx context.Context, c client.Client, delay time.Duration) {
 	seen := map[string]time.Time{}
 	for ctx.Err() == nil {
@@ -33,6 +35,13 @@ func SimulateSnapshotter(ctx context.Context, c client.Client, delay time.Durati
 				key := vs.Namespace + "/" + vs.Name
 				if _, ok := seen[key]; !ok {
 					seen[key] = time.Now()
+				}
+				if content := ptr.Deref(vs.Spec.Source.VolumeSnapshotContentName, ""); content != "" {
+					if time.Since(seen[key]) >= delay && c.Get(ctx, client.ObjectKey{Name: content}, contentObject()) == nil {
+						u.Object["status"] = map[string]any{"readyToUse": true, "boundVolumeSnapshotContentName": content}
+						_ = c.Status().Update(ctx, &u)
+					}
+					continue
 				}
 				pvc := ptr.Deref(vs.Spec.Source.PersistentVolumeClaimName, "")
 				wait := delay
@@ -55,7 +64,10 @@ func SimulateSnapshotter(ctx context.Context, c client.Client, delay time.Durati
 							"volumeSnapshotRef": map[string]any{"name": vs.Name, "namespace": vs.Namespace},
 						},
 					}}
-					_ = c.Create(ctx, content)
+					if c.Create(ctx, content) == nil {
+						content.Object["status"] = map[string]any{"readyToUse": true, "snapshotHandle": "snapshot-" + vs.Namespace + "-" + vs.Name}
+						_ = c.Status().Update(ctx, content)
+					}
 				}
 				u.Object["status"] = status
 				_ = c.Status().Update(ctx, &u)
@@ -66,4 +78,11 @@ func SimulateSnapshotter(ctx context.Context, c client.Client, delay time.Durati
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// contentObject is an empty VolumeSnapshotContent to read one into.
+func contentObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshotContent"))
+	return u
 }
