@@ -552,6 +552,18 @@ func TestQueuePassGoesOnAfterAFailedWrite(t *testing.T) {
 			wantRetried: map[string]string{"bad": "ReadyToStart", "good": "ReadyToStart"},
 		},
 		{
+			// The slot the failed one would have taken goes to the next in line at once.
+			name:        "New → Queued of the first new backup fails, with one slot",
+			concurrency: 1,
+			backups: []*cairnv1.Backup{
+				queueBackup("bad", 1, "", 0, selecting("a")),
+				queueBackup("good", 2, "", 0, selecting("b")),
+			},
+			fault:       tooBig,
+			want:        map[string]string{"bad": "", "good": "ReadyToStart"},
+			wantRetried: map[string]string{"bad": "Queued:1", "good": "ReadyToStart"},
+		},
+		{
 			name:        "the dequeue of the first queued backup fails",
 			concurrency: 2,
 			backups: []*cairnv1.Backup{
