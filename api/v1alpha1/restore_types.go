@@ -84,6 +84,9 @@ const (
 	// RestoreConditionStorageReady is False while a ReadyToStart restore waits for its storage
 	// location; its message says why.
 	RestoreConditionStorageReady = "StorageReady"
+	// RestoreConditionCancelled is True once a cancelled (or deleted) restore has ended; the
+	// objects it created stay.
+	RestoreConditionCancelled = "Cancelled"
 	// RestoreConditionFilesStored says whether the restore's log, results and resource list were
 	// written to storage (False when no ReadWrite location could hold them).
 	RestoreConditionFilesStored = "FilesStored"
@@ -95,6 +98,8 @@ const (
 	ReasonNamespacesReady      = "NamespacesReady"
 	ReasonFilesStored          = "Stored"
 	ReasonNoWritableLocation   = "NoWritableLocation"
+	// ReasonRestoreDeleted: the restore was stopped because it was deleted.
+	ReasonRestoreDeleted = "RestoreDeleted"
 )
 
 // ExistingResourcePolicy says what a restore does with an object that already exists.

@@ -13,23 +13,37 @@ import (
 // reconciler. A call cut short fails its operation with the context's error.
 const OperationCallTimeout = 30 * time.Second
 
-// AdvanceOperation asks an unfinished operation's action how it is doing and returns the
-// operation updated: Completed, Failed (with the error), or still InProgress with its
-// progress. One past its timeout is cancelled and fails with "timed out". action is nil when
-// no registered action has the operation's name. ctx bounds this one call.
+// OperationTracker is what advancing or cancelling an async operation asks of the action that
+// started it: a backup's BackupItemAction or a restore's RestoreItemAction, bound to its
+// object. Advance and Cancel are the one way an operation moves, for both kinds.
+type OperationTracker interface {
+	Progress(ctx context.Context, operationID string) (OperationProgress, error)
+	Cancel(ctx context.Context, operationID string) error
+}
+
+// AdvanceOperation is Advance for an operation of a backup; action is nil when no registered
+// action has the operation's name.
 func AdvanceOperation(ctx context.Context, op Operation, action BackupItemAction, b *cairnv1.Backup, now time.Time, timeout time.Duration) Operation {
+	return Advance(ctx, op, backupTracker(action, b), now, timeout)
+}
+
+// Advance asks an unfinished operation's action how it is doing and returns the operation
+// updated: Completed, Failed (with the error), or still InProgress with its progress. One past
+// its timeout is cancelled and fails with "timed out". t is nil when no registered action has
+// the operation's name. ctx bounds this one call.
+func Advance(ctx context.Context, op Operation, t OperationTracker, now time.Time, timeout time.Duration) Operation {
 	if !op.Running() {
 		return op
 	}
 	op.Updated = now
-	if action == nil {
+	if t == nil {
 		op.Phase, op.Error = OperationFailed, fmt.Sprintf("action %s is not registered", op.Action)
 		return op
 	}
 	if now.Sub(op.Started) > timeout {
-		return CancelOperation(ctx, op, action, b, now, fmt.Sprintf("timed out after %s", timeout))
+		return Cancel(ctx, op, t, now, fmt.Sprintf("timed out after %s", timeout))
 	}
-	p, err := action.Progress(ctx, op.OperationID, b)
+	p, err := t.Progress(ctx, op.OperationID)
 	switch {
 	case err != nil:
 		op.Phase, op.Error = OperationFailed, err.Error()
@@ -43,6 +57,27 @@ func AdvanceOperation(ctx context.Context, op Operation, action BackupItemAction
 	}
 	op.NCompleted, op.NTotal, op.Units, op.Description = p.NCompleted, p.NTotal, p.Units, p.Description
 	return op
+}
+
+// backupTracker binds a backup's action to the backup; nil when there is no action.
+func backupTracker(action BackupItemAction, b *cairnv1.Backup) OperationTracker {
+	if action == nil {
+		return nil
+	}
+	return boundBackupAction{action, b}
+}
+
+type boundBackupAction struct {
+	action BackupItemAction
+	b      *cairnv1.Backup
+}
+
+func (a boundBackupAction) Progress(ctx context.Context, id string) (OperationProgress, error) {
+	return a.action.Progress(ctx, id, a.b)
+}
+
+func (a boundBackupAction) Cancel(ctx context.Context, id string) error {
+	return a.action.Cancel(ctx, id, a.b)
 }
 
 // OperationCounts counts operations by outcome.
@@ -77,18 +112,23 @@ func NextAfterOperations(phase cairnv1.BackupPhase, ops []Operation) cairnv1.Bac
 	return cairnv1.BackupPhaseFinalizing
 }
 
-// CancelOperation cancels one unfinished operation: its action's Cancel is called (unless
-// action is nil: no registered action has its name) and the operation fails with reason. A
-// Cancel that fails is part of the operation's error; what the operation created is removed by
-// the cancelled backup's cleanup in any case. ctx bounds this one call. A finished operation is
-// returned as it is.
+// CancelOperation is Cancel for an operation of a backup; action is nil when no registered
+// action has the operation's name.
 func CancelOperation(ctx context.Context, op Operation, action BackupItemAction, b *cairnv1.Backup, now time.Time, reason string) Operation {
+	return Cancel(ctx, op, backupTracker(action, b), now, reason)
+}
+
+// Cancel cancels one unfinished operation: its action's Cancel is called (unless t is nil: no
+// registered action has its name) and the operation fails with reason. A Cancel that fails is
+// part of the operation's error. ctx bounds this one call. A finished operation is returned as
+// it is.
+func Cancel(ctx context.Context, op Operation, t OperationTracker, now time.Time, reason string) Operation {
 	if !op.Running() {
 		return op
 	}
 	op.Phase, op.Error, op.Updated = OperationFailed, reason, now
-	if action != nil {
-		if err := action.Cancel(ctx, op.OperationID, b); err != nil {
+	if t != nil {
+		if err := t.Cancel(ctx, op.OperationID); err != nil {
 			op.Error = fmt.Sprintf("%s (cancelling it failed: %v)", reason, err)
 		}
 	}

@@ -70,3 +70,52 @@ func (r *CancelWarningReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&cairnv1.Backup{}, builder.WithPredicates(cancelSet)).
 		Complete(r)
 }
+
+// RestoreCancelWarningReconciler is CancelWarningReconciler for restores: a Warning event
+// tells a user who cancels a restore that has already ended that the cancel changes nothing.
+type RestoreCancelWarningReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+}
+
+// Reconcile warns about a cancel of a finished restore.
+func (r *RestoreCancelWarningReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var rs cairnv1.Restore
+	if err := r.Get(ctx, req.NamespacedName, &rs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if why, ok := restoreCancelIgnored(&rs); ok {
+		r.Recorder.Eventf(&rs, nil, corev1.EventTypeWarning, "CancelIgnored", "Cancel", why)
+	}
+	return ctrl.Result{}, nil
+}
+
+// restoreCancelIgnored says why a cancel of this restore changes nothing, when it does not.
+func restoreCancelIgnored(rs *cairnv1.Restore) (string, bool) {
+	if !rs.Spec.Cancel || !rs.EffectivePhase().IsTerminal() {
+		return "", false
+	}
+	return "The restore had already ended in phase " + string(rs.EffectivePhase()) + "; the cancel changes nothing. The objects it restored stay; delete them yourself if they must go.", true
+}
+
+// SetupWithManager registers the reconciler for updates that set spec.cancel.
+func (r *RestoreCancelWarningReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	cancelSet := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*cairnv1.Restore)
+			cur, okNew := e.ObjectNew.(*cairnv1.Restore)
+			if !okOld || !okNew || old.Spec.Cancel {
+				return false
+			}
+			_, ignored := restoreCancelIgnored(cur)
+			return ignored
+		},
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("restorecancelwarning").
+		For(&cairnv1.Restore{}, builder.WithPredicates(cancelSet)).
+		Complete(r)
+}

@@ -86,7 +86,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return err
 		}
 		keys = store.Layout.Backup(b.Namespace, b.Name)
-		ops, err = readOperations(ctx, store, keys)
+		ops, err = readOperations(ctx, store, keys.ItemOperations)
 		return err
 	})
 	if _, failureReason, cancelled := cancellation(&b); cancelled {
@@ -118,7 +118,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ops[i] = next
 	}
 	if changed {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); err != nil {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys.ItemOperations, ops) }); err != nil {
 			return r.cannotPoll(ctx, &b, store, keys, ops, true, fmt.Errorf("writing the operations: %w", err))
 		}
 	}
@@ -192,7 +192,7 @@ func (r *OperationsReconciler) cannotPoll(ctx context.Context, b *cairnv1.Backup
 	}
 	ops = r.cancelEach(ctx, b, ops, reason)
 	if known && store != nil {
-		if perr := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); perr != nil {
+		if perr := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys.ItemOperations, ops) }); perr != nil {
 			ctrl.LoggerFrom(ctx).Info("Could not record the operations given up on", "backup", qualifiedName(b), "error", perr.Error())
 		}
 	}
@@ -243,7 +243,7 @@ func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, st
 	running, _, _ := backup.OperationCounts(ops)
 	ops = r.cancelEach(ctx, b, ops, failureReason)
 	if known && store != nil && len(ops) > 0 {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys, ops) }); err != nil {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys.ItemOperations, ops) }); err != nil {
 			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", "backup", qualifiedName(b), "error", err.Error())
 		}
 	}
@@ -261,20 +261,20 @@ func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, st
 }
 
 // putOperations writes a backup's operations object.
-func putOperations(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, ops []backup.Operation) error {
+func putOperations(ctx context.Context, store storage.ObjectStore, key string, ops []backup.Operation) error {
 	data, err := backup.GzipJSON(ops)
 	if err != nil {
 		return err
 	}
-	return store.Put(ctx, keys.ItemOperations, bytes.NewReader(data))
+	return store.Put(ctx, key, bytes.NewReader(data))
 }
 
 // errCorruptOperations marks an operations object that cannot be decoded.
 var errCorruptOperations = errors.New("the operations object is corrupt")
 
 // readOperations reads a backup's operations object.
-func readOperations(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys) ([]backup.Operation, error) {
-	rc, err := store.Get(ctx, keys.ItemOperations)
+func readOperations(ctx context.Context, store storage.ObjectStore, key string) ([]backup.Operation, error) {
+	rc, err := store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("reading the operations: %w", err)
 	}

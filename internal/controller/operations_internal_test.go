@@ -214,7 +214,7 @@ func (tt *operationsTest) backup(t *testing.T) *cairnv1.Backup {
 // storedOperations reads the operations object around the faults.
 func (tt *operationsTest) storedOperations(t *testing.T) []backup.Operation {
 	t.Helper()
-	ops, err := readOperations(context.Background(), tt.store, tt.keys)
+	ops, err := readOperations(context.Background(), tt.store, tt.keys.ItemOperations)
 	if err != nil {
 		t.Fatal(err)
 	}

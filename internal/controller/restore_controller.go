@@ -14,14 +14,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -53,6 +58,10 @@ type RestoreReconciler struct {
 	ConcurrentRestores int
 	// PhaseTimeout bounds how long a ReadyToStart restore waits for its storage.
 	PhaseTimeout time.Duration
+
+	// Operations hands a run's async operations to the restore operations reconciler when the
+	// restore has no storage for its files (shared with it).
+	Operations *uidMap[[]backup.Operation]
 
 	// running holds the restores this process runs, by UID.
 	running uidMap[context.CancelCauseFunc]
@@ -147,6 +156,9 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		meta.SetStatusCondition(&s.Conditions, filesCondition)
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if _, cancelled := restoreCancellation(rs); cancelled {
+		cancelRun(restore.ErrCancelRequested) // cancelled between the read and the write
 	}
 	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Started", "Start", "Restore of backup %s started", backupName)
 	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files)
@@ -272,6 +284,14 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	if res.Ending == restore.Interrupted {
 		return nil // the manager is stopping: the restart recovery ends the restore
 	}
+	if res.Ending == restore.Cancelled {
+		failureReason, _ := restoreCancellation(rs)
+		if failureReason == "" {
+			failureReason = cairnv1.FailureReasonRestoreCancelled
+		}
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s: its worker pool was stopped after %d of %d items; the objects it created stay",
+			failureReason, res.ItemsRestored, res.TotalItems)
+	}
 	mu.Lock()
 	rs = live
 	mu.Unlock()
@@ -284,6 +304,11 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 			res.FilesError = r.toTenant(rs, live.Status.StorageLocation, res.FilesError)
 		}
 	}
+	if files == nil && len(res.Operations) > 0 && r.Operations != nil {
+		// Nowhere to store them: the operations reconciler follows them from memory (a
+		// restart loses them, and the restore then ends PartiallyFailed).
+		r.Operations.set(rs.UID, res.Operations)
+	}
 	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
 	if res.Ending == restore.Failed {
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Restore", "Restore failed: %s", res.FailureReason)
@@ -294,21 +319,25 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	return r.endRun(ctx, rs, mutate)
 }
 
-// restoreEnding is the status write that ends a run: Finalizing or FinalizingPartiallyFailed
-// (errors) for a run that went through every item, Failed with the reason for one that could
-// not; the counts, and whether the files were stored.
+// restoreEnding is the status write that ends a run: for a run that went through every item,
+// WaitingForPluginOperations[PartiallyFailed] while operations its actions started run, else
+// Finalizing[PartiallyFailed] (errors); FinalizingCancelled for a cancelled run; Failed with
+// the reason for one that could not go on; the counts, and whether the files were stored.
 func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(*cairnv1.RestoreStatus) {
 	return func(s *cairnv1.RestoreStatus) {
-		switch {
-		case res.Ending == restore.Failed:
+		switch res.Ending {
+		case restore.Cancelled:
+			s.Phase = cairnv1.RestorePhaseFinalizingCancelled
+		case restore.Failed:
 			s.Phase = cairnv1.RestorePhaseFailed
 			s.FailureReason = res.FailureReason
 			s.CompletionTimestamp = &now
-		case res.Errors > 0:
-			s.Phase = cairnv1.RestorePhaseFinalizingPartiallyFailed
 		default:
-			s.Phase = cairnv1.RestorePhaseFinalizing
+			s.Phase = restore.PhaseAfterRun(res.Errors, res.Operations)
 		}
+		_, completed, failed := backup.OperationCounts(res.Operations)
+		s.RestoreItemOperationsAttempted = int32(len(res.Operations))
+		s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = int32(completed), int32(failed)
 		s.Progress = cairnv1.NewRestoreProgress(res.ItemsRestored, res.TotalItems)
 		s.Warnings, s.Errors = res.Warnings, res.Errors
 		if c := meta.FindStatusCondition(s.Conditions, cairnv1.RestoreConditionFilesStored); c != nil && c.Status == metav1.ConditionUnknown {
@@ -404,9 +433,28 @@ func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		rs, ok := obj.(*cairnv1.Restore)
 		return ok && (rs.Status.Phase == cairnv1.RestorePhaseReadyToStart || rs.Status.Phase == cairnv1.RestorePhaseInProgress)
 	})
+	// The reconcile of a running restore is busy running it: a cancel or a deletion reaches
+	// the run through this watch, which cancels its context.
+	runs := handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			rs, ok := e.ObjectNew.(*cairnv1.Restore)
+			if !ok {
+				return
+			}
+			if cancel, running := r.running.get(rs.UID); running {
+				if _, cancelled := restoreCancellation(rs); cancelled {
+					cancel(restore.ErrCancelRequested)
+				}
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.unwritten.forget(e.Object.GetUID())
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restore").
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
+		Watches(&cairnv1.Restore{}, runs).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}).
 		Complete(r)
 }

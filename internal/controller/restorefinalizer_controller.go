@@ -49,6 +49,10 @@ func (r *RestoreFinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if next, ok := finalizedRestorePhase(rs.Status.Phase); ok {
+		if _, cancelled := restoreCancellation(&rs); cancelled {
+			// A cancel that came while the restore was finalizing: it ends cancelled.
+			next = cairnv1.RestorePhaseFailed
+		}
 		return ctrl.Result{}, r.finalize(ctx, &rs, next)
 	}
 	if rs.DeletionTimestamp != nil && rs.Status.Phase.IsTerminal() && controllerutil.ContainsFinalizer(&rs, cairnv1.RestoreDataFinalizer) {
@@ -72,15 +76,22 @@ func finalizedRestorePhase(p cairnv1.RestorePhase) (cairnv1.RestorePhase, bool) 
 
 func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, next cairnv1.RestorePhase) error {
 	now := metav1.NewTime(r.Clock.Now())
-	cancelled := rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled
+	failureReason, cancelled := restoreCancellation(rs)
+	if rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled && !cancelled {
+		failureReason, cancelled = cairnv1.FailureReasonRestoreCancelled, true
+	}
 	err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = next
 		s.CompletionTimestamp = &now
 		if cancelled {
-			s.FailureReason = cairnv1.FailureReasonRestoreCancelled
+			reason := cairnv1.ReasonCancelledByUser
+			if rs.DeletionTimestamp != nil && !rs.Spec.Cancel {
+				reason = cairnv1.ReasonRestoreDeleted
+			}
+			s.FailureReason = failureReason
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-				Type: cairnv1.BackupConditionCancelled, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonCancelledByUser,
-				Message: "the restore was cancelled; the objects it created stay", ObservedGeneration: rs.Generation, LastTransitionTime: now,
+				Type: cairnv1.RestoreConditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
+				Message: "the restore was stopped; the objects it created stay (its resource list names them)", ObservedGeneration: rs.Generation, LastTransitionTime: now,
 			})
 		}
 	})

@@ -39,8 +39,9 @@ type Config struct {
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
-	// "operations", "finalizer", "deletion", "restore", "restorefinalizer", "cancelwarning",
-	// "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
+	// "cancelwarning", "restorecancelwarning", "storagelocation"); empty means all of them.
+	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
 	// DefaultItemOperationSyncFrequency.
@@ -74,6 +75,8 @@ type Config struct {
 	// RestoreScratchDir holds the restores' unpacked archives; "" means the system's temporary
 	// directory.
 	RestoreScratchDir string
+	// RestoreActions are RestoreItemActions registered in-process after the built-in ones.
+	RestoreActions []restore.Action
 	// RestoreNamespaceTimeout bounds how long a restore waits for a terminating target
 	// namespace; 0 means restore.DefaultNamespaceTimeout.
 	RestoreNamespaceTimeout time.Duration
@@ -127,7 +130,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
 	logs := &logUploads{}
-	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities,
+	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
+	restoreOps := &uidMap[[]backup.Operation]{}
+	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout}
 	reconcilers := []struct {
@@ -205,6 +210,19 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:               recovery,
 			ConcurrentRestores: cfg.ConcurrentRestores,
 			PhaseTimeout:       cfg.PhaseTimeout,
+			Operations:         restoreOps,
+		}},
+		{"restoreoperations", &RestoreOperationsReconciler{
+			Client:        mgr.GetClient(),
+			Namespace:     cfg.Namespace,
+			Actions:       restoreActions,
+			stores:        st,
+			Clock:         cfg.Clock,
+			Recorder:      mgr.GetEventRecorder("cairn-restore-operations"),
+			Gate:          recovery,
+			SyncFrequency: cfg.ItemOperationSyncFrequency,
+			PhaseTimeout:  cfg.PhaseTimeout,
+			Operations:    restoreOps,
 		}},
 		{"restorefinalizer", &RestoreFinalizerReconciler{
 			Client:    mgr.GetClient(),
@@ -215,6 +233,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:      recovery,
 		}},
 		{"cancelwarning", &CancelWarningReconciler{
+			Client:   mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("cairn-cancel"),
+		}},
+		{"restorecancelwarning", &RestoreCancelWarningReconciler{
 			Client:   mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("cairn-cancel"),
 		}},

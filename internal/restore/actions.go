@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
 )
 
 // Facts are what actions may ask about the rest of the restore.
@@ -16,6 +17,14 @@ type Facts struct {
 	// PVRestored reports whether the PersistentVolume named name is restored by this restore.
 	// Nil means none is.
 	PVRestored func(name string) bool
+	// BackedUp returns an item of the backup, as backed up, or nil when the backup does not
+	// hold it (nil: none). The run answers it for VolumeSnapshots and VolumeSnapshotContents.
+	BackedUp func(ref ItemRef) *unstructured.Unstructured
+	// SnapshotOf returns the backup's VolumeSnapshot of the claim namespace/name (as backed
+	// up) and its VolumeSnapshotContent; nils when the backup holds none (nil: none).
+	SnapshotOf func(namespace, claim string) (vs, vsc *unstructured.Unstructured)
+	// Restore is the restore being run.
+	Restore *cairnv1.Restore
 }
 
 func (f Facts) pvRestored(name string) bool { return f.PVRestored != nil && f.PVRestored(name) }
@@ -37,16 +46,72 @@ type ActionOutput struct {
 	// Skip says not to restore this item; SkipReason says why.
 	Skip       bool
 	SkipReason string
+	// AdditionalItems are items of the backup, named as backed up (their namespace before
+	// mapping), to restore before this one when the restore's filters let them through as
+	// additional items and it has not restored them already.
+	AdditionalItems []ItemRef
+	// OperationID, when set, names an async operation that keeps running after the item is
+	// created: the restore waits for it (WaitingForPluginOperations) through Progress.
+	OperationID string
 }
 
-// Action is a RestoreItemAction (v1, synchronous): it sees every prepared item of the
-// resources it applies to before the item is created. Actions are registered in-process.
+// Action is a RestoreItemAction (v2): it sees every prepared item of the resources it applies
+// to before the item is created, and may start an async operation that the restore waits for.
+// Actions are registered in-process.
 type Action interface {
-	// Name identifies the action in logs.
+	// Name identifies the action in logs and recorded operations.
 	Name() string
 	// AppliesTo lists the resources the action sees; empty means every resource.
 	AppliesTo() []schema.GroupResource
 	Execute(ctx context.Context, in ActionInput) (ActionOutput, error)
+	// Progress reports how the operation operationID (from Execute) is doing.
+	Progress(ctx context.Context, operationID string, rs *cairnv1.Restore) (backup.OperationProgress, error)
+	// Cancel stops the operation operationID: the restore was cancelled, or it timed out.
+	Cancel(ctx context.Context, operationID string, rs *cairnv1.Restore) error
+}
+
+// SyncAction gives an action that starts no operations its Progress and Cancel.
+type SyncAction struct{}
+
+// Progress says an operation is complete: a synchronous action starts none.
+func (SyncAction) Progress(context.Context, string, *cairnv1.Restore) (backup.OperationProgress, error) {
+	return backup.OperationProgress{Completed: true}, nil
+}
+
+// Cancel has nothing to stop.
+func (SyncAction) Cancel(context.Context, string, *cairnv1.Restore) error { return nil }
+
+// Named returns the action named name, or nil.
+func (a *Actions) Named(name string) Action {
+	for _, action := range a.actions {
+		if action.Name() == name {
+			return action
+		}
+	}
+	return nil
+}
+
+// Tracker binds the action named name to the restore rs, for backup.Advance and
+// backup.Cancel; nil when no action has that name.
+func (a *Actions) Tracker(name string, rs *cairnv1.Restore) backup.OperationTracker {
+	action := a.Named(name)
+	if action == nil {
+		return nil
+	}
+	return boundAction{action, rs}
+}
+
+type boundAction struct {
+	action Action
+	rs     *cairnv1.Restore
+}
+
+func (b boundAction) Progress(ctx context.Context, id string) (backup.OperationProgress, error) {
+	return b.action.Progress(ctx, id, b.rs)
+}
+
+func (b boundAction) Cancel(ctx context.Context, id string) error {
+	return b.action.Cancel(ctx, id, b.rs)
 }
 
 // Actions is the built-in actions plus extra ones, in registration order.
@@ -91,7 +156,7 @@ var (
 )
 
 // podAction makes a backed-up pod one the API server creates and the scheduler places anew.
-type podAction struct{}
+type podAction struct{ SyncAction }
 
 // tokenVolumePrefix names the projected service-account token volume that the ServiceAccount
 // admission plugin adds to pods ("kube-api-access-" and five random characters).
@@ -191,7 +256,7 @@ func isTokenVolume(v map[string]any, name, serviceAccount string) bool {
 }
 
 // serviceAction lets the cluster assign a restored Service's addresses and ports again.
-type serviceAction struct{}
+type serviceAction struct{ SyncAction }
 
 func (serviceAction) Name() string                      { return "cairn.dev/service" }
 func (serviceAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{servicesGR} }
@@ -245,7 +310,7 @@ const (
 )
 
 // pvcAction makes a restored claim bind again: to its restored volume, or to a new one.
-type pvcAction struct{}
+type pvcAction struct{ SyncAction }
 
 func (pvcAction) Name() string                      { return "cairn.dev/persistentvolumeclaim" }
 func (pvcAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{pvcsGR} }
@@ -271,7 +336,7 @@ func (pvcAction) Execute(_ context.Context, in ActionInput) (ActionOutput, error
 }
 
 // pvAction restores a PersistentVolume only when its data outlives its claim.
-type pvAction struct{}
+type pvAction struct{ SyncAction }
 
 func (pvAction) Name() string                      { return "cairn.dev/persistentvolume" }
 func (pvAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{pvsGR} }
@@ -318,7 +383,7 @@ const (
 )
 
 // jobAction lets the API server generate a restored job's selector again.
-type jobAction struct{}
+type jobAction struct{ SyncAction }
 
 func (jobAction) Name() string                      { return "cairn.dev/job" }
 func (jobAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{jobsGR} }
@@ -350,7 +415,7 @@ func (jobAction) Execute(_ context.Context, in ActionInput) (ActionOutput, error
 }
 
 // bindingSubjectsAction maps the namespaces of a binding's service accounts.
-type bindingSubjectsAction struct{}
+type bindingSubjectsAction struct{ SyncAction }
 
 func (bindingSubjectsAction) Name() string { return "cairn.dev/binding-subjects" }
 func (bindingSubjectsAction) AppliesTo() []schema.GroupResource {

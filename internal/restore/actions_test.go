@@ -370,6 +370,7 @@ func TestBindingSubjectsAction(t *testing.T) {
 
 // recordingAction is an extra action that applies to the resources it is given.
 type recordingAction struct {
+	SyncAction
 	name      string
 	resources []schema.GroupResource
 }

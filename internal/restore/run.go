@@ -42,13 +42,15 @@ const (
 )
 
 var (
-	runServiceAccountsGR  = schema.GroupResource{Resource: "serviceaccounts"}
-	namespaceGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	crdGVR                = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	errArchiveFormat      = errors.New("unsupported archive format")
-	errStorage            = errors.New("storage failure")
-	errCommitMarker       = errors.New("wrong commit marker")
-	supportedFormatMajors = []string{"1"}
+	runServiceAccountsGR     = schema.GroupResource{Resource: "serviceaccounts"}
+	volumeSnapshotsGR        = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"}
+	volumeSnapshotContentsGR = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents"}
+	namespaceGVR             = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	crdGVR                   = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	errArchiveFormat         = errors.New("unsupported archive format")
+	errStorage               = errors.New("storage failure")
+	errCommitMarker          = errors.New("wrong commit marker")
+	supportedFormatMajors    = []string{"1"}
 )
 
 // Runner runs restores. One Runner serves every restore; each Run has its own worker pool.
@@ -111,9 +113,18 @@ const (
 	Finished Ending = "Finished"
 	// Failed: the run could not go on; Result.FailureReason says why.
 	Failed Ending = "Failed"
-	// Interrupted: the run's context ended (the manager is stopping): nothing more was done.
+	// Cancelled: the run stopped on ErrCancelRequested; the objects it had created stay, and
+	// its files (resource list, results, log) say so.
+	Cancelled Ending = "Cancelled"
+	// Interrupted: the run's context ended for another cause (the manager is stopping):
+	// nothing more was done.
 	Interrupted Ending = "Interrupted"
 )
+
+// ErrCancelRequested is the cause to cancel a run's context with when the restore is
+// cancelled (spec.cancel or a deletion): the worker pool stops at once, and the run writes its
+// files (what it created so far) before it returns.
+var ErrCancelRequested = errors.New("restore cancel requested")
 
 // Result is what a run did.
 type Result struct {
@@ -123,6 +134,10 @@ type Result struct {
 	TotalItems    int64
 	// Warnings and Errors are the counts of the run's log.
 	Warnings, Errors int32
+	// Operations are the async operations the run's actions started: those still running when
+	// the run Finished are what the restore waits for (WaitingForPluginOperations); a cancelled
+	// or failed run cancelled them.
+	Operations []backup.Operation
 	// StorageFailure says that the run failed reading its backup from storage (not on a
 	// checksum mismatch): its FailureReason may name the location's configuration.
 	StorageFailure bool
@@ -181,6 +196,15 @@ type run struct {
 	results      Results
 	restoredPVs  map[string]bool
 	restoredCRDs []string
+	// handled are the items already restored (or being restored), by itemKey: an additional
+	// item an action named is restored once, whichever way it is reached first.
+	handled map[string]bool
+	// ops are the async operations the actions started.
+	ops []backup.Operation
+	// snapshots are the backup's VolumeSnapshots and VolumeSnapshotContents (few), which the
+	// CSI restore action reads; snapshotOf finds a claim's snapshot.
+	snapshots  map[ItemRef]*unstructured.Unstructured
+	snapshotOf map[ItemRef]ItemRef
 }
 
 // plan is what the first pass over the spool decided: the facts the selection of
@@ -234,6 +258,9 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 		},
 		list:        ResourceList{},
 		restoredPVs: map[string]bool{},
+		handled:     map[string]bool{},
+		snapshots:   map[ItemRef]*unstructured.Unstructured{},
+		snapshotOf:  map[ItemRef]ItemRef{},
 	}
 	ru.log.WithField("restore", rs.Namespace+"/"+rs.Name).WithField("backup", rs.Status.BackupName).Info("Restore started")
 	stop := backup.ReportProgress(ctx, r.clock(), r.ProgressInterval, ru.counts, req.OnProgress)
@@ -245,6 +272,13 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 	res := &Result{}
 	res.ItemsRestored, res.TotalItems = ru.counts()
 	switch {
+	case errors.Is(context.Cause(ctx), ErrCancelRequested):
+		res.Ending = Cancelled
+		ru.log.WithField("itemsRestored", res.ItemsRestored).WithField("totalItems", res.TotalItems).
+			Warn("Restore cancelled: the worker pool was stopped; the objects created so far stay")
+		// The run's context is over: the files are written on one that only the storage
+		// timeout ends, so that what was created is on record.
+		ctx = context.WithoutCancel(ctx)
 	case ctx.Err() != nil:
 		res.Ending = Interrupted
 		return res
@@ -256,9 +290,32 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 		res.Ending = Finished
 		ru.log.WithField("itemsRestored", res.ItemsRestored).WithField("totalItems", res.TotalItems).Info("Restore finished")
 	}
+	if res.Ending != Finished {
+		reason := "the restore failed"
+		if res.Ending == Cancelled {
+			reason = cairnv1.FailureReasonRestoreCancelled
+		}
+		ru.cancelOperations(ctx, reason)
+	}
+	res.Operations = ru.ops
 	res.Warnings, res.Errors = ru.log.Counts()
 	res.FilesError = ru.putFiles(ctx)
 	return res
+}
+
+// cancelOperations cancels every operation the run started that still runs (each call
+// bounded), saying so in the log.
+func (ru *run) cancelOperations(ctx context.Context, reason string) {
+	now := ru.clock().Now()
+	for i, op := range ru.ops {
+		if !op.Running() {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, backup.OperationCallTimeout)
+		ru.ops[i] = backup.Cancel(callCtx, op, ru.actions().Tracker(op.Action, ru.restore), now, reason)
+		cancel()
+		ru.log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + ru.ops[i].Error)
+	}
 }
 
 // namespaceMapping is a restore's spec.namespaceMapping as plain strings.
@@ -278,6 +335,9 @@ func (ru *run) restoreAll(ctx context.Context) error {
 		return err
 	}
 	if err := ru.selectItems(ctx); err != nil {
+		return err
+	}
+	if err := ru.loadSnapshots(); err != nil {
 		return err
 	}
 	if err := ru.prepareNamespaces(ctx); err != nil {
@@ -657,7 +717,6 @@ func (ru *run) restoreGroup(ctx context.Context, group []schema.GroupResource) e
 					return gctx.Err()
 				}
 				ru.restoreItem(gctx, j.gr, j.item)
-				ru.done.Add(1)
 			}
 			return nil
 		})
@@ -665,8 +724,13 @@ func (ru *run) restoreGroup(ctx context.Context, group []schema.GroupResource) e
 	return g.Wait()
 }
 
-// restoreItem restores one item and records what happened to it.
+// restoreItem restores one item and records what happened to it, once: an item an action
+// already had restored as an additional item is not restored again.
 func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item SpooledItem) {
+	if !ru.claim(ItemRef{GR: gr, Namespace: item.Namespace, Name: item.Name}) {
+		return
+	}
+	defer ru.done.Add(1)
 	target := ru.restore.Spec.MapNamespace(item.Namespace)
 	if item.Namespace == "" {
 		target = ""
@@ -681,6 +745,20 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		ru.record(gr, target, item.Name, Skipped, "")
 		ru.log.WithField("item", ref).Info("Skipped: " + reason)
 		return
+	}
+	if gr == volumeSnapshotsGR || gr == volumeSnapshotContentsGR {
+		ru.record(gr, target, item.Name, Skipped, "")
+		ru.log.WithField("item", ref).Info("Skipped: a backed-up snapshot is restored by the CSI restore action, with the claim made from it")
+		return
+	}
+	if gr == pvsGR && ru.opts.RestorePVs {
+		ns, _, _ := unstructured.NestedString(obj.Object, "spec", "claimRef", "namespace")
+		claim, _, _ := unstructured.NestedString(obj.Object, "spec", "claimRef", "name")
+		if vs, vsc := ru.snapshotOfClaim(ns, claim); vs != nil && vsc != nil {
+			ru.record(gr, target, item.Name, Skipped, "")
+			ru.log.WithField("item", ref).Info("Skipped: its claim is restored from its CSI snapshot, onto a new volume")
+			return
+		}
 	}
 	if ru.team && gr == roleBindingsGR {
 		ru.record(gr, target, item.Name, Skipped, fmt.Sprintf("%s: not restored: role bindings are restored only by restores in %s (a team could otherwise regain access an administrator revoked)", ref, ru.req.OperatorNamespace))
@@ -701,13 +779,21 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		desired.SetName(ru.restore.Spec.MapNamespace(item.Name))
 		target, ref = "", describe(gr, "", desired.GetName())
 	}
+	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore}
+	var started []backup.Operation
 	for _, action := range ru.actions().For(gr) {
-		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: Facts{PVRestored: ru.pvRestored}})
+		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: facts})
+		if out.OperationID != "" {
+			started = append(started, backup.Operation{Action: action.Name(), OperationID: out.OperationID,
+				Item: backup.ItemID{GroupResource: gr, Namespace: target, Name: desired.GetName()}, Started: ru.clock().Now()})
+		}
 		if err != nil {
+			ru.abandon(ctx, started, "the item could not be restored")
 			ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: restore item action %s: %v", ref, action.Name(), err))
 			return
 		}
 		if out.Skip {
+			ru.abandon(ctx, started, "the item was skipped")
 			ru.record(gr, target, desired.GetName(), Skipped, "")
 			ru.log.WithField("item", ref).WithField("action", action.Name()).Info("Skipped: " + out.SkipReason)
 			return
@@ -715,9 +801,23 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		if out.Item != nil {
 			desired = out.Item
 		}
+		for _, more := range out.AdditionalItems {
+			ru.restoreAdditional(ctx, more)
+		}
 	}
 	outcome, warning, err := ru.apply(ctx, gr, target, desired, opts.KeepStatus)
+	if err != nil || (outcome != Created && outcome != Updated) {
+		ru.abandon(ctx, started, "the item was not created")
+	} else if len(started) > 0 {
+		ru.mu.Lock()
+		ru.ops = append(ru.ops, started...)
+		ru.mu.Unlock()
+	}
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// Cancelled (or stopping) while the create was on its way: it may have been made.
+		ru.record(gr, target, desired.GetName(), Skipped, fmt.Sprintf("%s: the restore stopped while it was being created: it may exist", ref))
+		return
 	case err != nil:
 		ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: %v", ref, err))
 	default:
@@ -738,6 +838,114 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		}
 		ru.mu.Unlock()
 	}
+}
+
+// itemKey names an item as backed up, for handled.
+func itemKey(ref ItemRef) string { return ref.GR.String() + "/" + ref.Namespace + "/" + ref.Name }
+
+// claim reports whether ref is not restored yet, and marks it.
+func (ru *run) claim(ref ItemRef) bool {
+	key := itemKey(ref)
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if ru.handled[key] {
+		return false
+	}
+	ru.handled[key] = true
+	return true
+}
+
+// abandon cancels the operations an item's actions started when the item is not restored.
+func (ru *run) abandon(ctx context.Context, ops []backup.Operation, reason string) {
+	now := ru.clock().Now()
+	for _, op := range ops {
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backup.OperationCallTimeout)
+		op = backup.Cancel(callCtx, op, ru.actions().Tracker(op.Action, ru.restore), now, reason)
+		cancel()
+		ru.log.WithField("operation", op.OperationID).WithField("action", op.Action).Info("Operation cancelled: " + op.Error)
+	}
+}
+
+// restoreAdditional restores an item an action named, before the item that needs it, when the
+// backup holds it and the filters let it through as an additional item (label selectors do
+// not apply to those).
+func (ru *run) restoreAdditional(ctx context.Context, ref ItemRef) {
+	var found *SpooledItem
+	err := ru.spool.Each(ref.GR, func(item SpooledItem) error {
+		if item.Namespace == ref.Namespace && item.Name == ref.Name {
+			found = &item
+			return errFound
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		ru.log.WithField("item", ref.String()).Warn("Additional item could not be read: " + err.Error())
+		return
+	}
+	if found == nil {
+		ru.log.WithField("item", ref.String()).Info("Additional item is not in the backup")
+		return
+	}
+	var facts itemFacts
+	_ = json.Unmarshal(found.Object, &facts)
+	if !ru.sel.Includes(ru.resource(ref.GR, ref.Namespace != ""), ref.Namespace, ref.Name, facts.Metadata.Labels, backup.Additional) {
+		return
+	}
+	if _, selected := ru.decide(ref.GR, *found); !selected {
+		ru.total.Add(1) // not counted by the plan
+	}
+	ru.restoreItem(ctx, ref.GR, *found)
+}
+
+// errFound ends a search of the spool.
+var errFound = errors.New("found")
+
+// loadSnapshots keeps the backup's VolumeSnapshots and VolumeSnapshotContents in memory (one
+// of each per snapshotted claim), indexed by the claim each one was taken of.
+func (ru *run) loadSnapshots() error {
+	for _, gr := range []schema.GroupResource{volumeSnapshotsGR, volumeSnapshotContentsGR} {
+		err := ru.spool.Each(gr, func(item SpooledItem) error {
+			// One that does not decode is left out here; restoreItem records it.
+			obj, ok := decodeItem(item.Object)
+			if !ok {
+				return nil
+			}
+			ref := ItemRef{GR: gr, Namespace: item.Namespace, Name: item.Name}
+			ru.snapshots[ref] = obj
+			if claim, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "persistentVolumeClaimName"); gr == volumeSnapshotsGR && claim != "" {
+				ru.snapshotOf[ItemRef{GR: pvcsGR, Namespace: item.Namespace, Name: claim}] = ref
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeItem decodes a spooled item's object.
+func decodeItem(data []byte) (*unstructured.Unstructured, bool) {
+	obj := &unstructured.Unstructured{}
+	return obj, obj.UnmarshalJSON(data) == nil
+}
+
+// backedUp answers Facts.BackedUp for the items the run keeps in memory (the snapshots).
+func (ru *run) backedUp(ref ItemRef) *unstructured.Unstructured { return ru.snapshots[ref] }
+
+// snapshotOfClaim answers Facts.SnapshotOf: the backup's VolumeSnapshot of the claim
+// (namespace and name as backed up) and its VolumeSnapshotContent, or nils.
+func (ru *run) snapshotOfClaim(namespace, claim string) (vs, vsc *unstructured.Unstructured) {
+	ref, ok := ru.snapshotOf[ItemRef{GR: pvcsGR, Namespace: namespace, Name: claim}]
+	if !ok {
+		return nil, nil
+	}
+	vs = ru.snapshots[ref]
+	content, _, _ := unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
+	if content == "" {
+		return vs, nil
+	}
+	return vs, ru.snapshots[ItemRef{GR: volumeSnapshotContentsGR, Name: content}]
 }
 
 func (ru *run) actions() *Actions {
@@ -985,6 +1193,15 @@ func (ru *run) putFiles(ctx context.Context) error {
 	}
 	keys := []string{objects[0].key, objects[1].key, ru.req.FilesKeys.Logs}
 	datas = append(datas, logData)
+	if len(ru.ops) > 0 {
+		data, err := backup.GzipJSON(ru.ops)
+		if err != nil {
+			return err
+		}
+		// The operations go first: a restore waiting for them must find them after a restart.
+		keys = append([]string{ru.req.FilesKeys.ItemOperations}, keys...)
+		datas = append([][]byte{data}, datas...)
+	}
 	for i, key := range keys {
 		data := datas[i]
 		if err := ru.storageCall(ctx, func(ctx context.Context) error { return ru.req.Files.Put(ctx, key, bytes.NewReader(data)) }); err != nil {

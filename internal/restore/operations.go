@@ -1,0 +1,34 @@
+package restore
+
+import (
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+)
+
+// PhaseAfterRun is where a restore goes when its run went through every item: waiting for the
+// async operations its actions started while any runs, else finalizing; PartiallyFailed when
+// items or operations failed.
+func PhaseAfterRun(errors int32, ops []backup.Operation) cairnv1.RestorePhase {
+	phase := cairnv1.RestorePhaseWaitingForPluginOperations
+	if errors > 0 {
+		phase = cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed
+	}
+	return NextAfterOperations(phase, ops)
+}
+
+// NextAfterOperations is the phase of a restore in WaitingForPluginOperations* given its
+// operations, as backup.NextAfterOperations is for backups: it stays (turning PartiallyFailed
+// once one failed) while any runs, then goes to Finalizing or FinalizingPartiallyFailed.
+func NextAfterOperations(phase cairnv1.RestorePhase, ops []backup.Operation) cairnv1.RestorePhase {
+	running, _, failed := backup.OperationCounts(ops)
+	partial := phase == cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed || failed > 0
+	switch {
+	case running > 0 && partial:
+		return cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed
+	case running > 0:
+		return cairnv1.RestorePhaseWaitingForPluginOperations
+	case partial:
+		return cairnv1.RestorePhaseFinalizingPartiallyFailed
+	}
+	return cairnv1.RestorePhaseFinalizing
+}
