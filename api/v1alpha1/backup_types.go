@@ -100,6 +100,9 @@ const (
 	// BackupConditionStorageReady is False while a ReadyToStart backup waits for its storage
 	// location (not validated yet, or not reachable); its message says why.
 	BackupConditionStorageReady = "StorageReady"
+	// BackupConditionDeletionBlocked is True while a deleted backup is kept from Deleting
+	// because a restore that has not ended reads it; its message names the restore.
+	BackupConditionDeletionBlocked = "DeletionBlocked"
 )
 
 // Condition reasons on a Backup.
@@ -120,6 +123,8 @@ const (
 	ReasonDataKept = "DataKept"
 	// ReasonStorageUnavailable: the backup's storage location cannot be used yet.
 	ReasonStorageUnavailable = "StorageUnavailable"
+	// ReasonReadByRestore: a restore that has not ended reads the backup, so its data stays.
+	ReasonReadByRestore = "ReadByRestore"
 )
 
 // Bounds of status.validationErrors: a spec with many bad entries must still produce a status

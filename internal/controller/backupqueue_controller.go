@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/restore"
 )
 
 const (
@@ -53,23 +55,29 @@ const (
 // coalesce and the queue is handled by one thread, whole, without locks.
 var queueRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "backup-queue"}}
 
-// BackupQueueReconciler is the queue (DESIGN.md section 3). It owns the phases New (and "")
-// and Queued: it validates new backups (→ FailedValidation) or queues them (→ Queued, with
-// status.queuePosition), moves queued backups that may run to ReadyToStart, fails cancelled or
+// BackupQueueReconciler is the queue of backups and restores (DESIGN.md sections 3 and 9): one
+// line for both kinds. It owns the phases New (and "") and Queued of both: it validates new
+// backups and restores (→ FailedValidation) or queues them (→ Queued, with
+// status.queuePosition), moves queued ones that may run to ReadyToStart, fails cancelled or
 // deleted ones (→ Failed), and keeps the positions of the rest at 1..n in queue order with a
-// Queued condition saying why each waits. What runs is derived from the API on every pass;
-// the only thing remembered between passes is each backup's resolved namespaces (a cache keyed
-// by its UID and generation and the cluster's namespaces, never a record of what runs).
+// Queued condition saying why each waits. Nothing that touches the same namespace runs at once,
+// whatever the kinds (queue.Decide); backups and restores have their own concurrency slots.
+// What runs is derived from the API on every pass; the only thing remembered between passes is
+// each backup's resolved namespaces (a cache keyed by its UID and generation and the cluster's
+// namespaces, never a record of what runs).
 //
 // One failed write (a conflict, a status the API server rejects) never stops a pass: it is
-// logged, the pass goes on with the other backups, and the pass ends with an error so that
-// the failed write is retried with backoff.
+// logged, the pass goes on with the others, and the pass ends with an error so that the failed
+// write is retried with backoff.
 type BackupQueueReconciler struct {
 	client.Client
 	// Namespace is the operator's namespace (storage locations, administrators' backups).
 	Namespace string
 	// ConcurrentBackups is how many backups may be ReadyToStart or InProgress at once.
 	ConcurrentBackups int
+	// ConcurrentRestores is how many restores may be ReadyToStart or InProgress at once; 0
+	// means 1. Restores do not take backup slots, nor backups restore slots.
+	ConcurrentRestores int
 	// ResyncPeriod is how often the queue is reconciled without any event.
 	ResyncPeriod time.Duration
 	Clock        clock.Clock
@@ -79,9 +87,10 @@ type BackupQueueReconciler struct {
 		Wait(ctx context.Context) error
 	}
 
-	// lastChange (the last pass that moved a backup in or out of the queue) and staleSince (the
-	// first such pass since positions were last exact) pace the coalesced renumbering. They are
-	// touched only by the single reconcile thread and hold no state about backups.
+	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
+	// staleSince (the first such pass since positions were last exact) pace the coalesced
+	// renumbering. They are touched only by the single reconcile thread and hold no state
+	// about backups or restores.
 	lastChange, staleSince time.Time
 	// resolutions are the namespace sets of the backups, resolved once per backup generation
 	// and cluster namespace list; made on the first pass.
@@ -92,47 +101,60 @@ type BackupQueueReconciler struct {
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch,namespace=cairn-system
+// +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cairn.dev,resources=restores/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cairn.dev,resources=restores/finalizers,verbs=update
 
 // queuePass is what one pass of the queue fetched and decided.
 type queuePass struct {
-	now      time.Time
+	now time.Time
+	// running are the backups and restores that run (ReadyToStart or InProgress).
 	running  []queue.Entry
 	deleting map[string]string
-	// waiting are the New and Queued backups in queue order: queued ones by position, then
-	// new ones by creation.
+	// waiting are the New and Queued backups and restores in queue order: queued ones by
+	// position, then new ones by creation.
 	waiting []candidate
 
 	mu         sync.Mutex // guards the fields below, written by concurrent patches
 	structural bool
 	written    []client.Object
-	// failed are the backups whose write failed in this pass: later steps of the pass leave
-	// them alone, and the next pass retries them.
+	// failed are the backups and restores whose write failed in this pass: later steps of the
+	// pass leave them alone, and the next pass retries them.
 	failed   map[types.UID]bool
 	failures []error
 }
 
-// record notes the outcome of a write for backup b: a failure is logged and remembered, and
-// the pass goes on. It returns err.
-func (p *queuePass) record(ctx context.Context, b *cairnv1.Backup, err error) error {
+// record notes the outcome of a write for obj (a backup or a restore): a failure is logged
+// and remembered, and the pass goes on. It returns err.
+func (p *queuePass) record(ctx context.Context, obj client.Object, err error) error {
 	if err == nil {
 		return nil
 	}
-	ctrl.LoggerFrom(ctx).Error(err, "Could not write a backup's queue status; the queue goes on and retries it later", "backup", qualifiedName(b))
+	ctrl.LoggerFrom(ctx).Error(err, "Could not write the queue status of a backup or restore; the queue goes on and retries it later",
+		kindOf(obj).String(), objectName(obj))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed == nil {
 		p.failed = map[types.UID]bool{}
 	}
-	p.failed[b.UID] = true
+	p.failed[obj.GetUID()] = true
 	p.failures = append(p.failures, err)
 	return err
 }
 
-// hasFailed reports whether a write for b failed earlier in this pass.
-func (p *queuePass) hasFailed(b *cairnv1.Backup) bool {
+// hasFailed reports whether a write for obj failed earlier in this pass.
+func (p *queuePass) hasFailed(obj client.Object) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.failed[b.UID]
+	return p.failed[obj.GetUID()]
+}
+
+// wrote notes a successful write of obj, for the cache catch-up and the renumbering's pace.
+func (p *queuePass) wrote(obj client.Object, phaseChanged bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.structural = p.structural || phaseChanged
+	p.written = append(p.written, obj)
 }
 
 // err is what the pass returns: nil, or an error that brings the pass back with backoff.
@@ -145,12 +167,59 @@ func (p *queuePass) err() error {
 	return fmt.Errorf("%d of the queue's writes failed (each is logged; retrying), the first: %w", len(p.failures), p.failures[0])
 }
 
-// candidate is a New or Queued backup with what the queue needs to know of it.
+// candidate is a New or Queued backup or restore with what the queue needs to know of it.
+// Exactly one of backup and restore is set.
 type candidate struct {
-	backup *cairnv1.Backup
-	entry  queue.Entry
-	// validationErrors are a New backup's validation problems.
+	backup  *cairnv1.Backup
+	restore *cairnv1.Restore
+	entry   queue.Entry
+	// validationErrors are a New backup's or restore's validation problems.
 	validationErrors []string
+	// backupName is the backup a restore reads: what a new one resolved to, or status.backupName.
+	backupName string
+}
+
+// object is the backup or the restore.
+func (c candidate) object() client.Object {
+	if c.restore != nil {
+		return c.restore
+	}
+	return c.backup
+}
+
+// isNew reports whether it is New (or ""): not yet in the line.
+func (c candidate) isNew() bool {
+	if c.restore != nil {
+		return c.restore.EffectivePhase() == cairnv1.RestorePhaseNew
+	}
+	return c.backup.EffectivePhase() == cairnv1.BackupPhaseNew
+}
+
+// storedPosition is the queue position its status holds (0 when New).
+func (c candidate) storedPosition() int32 {
+	switch {
+	case c.isNew():
+		return 0
+	case c.restore != nil:
+		return c.restore.Status.QueuePosition
+	}
+	return c.backup.Status.QueuePosition
+}
+
+// queuedCondition is its Queued condition, if any.
+func (c candidate) queuedCondition() *metav1.Condition {
+	if c.restore != nil {
+		return meta.FindStatusCondition(c.restore.Status.Conditions, cairnv1.RestoreConditionQueued)
+	}
+	return meta.FindStatusCondition(c.backup.Status.Conditions, cairnv1.BackupConditionQueued)
+}
+
+// kindOf says whether obj is a backup or a restore.
+func kindOf(obj client.Object) queue.Kind {
+	if _, ok := obj.(*cairnv1.Restore); ok {
+		return queue.KindRestore
+	}
+	return queue.KindBackup
 }
 
 // Reconcile runs one pass over the whole queue.
@@ -171,11 +240,15 @@ func (r *BackupQueueReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 	return result, err
 }
 
-// fetch reads the backups, namespaces and storage locations, and sorts the backups into the
-// running ones, the ones being deleted, and the queue.
+// fetch reads the backups, restores, namespaces and storage locations, and sorts the backups
+// and restores into the running ones, the backups being deleted, and the queue.
 func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	var backups cairnv1.BackupList
 	if err := r.List(ctx, &backups); err != nil {
+		return nil, err
+	}
+	var restores cairnv1.RestoreList
+	if err := r.List(ctx, &restores); err != nil {
 		return nil, err
 	}
 	// Only the names are read: the cache's own objects are enough.
@@ -198,9 +271,11 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	defer r.resolutions.End()
 
 	pass := &queuePass{now: r.Clock.Now(), deleting: map[string]string{}}
-	var waiting []*cairnv1.Backup
+	var waiting []client.Object
+	byName := make(map[types.NamespacedName]*cairnv1.Backup, len(backups.Items))
 	for i := range backups.Items {
 		b := &backups.Items[i]
+		byName[client.ObjectKeyFromObject(b)] = b
 		switch b.EffectivePhase() {
 		case cairnv1.BackupPhaseReadyToStart, cairnv1.BackupPhaseInProgress:
 			pass.running = append(pass.running, r.entry(b, b.Status.StorageLocation))
@@ -214,16 +289,48 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 			waiting = append(waiting, b)
 		}
 	}
+	// readBackup is the backup a restore reads, when the cache holds it.
+	readBackup := func(rs *cairnv1.Restore) *cairnv1.Backup {
+		return byName[types.NamespacedName{Namespace: rs.Namespace, Name: rs.Status.BackupName}]
+	}
+	for i := range restores.Items {
+		rs := &restores.Items[i]
+		switch rs.EffectivePhase() {
+		case cairnv1.RestorePhaseReadyToStart, cairnv1.RestorePhaseInProgress:
+			pass.running = append(pass.running, r.restoreEntry(rs, readBackup(rs)))
+		case cairnv1.RestorePhaseNew, cairnv1.RestorePhaseQueued:
+			waiting = append(waiting, rs)
+		}
+	}
 	queue.Order(waiting)
 
-	for _, b := range waiting {
-		c := candidate{backup: b}
-		loc := b.Status.StorageLocation
-		if b.EffectivePhase() == cairnv1.BackupPhaseNew && !leavesQueue(b) {
-			c.validationErrors, loc = queue.Validate(b, r.Namespace, locations.Items)
+	for _, obj := range waiting {
+		switch x := obj.(type) {
+		case *cairnv1.Backup:
+			c := candidate{backup: x}
+			loc := x.Status.StorageLocation
+			if x.EffectivePhase() == cairnv1.BackupPhaseNew && !leavesQueue(x) {
+				c.validationErrors, loc = queue.Validate(x, r.Namespace, locations.Items)
+			}
+			c.entry = r.entry(x, loc)
+			pass.waiting = append(pass.waiting, c)
+		case *cairnv1.Restore:
+			c := candidate{restore: x, backupName: x.Status.BackupName}
+			backup := readBackup(x)
+			if x.EffectivePhase() == cairnv1.RestorePhaseNew {
+				if _, cancelled := restoreCancellation(x); !cancelled {
+					// Validated as the restore reconciler will validate it again when it starts.
+					facts, backupName, err := restoreValidationFacts(ctx, r.Client, r.Namespace, x)
+					if pass.record(ctx, x, err) != nil {
+						continue // not decided on; the next pass tries again
+					}
+					c.validationErrors = restore.Validate(x, r.Namespace, facts)
+					c.backupName, backup = backupName, facts.Backup
+				}
+			}
+			c.entry = r.restoreEntry(x, backup)
+			pass.waiting = append(pass.waiting, c)
 		}
-		c.entry = r.entry(b, loc)
-		pass.waiting = append(pass.waiting, c)
 	}
 	return pass, nil
 }
@@ -236,52 +343,62 @@ func (r *BackupQueueReconciler) run(ctx context.Context, pass *queuePass) (ctrl.
 	var order []candidate
 	var entries []queue.Entry
 	for _, c := range pass.waiting {
-		// A backup whose write failed is leaving all the same: it is not decided on.
+		// A backup or restore whose write failed is leaving all the same: it is not decided on.
 		left, err := r.leave(ctx, pass, c)
-		if pass.record(ctx, c.backup, err) == nil && !left {
+		if pass.record(ctx, c.object(), err) == nil && !left {
 			order = append(order, c)
 			entries = append(entries, c.entry)
 		}
 	}
 
-	decisions := queue.Decide(r.ConcurrentBackups, pass.running, entries, pass.deleting)
+	limits := queue.Limits{Backups: r.ConcurrentBackups, Restores: max(r.ConcurrentRestores, 1)}
+	decisions := queue.Decide(limits, pass.running, entries, pass.deleting)
 
-	// New backups join the queue after the last position, in order. Their writes go out
-	// together: each takes a position no one else holds. The group has no context, so one
-	// failed write never cancels the others; each failure is recorded in the pass.
+	// New backups and restores join the queue after the last position, in order. Their writes
+	// go out together: each takes a position no one else holds. The group has no context, so
+	// one failed write never cancels the others; each failure is recorded in the pass.
 	enqueue := writeGroup()
 	lastPosition := maxPosition(order)
 	for i, c := range order {
-		if c.backup.EffectivePhase() == cairnv1.BackupPhaseNew {
+		if c.isNew() {
 			lastPosition++
 			position, d := lastPosition, decisions[i]
-			enqueue.Go(func() error { return pass.record(ctx, c.backup, r.enqueue(ctx, pass, c, position, d)) })
+			enqueue.Go(func() error { return pass.record(ctx, c.object(), r.enqueue(ctx, pass, c, position, d)) })
 		}
 	}
 	_ = enqueue.Wait() // every failure is in the pass
 
-	// Those that may run leave the queue together (position 0 is no one's place). A new
-	// backup that could not be queued is not started.
+	// One that could not be queued is not started, and is not in the line for this pass:
+	// decide again without it, so that the slot it would have taken goes to the next in line.
+	if kept := slices.DeleteFunc(slices.Clone(order), func(c candidate) bool { return c.isNew() && pass.hasFailed(c.object()) }); len(kept) < len(order) {
+		order, entries = kept, entries[:0]
+		for _, c := range order {
+			entries = append(entries, c.entry)
+		}
+		decisions = queue.Decide(limits, pass.running, entries, pass.deleting)
+	}
+
+	// Those that may run leave the queue together (position 0 is no one's place).
 	dequeue := writeGroup()
 	for i, c := range order {
-		if b := c.backup; decisions[i].Start && !pass.hasFailed(b) {
-			dequeue.Go(func() error { return pass.record(ctx, b, r.dequeue(ctx, pass, b)) })
+		if decisions[i].Start {
+			dequeue.Go(func() error { return pass.record(ctx, c.object(), r.dequeue(ctx, pass, c)) })
 		}
 	}
 	_ = dequeue.Wait()
 
-	// The rest stay, at positions 1..n in order. A backup whose dequeue failed is still
-	// queued and keeps its place; one that could not be queued has none.
+	// The rest stay, at positions 1..n in order. One whose dequeue failed is still queued and
+	// keeps its place.
 	position := int32(0)
 	var stay []staying
 	for i, c := range order {
-		b, d := c.backup, decisions[i]
-		failed := pass.hasFailed(b)
-		if (d.Start && !failed) || (failed && b.EffectivePhase() == cairnv1.BackupPhaseNew) {
+		d := decisions[i]
+		failed := pass.hasFailed(c.object())
+		if d.Start && !failed {
 			continue
 		}
 		position++
-		stay = append(stay, staying{backup: b, position: position, decision: d, failed: failed})
+		stay = append(stay, staying{candidate: c, position: position, decision: d, failed: failed})
 	}
 
 	if pass.structural {
@@ -304,18 +421,22 @@ func writeGroup() *errgroup.Group {
 	return g
 }
 
-// staying is a backup that stays queued after this pass, with its exact position and reason.
+// staying is a backup or restore that stays queued after this pass, with its exact position
+// and reason.
 type staying struct {
-	backup   *cairnv1.Backup
+	candidate
 	position int32
 	decision queue.Decision
 	// failed: a write for it failed in this pass; it is not written again until the next.
 	failed bool
 }
 
-// leave fails a New or Queued backup that was cancelled or deleted, and a New backup that does
-// not validate. It reports whether the backup left the queue.
+// leave fails a New or Queued backup or restore that was cancelled or deleted, and a New one
+// that does not validate. It reports whether it left the queue.
 func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
+	if c.restore != nil {
+		return r.leaveRestore(ctx, pass, c)
+	}
 	b := c.backup
 	now := metav1.NewTime(pass.now)
 	switch {
@@ -330,7 +451,7 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 		}
 		return true, err
 	case len(c.validationErrors) > 0:
-		if err := addDataFinalizer(ctx, r.Client, b); err != nil {
+		if err := addFinalizer(ctx, r.Client, b, cairnv1.BackupDataFinalizer); err != nil {
 			return true, err
 		}
 		problems := queue.CapValidationErrors(c.validationErrors)
@@ -355,40 +476,50 @@ func leavesQueue(b *cairnv1.Backup) bool {
 	return cancelled
 }
 
-// addDataFinalizer puts the finalizer cairn.dev/backup-data on a new backup, before anything
-// can be written for it: deleting the Backup then waits until the deletion reconciler has
-// removed its data. A conflict is retried by the next pass.
-func addDataFinalizer(ctx context.Context, c client.Client, b *cairnv1.Backup) error {
-	if controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer) {
+// addFinalizer puts finalizer on a new backup (cairn.dev/backup-data) or restore
+// (cairn.dev/restore-data), before anything can be written for it: deleting the object then
+// waits until its data or files are removed. A conflict is retried by the next pass.
+func addFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	if controllerutil.ContainsFinalizer(obj, finalizer) {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(b, cairnv1.BackupDataFinalizer)
-	if err := c.Patch(ctx, b, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("adding the finalizer to backup %s: %w", qualifiedName(b), err)
+	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(obj, finalizer)
+	if err := c.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		controllerutil.RemoveFinalizer(obj, finalizer)
+		return fmt.Errorf("adding the finalizer to %s %s: %w", kindOf(obj), objectName(obj), err)
 	}
 	return nil
 }
 
-// enqueue moves a valid New backup to Queued at position.
+// enqueue moves a valid New backup or restore to Queued at position.
 func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c candidate, position int32, d queue.Decision) error {
-	b := c.backup
 	reason, message := d.Reason, d.Message
 	if d.Start {
 		reason, message = cairnv1.ReasonEnqueued, "Queued; starting now"
 	}
 	now := metav1.NewTime(pass.now)
-	if err := addDataFinalizer(ctx, r.Client, b); err != nil {
+	if rs := c.restore; rs != nil {
+		err := r.patchRestoreStatus(ctx, pass, rs, func(s *cairnv1.RestoreStatus) {
+			s.Phase = cairnv1.RestorePhaseQueued
+			s.QueuePosition = position
+			s.BackupName = c.backupName
+			setQueuedCondition(&s.Conditions, metav1.ConditionTrue, reason, message, rs.Generation, now)
+		})
+		if err == nil {
+			r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Queued", "Enqueue", "Restore of backup %s queued at position %d", c.backupName, position)
+		}
+		return err
+	}
+	b := c.backup
+	if err := addFinalizer(ctx, r.Client, b, cairnv1.BackupDataFinalizer); err != nil {
 		return err
 	}
 	err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseQueued
 		s.QueuePosition = position
 		s.StorageLocation = c.entry.Location
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionTrue, Reason: reason,
-			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
-		})
+		setQueuedCondition(&s.Conditions, metav1.ConditionTrue, reason, message, b.Generation, now)
 	})
 	if err == nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Queued", "Enqueue", "Queued at position %d", position)
@@ -396,40 +527,46 @@ func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c 
 	return err
 }
 
-// dequeue moves a Queued backup to ReadyToStart.
-func (r *BackupQueueReconciler) dequeue(ctx context.Context, pass *queuePass, b *cairnv1.Backup) error {
+// dequeue moves a Queued backup or restore to ReadyToStart.
+func (r *BackupQueueReconciler) dequeue(ctx context.Context, pass *queuePass, c candidate) error {
 	now := metav1.NewTime(pass.now)
 	// Condition times have one-second resolution, and so has the wait reported.
 	message := "Dequeued without waiting"
-	if c := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionQueued); c != nil &&
-		c.Status == metav1.ConditionTrue && c.Reason != cairnv1.ReasonEnqueued {
-		message = fmt.Sprintf("Dequeued after waiting %s", pass.now.Sub(c.LastTransitionTime.Time).Round(time.Second))
+	if q := c.queuedCondition(); q != nil && q.Status == metav1.ConditionTrue && q.Reason != cairnv1.ReasonEnqueued {
+		message = fmt.Sprintf("Dequeued after waiting %s", pass.now.Sub(q.LastTransitionTime.Time).Round(time.Second))
 	}
-	err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseReadyToStart
-		s.QueuePosition = 0
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonDequeued,
-			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
+	var err error
+	if rs := c.restore; rs != nil {
+		err = r.patchRestoreStatus(ctx, pass, rs, func(s *cairnv1.RestoreStatus) {
+			s.Phase = cairnv1.RestorePhaseReadyToStart
+			s.QueuePosition = 0
+			setQueuedCondition(&s.Conditions, metav1.ConditionFalse, cairnv1.ReasonDequeued, message, rs.Generation, now)
 		})
-	})
+	} else {
+		b := c.backup
+		err = r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
+			s.Phase = cairnv1.BackupPhaseReadyToStart
+			s.QueuePosition = 0
+			setQueuedCondition(&s.Conditions, metav1.ConditionFalse, cairnv1.ReasonDequeued, message, b.Generation, now)
+		})
+	}
 	if err == nil {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Dequeued", "Dequeue", message)
+		r.Recorder.Eventf(c.object(), nil, corev1.EventTypeNormal, "Dequeued", "Dequeue", message)
 	}
 	return err
 }
 
-// renumber writes the exact positions and wait reasons of the backups that stay queued, once
-// the queue has been still for renumberQuietPeriod (or renumberMaxDelay has passed since the
-// last renumbering). Until then their stored positions may have gaps, but never the wrong
-// order.
+// renumber writes the exact positions and wait reasons of the backups and restores that stay
+// queued, once the queue has been still for renumberQuietPeriod (or renumberMaxDelay has
+// passed since the last renumbering). Until then their stored positions may have gaps, but
+// never the wrong order.
 //
-// Positions are written in queue order, and a backup moves only to a position above every
-// position stored for the backups ahead of it: when one write fails, that backup keeps its
-// old place, and those behind it wait rather than jump over it.
+// Positions are written in queue order, and an entry moves only to a position above every
+// position stored for the entries ahead of it: when one write fails, that entry keeps its old
+// place, and those behind it wait rather than jump over it.
 func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, stay []staying) ctrl.Result {
 	dirty := func(s staying) bool {
-		return s.backup.EffectivePhase() == cairnv1.BackupPhaseQueued && !s.failed && !upToDate(s)
+		return !s.isNew() && !s.failed && !upToDate(s)
 	}
 	toWrite := 0
 	for _, s := range stay {
@@ -452,17 +589,13 @@ func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, s
 		return ctrl.Result{RequeueAfter: min(wait, r.ResyncPeriod)}
 	}
 	writes := 0
-	ahead := int32(0) // the highest position stored for a backup ahead
+	ahead := int32(0) // the highest position stored for an entry ahead
 	for _, s := range stay {
-		b := s.backup
-		if dirty(s) && writes < renumberBatch && (s.position > ahead || s.position == b.Status.QueuePosition) {
+		if dirty(s) && writes < renumberBatch && (s.position > ahead || s.position == s.storedPosition()) {
 			writes++
-			_ = pass.record(ctx, b, r.patchBackupStatus(ctx, pass, b, func(st *cairnv1.BackupStatus) {
-				st.QueuePosition = s.position
-				setQueuedReason(st, b.Generation, s.decision, metav1.NewTime(pass.now))
-			}))
+			_ = pass.record(ctx, s.object(), r.writePosition(ctx, pass, s))
 		}
-		ahead = max(ahead, b.Status.QueuePosition)
+		ahead = max(ahead, s.storedPosition())
 	}
 	if writes < toWrite {
 		// Come back at once for the rest, after whatever events arrived meanwhile.
@@ -472,38 +605,65 @@ func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, s
 	return result
 }
 
-// upToDate reports whether a staying backup already shows its position and reason.
+// writePosition writes a staying entry's position and the reason it waits.
+func (r *BackupQueueReconciler) writePosition(ctx context.Context, pass *queuePass, s staying) error {
+	now := metav1.NewTime(pass.now)
+	if rs := s.restore; rs != nil {
+		return r.patchRestoreStatus(ctx, pass, rs, func(st *cairnv1.RestoreStatus) {
+			st.QueuePosition = s.position
+			setQueuedCondition(&st.Conditions, metav1.ConditionTrue, s.decision.Reason, s.decision.Message, rs.Generation, now)
+		})
+	}
+	b := s.backup
+	return r.patchBackupStatus(ctx, pass, b, func(st *cairnv1.BackupStatus) {
+		st.QueuePosition = s.position
+		setQueuedCondition(&st.Conditions, metav1.ConditionTrue, s.decision.Reason, s.decision.Message, b.Generation, now)
+	})
+}
+
+// upToDate reports whether a staying entry already shows its position and reason.
 func upToDate(s staying) bool {
-	if s.backup.Status.QueuePosition != s.position {
+	if s.storedPosition() != s.position {
 		return false
 	}
-	c := meta.FindStatusCondition(s.backup.Status.Conditions, cairnv1.BackupConditionQueued)
+	c := s.queuedCondition()
 	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == s.decision.Reason && c.Message == s.decision.Message
 }
 
-func setQueuedReason(s *cairnv1.BackupStatus, generation int64, d queue.Decision, now metav1.Time) {
-	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-		Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionTrue, Reason: d.Reason,
-		Message: d.Message, ObservedGeneration: generation, LastTransitionTime: now,
+// setQueuedCondition sets the Queued condition (the same type on backups and restores).
+func setQueuedCondition(conditions *[]metav1.Condition, status metav1.ConditionStatus, reason, message string, generation int64, now metav1.Time) {
+	meta.SetStatusCondition(conditions, metav1.Condition{
+		Type: cairnv1.BackupConditionQueued, Status: status, Reason: reason,
+		Message: message, ObservedGeneration: generation, LastTransitionTime: now,
 	})
 }
 
 func maxPosition(waiting []candidate) int32 {
 	var highest int32
 	for _, c := range waiting {
-		if b := c.backup; b.EffectivePhase() == cairnv1.BackupPhaseQueued && b.Status.QueuePosition > highest {
-			highest = b.Status.QueuePosition
-		}
+		highest = max(highest, c.storedPosition())
 	}
 	return highest
 }
 
 func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string) queue.Entry {
 	return queue.Entry{
+		Kind:       queue.KindBackup,
 		Namespace:  b.Namespace,
 		Name:       b.Name,
 		Namespaces: r.resolutions.Resolve(b),
 		Location:   location,
+	}
+}
+
+// restoreEntry is a restore as the queue sees it: the namespaces it may write into, from the
+// backup it reads (nil when unknown).
+func (r *BackupQueueReconciler) restoreEntry(rs *cairnv1.Restore, b *cairnv1.Backup) queue.Entry {
+	return queue.Entry{
+		Kind:       queue.KindRestore,
+		Namespace:  rs.Namespace,
+		Name:       rs.Name,
+		Namespaces: queue.RestoreTargets(rs, b, r.Namespace),
 	}
 }
 
@@ -521,10 +681,20 @@ func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *que
 		}
 		return err
 	}
-	pass.mu.Lock()
-	defer pass.mu.Unlock()
-	pass.structural = pass.structural || old.Phase != b.Status.Phase
-	pass.written = append(pass.written, b)
+	pass.wrote(b, old.Phase != b.Status.Phase)
+	return nil
+}
+
+// patchRestoreStatus is patchBackupStatus for a restore.
+func (r *BackupQueueReconciler) patchRestoreStatus(ctx context.Context, pass *queuePass, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
+	oldPhase := rs.Status.Phase
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, mutate); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // gone meanwhile: its delete event brings another pass
+		}
+		return err
+	}
+	pass.wrote(rs, oldPhase != rs.Status.Phase)
 	return nil
 }
 
@@ -538,16 +708,16 @@ func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []clie
 	defer cancel()
 	for _, obj := range written {
 		want := obj.GetResourceVersion()
+		cached := obj.DeepCopyObject().(client.Object)
 		for {
-			var cached cairnv1.Backup
-			err := r.Get(ctx, client.ObjectKeyFromObject(obj), &cached)
+			err := r.Get(ctx, client.ObjectKeyFromObject(obj), cached)
 			if apierrors.IsNotFound(err) {
 				break
 			}
 			// resourceVersions compare as the integers etcd makes them; any other form only
 			// by equality.
-			cmp, cmpErr := resourceversion.CompareResourceVersion(cached.ResourceVersion, want)
-			if err == nil && (cached.ResourceVersion == want || (cmpErr == nil && cmp >= 0)) {
+			cmp, cmpErr := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), want)
+			if err == nil && (cached.GetResourceVersion() == want || (cmpErr == nil && cmp >= 0)) {
 				break
 			}
 			select {
@@ -560,7 +730,8 @@ func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []clie
 	return nil
 }
 
-// SetupWithManager registers the queue: every relevant event maps to the one queue request.
+// SetupWithManager registers the queue: every relevant backup, restore and namespace event maps
+// to the one queue request.
 func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toQueue := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{queueRequest}
@@ -568,6 +739,7 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupqueue").
 		Watches(&cairnv1.Backup{}, toQueue, builder.WithPredicates(queueTrigger())).
+		Watches(&cairnv1.Restore{}, toQueue, builder.WithPredicates(restoreQueueTrigger())).
 		Watches(&corev1.Namespace{}, toQueue, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).

@@ -78,6 +78,72 @@ func expectQueue(want map[string]string) {
 	}).WithTimeout(15 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 }
 
+// expectLine waits until the named admin backups and restores ("backup/b1", "restore/r1") have
+// these phases and positions ("Queued:2", "ReadyToStart").
+func expectLine(want map[string]string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		got := map[string]string{}
+		for key := range want {
+			kind, name, _ := strings.Cut(key, "/")
+			var phase string
+			var position int32
+			if kind == "restore" {
+				rs := getRestore(operatorNamespace, name)
+				phase, position = string(rs.Status.Phase), rs.Status.QueuePosition
+			} else {
+				b := getBackup(operatorNamespace, name)
+				phase, position = string(b.Status.Phase), b.Status.QueuePosition
+			}
+			if phase == "Queued" {
+				phase = fmt.Sprintf("Queued:%d", position)
+			}
+			got[key] = phase
+		}
+		g.Expect(got).To(Equal(want))
+	}).WithTimeout(15 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+}
+
+// restoreSetPhase moves a restore on, as the restore reconciler would.
+func restoreSetPhase(name string, phase cairnv1.RestorePhase) {
+	GinkgoHelper()
+	Eventually(func() error {
+		rs := getRestore(operatorNamespace, name)
+		patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		rs.Status.Phase = phase
+		return k8sClient.Status().Patch(suiteCtx, rs, patch)
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+}
+
+func restoreQueuedMessage(name string) string {
+	GinkgoHelper()
+	c := meta.FindStatusCondition(getRestore(operatorNamespace, name).Status.Conditions, cairnv1.RestoreConditionQueued)
+	if c == nil {
+		return ""
+	}
+	return c.Message
+}
+
+// deleteAllRestores removes every restore and waits until they are gone (their files go with
+// the test's temporary directories).
+func deleteAllRestores() {
+	GinkgoHelper()
+	var list cairnv1.RestoreList
+	Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
+	for i := range list.Items {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, &list.Items[i]))).To(Succeed())
+	}
+	Eventually(func() int {
+		Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
+		for i := range list.Items {
+			if rs := &list.Items[i]; controllerutil.RemoveFinalizer(rs, cairnv1.RestoreDataFinalizer) {
+				_ = k8sClient.Update(suiteCtx, rs) // a conflict is retried on the next poll
+			}
+		}
+		return len(list.Items)
+	}).WithTimeout(20 * time.Second).Should(BeZero())
+}
+
 // runnerSetPhase moves a backup on, as the backup runner would.
 func runnerSetPhase(name string, phase cairnv1.BackupPhase) {
 	GinkgoHelper()
@@ -156,7 +222,57 @@ var _ = Describe("Backup queue", Ordered, func() {
 			stopManager()
 			stopManager = nil
 		}
+		deleteAllRestores()
 		deleteAllBackups()
+	})
+
+	It("queues restores in the same line as backups: overlaps across kinds, a slot per kind, one numbering", func() {
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2, ConcurrentRestores: 1})
+		// The backup the restores read.
+		adminBackup("src", "shop", "db", "extra")
+		expectQueue(map[string]string{"src": "ReadyToStart"})
+		runnerSetPhase("src", cairnv1.BackupPhaseInProgress)
+		runnerSetPhase("src", cairnv1.BackupPhaseCompleted)
+
+		adminBackup("b-shop", "shop")
+		expectQueue(map[string]string{"b-shop": "ReadyToStart"})
+		createRestore(operatorNamespace, "r-shop", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"shop", "extra"}})
+		expectLine(map[string]string{"restore/r-shop": "Queued:1"})
+		createRestore(operatorNamespace, "r-db", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"db"}})
+		expectLine(map[string]string{"restore/r-db": "ReadyToStart"})
+		adminBackup("b-db", "db")
+		// Mapped away from db: free of r-db's namespaces, but the one restore slot is taken.
+		createRestore(operatorNamespace, "r-web", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"db"},
+			NamespaceMapping: map[string]cairnv1.NamespaceName{"db": "web"}})
+		adminBackup("b-extra", "extra")
+		expectLine(map[string]string{"backup/b-shop": "ReadyToStart", "restore/r-shop": "Queued:1", "restore/r-db": "ReadyToStart",
+			"backup/b-db": "Queued:2", "restore/r-web": "Queued:3", "backup/b-extra": "Queued:4"})
+		Eventually(func() string { return restoreQueuedMessage("r-shop") }).Should(Equal("namespace shop overlaps running backup b-shop"))
+		Eventually(func() string { return queuedCondition("b-db").Message }).Should(Equal("namespace db overlaps running restore r-db"))
+		Eventually(func() string { return restoreQueuedMessage("r-web") }).Should(Equal("restore concurrency limit 1 reached"))
+		Eventually(func() string { return queuedCondition("b-extra").Message }).Should(Equal("namespace extra overlaps restore r-shop queued ahead"))
+		Expect(getRestore(operatorNamespace, "r-shop").Status.BackupName).To(Equal("src"))
+
+		// The backup of shop ends: r-shop now waits only for the restore slot.
+		runnerSetPhase("b-shop", cairnv1.BackupPhaseInProgress)
+		runnerSetPhase("b-shop", cairnv1.BackupPhaseCompleted)
+		Eventually(func() string { return restoreQueuedMessage("r-shop") }).Should(Equal("restore concurrency limit 1 reached"))
+		expectLine(map[string]string{"restore/r-shop": "Queued:1", "backup/b-db": "Queued:2"})
+
+		// The restore into db ends: r-shop takes the restore slot, b-db a backup slot, and
+		// b-extra waits for the restore running into extra.
+		restoreSetPhase("r-db", cairnv1.RestorePhaseInProgress)
+		restoreSetPhase("r-db", cairnv1.RestorePhaseCompleted)
+		expectLine(map[string]string{"restore/r-shop": "ReadyToStart", "backup/b-db": "ReadyToStart", "restore/r-web": "Queued:1", "backup/b-extra": "Queued:2"})
+		Eventually(func() string { return queuedCondition("b-extra").Message }).Should(Equal("namespace extra overlaps running restore r-shop"))
+		c := meta.FindStatusCondition(getRestore(operatorNamespace, "r-shop").Status.Conditions, cairnv1.RestoreConditionQueued)
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Reason).To(Equal(cairnv1.ReasonDequeued))
+
+		// A restore in WaitingForPluginOperations no longer holds its slot nor its namespaces.
+		restoreSetPhase("r-shop", cairnv1.RestorePhaseInProgress)
+		restoreSetPhase("r-shop", cairnv1.RestorePhaseWaitingForPluginOperations)
+		expectLine(map[string]string{"restore/r-web": "ReadyToStart", "backup/b-extra": "ReadyToStart"})
 	})
 
 	It("moves backups through the queue by concurrency and namespace overlap, in order", func() {
@@ -550,6 +666,18 @@ func TestQueuePassGoesOnAfterAFailedWrite(t *testing.T) {
 			fault:       conflict,
 			want:        map[string]string{"bad": "", "good": "ReadyToStart"},
 			wantRetried: map[string]string{"bad": "ReadyToStart", "good": "ReadyToStart"},
+		},
+		{
+			// The slot the failed one would have taken goes to the next in line at once.
+			name:        "New → Queued of the first new backup fails, with one slot",
+			concurrency: 1,
+			backups: []*cairnv1.Backup{
+				queueBackup("bad", 1, "", 0, selecting("a")),
+				queueBackup("good", 2, "", 0, selecting("b")),
+			},
+			fault:       tooBig,
+			want:        map[string]string{"bad": "", "good": "ReadyToStart"},
+			wantRetried: map[string]string{"bad": "Queued:1", "good": "ReadyToStart"},
 		},
 		{
 			name:        "the dequeue of the first queued backup fails",

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/restore"
 )
 
 // messageNoDeletionInProgress is the DeletionFailed message of a backup found Deleting with no
@@ -66,6 +68,9 @@ const (
 	stepFail deletionStep = "Fail"
 	// stepBackoff: DeletionFailed, the next attempt is not due yet.
 	stepBackoff deletionStep = "Backoff"
+	// stepWaitForRestore: a restore that has not ended reads the backup; it stays where it is
+	// (condition DeletionBlocked) until that restore ends.
+	stepWaitForRestore deletionStep = "WaitForRestore"
 )
 
 // deletionInput is what nextDeletionStep decides on.
@@ -82,11 +87,17 @@ type deletionInput struct {
 	Record *deletionRecord
 	// NextAttempt is status.nextDeletionAttempt.
 	NextAttempt *metav1.Time
-	Now         time.Time
+	// ReadBy is the name of a restore that has not ended and reads the backup; "" when none.
+	ReadBy string
+	Now    time.Time
 }
 
 // nextDeletionStep is the deletion reconciler's decision (DESIGN.md section 6), and the
-// message that goes with a failure.
+// message that goes with a failure or a wait for a restore. A backup that a restore still
+// reads is not moved to Deleting (DESIGN.md section 9): keep-data, or a backup that never
+// started (nothing to read, nothing to delete), still lets the object go, since neither
+// touches storage; a backup already Deleting or DeletionFailed can have no new reader, since
+// a restore of a backup being deleted fails validation.
 func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	owned := in.Phase.IsTerminal() || in.Phase == cairnv1.BackupPhaseDeleting || in.Phase == cairnv1.BackupPhaseDeletionFailed
 	switch {
@@ -102,6 +113,8 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 		return stepRelease, ""
 	case in.Phase.IsTerminal() && !in.HasData:
 		return stepRelease, ""
+	case in.Phase.IsTerminal() && in.ReadBy != "":
+		return stepWaitForRestore, fmt.Sprintf("waiting for restore %s to end before deleting", in.ReadBy)
 	case in.Phase.IsTerminal():
 		return stepStart, ""
 	case in.Phase == cairnv1.BackupPhaseDeletionFailed:
@@ -118,6 +131,34 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 		return stepVerify, ""
 	}
 	return stepFail, in.Record.Message
+}
+
+// restoreReads reports whether restore rs (of the backup's namespace) reads backup b: the
+// backup it resolved to (status.backupName), or before that the one it names, or any backup
+// of the schedule it names (the queue has not yet resolved which).
+func restoreReads(rs *cairnv1.Restore, b *cairnv1.Backup) bool {
+	switch {
+	case rs.Namespace != b.Namespace:
+		return false
+	case rs.Status.BackupName != "":
+		return rs.Status.BackupName == b.Name
+	case rs.Spec.BackupName != "":
+		return rs.Spec.BackupName == b.Name
+	}
+	return rs.Spec.ScheduleName != "" && b.Labels[restore.ScheduleNameLabel] == rs.Spec.ScheduleName
+}
+
+// readingRestore is the name of the first restore, by name, that has not ended and reads b;
+// "" when none does.
+func readingRestore(restores []cairnv1.Restore, b *cairnv1.Backup) string {
+	first := ""
+	for i := range restores {
+		rs := &restores[i]
+		if !rs.EffectivePhase().IsTerminal() && restoreReads(rs, b) && (first == "" || rs.Name < first) {
+			first = rs.Name
+		}
+	}
+	return first
 }
 
 // DefaultConcurrentDeletions is how many backups' data are deleted at once, at most: a burst of

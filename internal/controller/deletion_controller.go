@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -29,6 +30,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -45,7 +47,9 @@ const deletionSafetyRequeue = time.Minute
 // against the store, removes the finalizer cairn.dev/backup-data and the object goes; a failure
 // is DeletionFailed with the error, retried with backoff; Deleting with no map entry means the
 // operator restarted mid-deletion: DeletionFailed, retried. The annotation
-// cairn.dev/keep-data: "true" removes the finalizer without touching storage.
+// cairn.dev/keep-data: "true" removes the finalizer without touching storage. A terminal
+// backup that a restore still reads is not moved to Deleting until that restore ends
+// (condition DeletionBlocked says which); the restore's end brings the backup back here.
 type DeletionReconciler struct {
 	client.Client
 	// Dynamic deletes the backup's VolumeSnapshots.
@@ -73,6 +77,7 @@ type DeletionReconciler struct {
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch
 
 // Reconcile moves one deleted backup's deletion on.
 func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -94,6 +99,13 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if rec, ok := r.deletions.get(b.UID); ok {
 		in.Record = &rec
 	}
+	if in.Deleted && in.Phase.IsTerminal() {
+		var restores cairnv1.RestoreList
+		if err := r.List(ctx, &restores, client.InNamespace(b.Namespace)); err != nil {
+			return ctrl.Result{}, err
+		}
+		in.ReadBy = readingRestore(restores.Items, &b)
+	}
 	step, message := nextDeletionStep(in)
 	switch step {
 	case stepRelease:
@@ -103,6 +115,8 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil // it started meanwhile
 		}
 		return ctrl.Result{}, r.release(ctx, &b, true)
+	case stepWaitForRestore:
+		return ctrl.Result{}, r.waitForRestore(ctx, &b, in.ReadBy, message)
 	case stepStart:
 		return r.start(ctx, &b)
 	case stepWait:
@@ -128,6 +142,7 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeleting
 		s.NextDeletionAttempt = nil
+		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionDeletionBlocked)
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -140,6 +155,28 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the backup's data from storage location %s", b.Status.StorageLocation)
 	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+}
+
+// waitForRestore keeps a deleted backup that a restore still reads where it is, saying so in
+// its DeletionBlocked condition (and an event, when the restore it waits for changes). The end
+// of that restore brings the backup back (the watch on restores).
+func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Backup, restoreName, message string) error {
+	if c := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Message == message {
+		return nil
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+			Type: cairnv1.BackupConditionDeletionBlocked, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonReadByRestore,
+			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
+		})
+	}); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "DeletionBlocked", "Delete",
+		"Waiting for restore %s to end before deleting the backup's data", restoreName)
+	return nil
 }
 
 // runDeletion removes a backup's data and reports the outcome in the map, then wakes the
@@ -315,9 +352,57 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("deletion").
 		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
 		Watches(&cairnv1.Backup{}, forget).
+		Watches(&cairnv1.Restore{}, handler.EnqueueRequestsFromMapFunc(r.backupsReadBy), builder.WithPredicates(restoreEnded())).
 		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
 		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// backupsReadBy maps a restore that ended (or went) to the backups it read, so that a deleted
+// backup waiting for it moves on: the one named, or, for a restore of a schedule that never
+// resolved to a backup, the deleted backups of that schedule.
+func (r *DeletionReconciler) backupsReadBy(ctx context.Context, obj client.Object) []reconcile.Request {
+	rs, ok := obj.(*cairnv1.Restore)
+	if !ok {
+		return nil
+	}
+	name := rs.Status.BackupName
+	if name == "" {
+		name = rs.Spec.BackupName
+	}
+	if name != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rs.Namespace, Name: name}}}
+	}
+	if rs.Spec.ScheduleName == "" {
+		return nil
+	}
+	var backups cairnv1.BackupList
+	if err := r.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{restore.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Could not list the backups of a schedule whose restore ended", "restore", objectName(rs))
+		return nil
+	}
+	var requests []reconcile.Request
+	for i := range backups.Items {
+		if b := &backups.Items[i]; b.DeletionTimestamp != nil {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+		}
+	}
+	return requests
+}
+
+// restoreEnded passes the restore events after which a deleted backup may no longer be read:
+// a restore reaching a terminal phase, or its object gone.
+func restoreEnded() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*cairnv1.Restore)
+			cur, ok2 := e.ObjectNew.(*cairnv1.Restore)
+			return ok1 && ok2 && !old.EffectivePhase().IsTerminal() && cur.EffectivePhase().IsTerminal()
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // forget drops what this process remembers of a backup whose object is gone. A deletion of it

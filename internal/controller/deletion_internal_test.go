@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -60,6 +61,16 @@ func TestNextDeletionStep(t *testing.T) {
 		{name: "failed, retry due", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, NextAttempt: &earlier}, want: stepStart},
 		{name: "failed, no retry time recorded", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true}, want: stepStart},
 		{name: "finalizer already gone", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: false, HasData: true, Record: done}, want: stepNone},
+		{name: "read by a restore: wait for it to end", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, ReadBy: "r1"},
+			want: stepWaitForRestore, wantMessage: "waiting for restore r1 to end before deleting"},
+		{name: "read by a restore, partially failed: wait", in: deletionInput{Phase: cairnv1.BackupPhasePartiallyFailed, Deleted: true, HasData: true, ReadBy: "r1"},
+			want: stepWaitForRestore, wantMessage: "waiting for restore r1 to end before deleting"},
+		{name: "read by a restore, not deleted", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, HasData: true, ReadBy: "r1"}, want: stepNone},
+		{name: "read by a restore, keep-data: the object goes, the data stays", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, KeepData: true, ReadBy: "r1"},
+			want: stepRelease},
+		{name: "read by a restore, never started: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailed, Deleted: true, ReadBy: "r1"}, want: stepRelease},
+		{name: "read by a restore, stale terminal read while this process deletes", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: running, ReadBy: "r1"},
+			want: stepWait},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +78,45 @@ func TestNextDeletionStep(t *testing.T) {
 			got, message := nextDeletionStep(tt.in)
 			if got != tt.want || message != tt.wantMessage {
 				t.Errorf("got (%s, %q), want (%s, %q)", got, message, tt.want, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func TestReadingRestore(t *testing.T) {
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly-2", Labels: map[string]string{restore.ScheduleNameLabel: "nightly"}}}
+	rs := func(name string, phase cairnv1.RestorePhase, spec cairnv1.RestoreSpec, statusBackup string) cairnv1.Restore {
+		return cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: spec,
+			Status: cairnv1.RestoreStatus{Phase: phase, BackupName: statusBackup}}
+	}
+	named := cairnv1.RestoreSpec{BackupName: "nightly-2"}
+	tests := []struct {
+		name     string
+		restores []cairnv1.Restore
+		want     string
+	}{
+		{name: "none"},
+		{name: "a new restore naming it", restores: []cairnv1.Restore{rs("r1", "", named, "")}, want: "r1"},
+		{name: "a queued restore that resolved to it", restores: []cairnv1.Restore{rs("r1", cairnv1.RestorePhaseQueued, cairnv1.RestoreSpec{ScheduleName: "nightly"}, "nightly-2")}, want: "r1"},
+		{name: "a running restore", restores: []cairnv1.Restore{rs("r1", cairnv1.RestorePhaseInProgress, named, "nightly-2")}, want: "r1"},
+		{name: "a restore waiting for its operations", restores: []cairnv1.Restore{rs("r1", cairnv1.RestorePhaseWaitingForPluginOperations, named, "nightly-2")}, want: "r1"},
+		{name: "a finalizing restore", restores: []cairnv1.Restore{rs("r1", cairnv1.RestorePhaseFinalizing, named, "nightly-2")}, want: "r1"},
+		{name: "ended restores do not read", restores: []cairnv1.Restore{
+			rs("r1", cairnv1.RestorePhaseCompleted, named, "nightly-2"), rs("r2", cairnv1.RestorePhasePartiallyFailed, named, "nightly-2"),
+			rs("r3", cairnv1.RestorePhaseFailed, named, "nightly-2"), rs("r4", cairnv1.RestorePhaseFailedValidation, named, "")}},
+		{name: "a restore of another backup", restores: []cairnv1.Restore{rs("r1", cairnv1.RestorePhaseInProgress, cairnv1.RestoreSpec{BackupName: "other"}, "other")}},
+		{name: "a schedule's restore that resolved to another of its backups", restores: []cairnv1.Restore{rs("r1", cairnv1.RestorePhaseQueued, cairnv1.RestoreSpec{ScheduleName: "nightly"}, "nightly-3")}},
+		{name: "a new restore of its schedule, not resolved yet", restores: []cairnv1.Restore{rs("r1", "", cairnv1.RestoreSpec{ScheduleName: "nightly"}, "")}, want: "r1"},
+		{name: "a new restore of another schedule", restores: []cairnv1.Restore{rs("r1", "", cairnv1.RestoreSpec{ScheduleName: "hourly"}, "")}},
+		{name: "a restore of the same name in another namespace", restores: []cairnv1.Restore{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "r1"}, Spec: named, Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseInProgress, BackupName: "nightly-2"}}}},
+		{name: "the first by name of several", restores: []cairnv1.Restore{
+			rs("r3", cairnv1.RestorePhaseQueued, named, "nightly-2"), rs("r1", cairnv1.RestorePhaseCompleted, named, "nightly-2"), rs("r2", "", named, "")}, want: "r2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := readingRestore(tt.restores, b); got != tt.want {
+				t.Errorf("readingRestore = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -38,9 +38,10 @@ type Config struct {
 	QueueResyncPeriod time.Duration
 	// Clock is the time source of every reconciler; nil means the real clock.
 	Clock clock.Clock
-	// Controllers names the reconcilers to run ("queue", "backup", "operations", "finalizer",
-	// "deletion", "restorequeue", "restore", "restoreoperations", "restorefinalizer", "cancelwarning",
-	// "restorecancelwarning", "storagelocation"); empty means all of them. Tests use it to play a reconciler's part.
+	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
+	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
+	// "cancelwarning", "restorecancelwarning", "storagelocation"); empty means all of them.
+	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
 	// DefaultItemOperationSyncFrequency.
@@ -139,13 +140,14 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		r    interface{ SetupWithManager(ctrl.Manager) error }
 	}{
 		{"queue", &BackupQueueReconciler{
-			Client:            mgr.GetClient(),
-			Namespace:         cfg.Namespace,
-			ConcurrentBackups: cfg.ConcurrentBackups,
-			ResyncPeriod:      cfg.QueueResyncPeriod,
-			Clock:             cfg.Clock,
-			Recorder:          mgr.GetEventRecorder("cairn-queue"),
-			Gate:              recovery,
+			Client:             mgr.GetClient(),
+			Namespace:          cfg.Namespace,
+			ConcurrentBackups:  cfg.ConcurrentBackups,
+			ConcurrentRestores: cfg.ConcurrentRestores,
+			ResyncPeriod:       cfg.QueueResyncPeriod,
+			Clock:              cfg.Clock,
+			Recorder:           mgr.GetEventRecorder("cairn-queue"),
+			Gate:               recovery,
 		}},
 		{"backup", &BackupReconciler{
 			Client:            mgr.GetClient(),
@@ -196,15 +198,6 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:       recovery,
 			BackoffMin: cfg.RetryBackoffMin,
 			BackoffMax: cfg.RetryBackoffMax,
-		}},
-		{"restorequeue", &RestoreQueueReconciler{
-			Client:             mgr.GetClient(),
-			Namespace:          cfg.Namespace,
-			ConcurrentRestores: cfg.ConcurrentRestores,
-			ResyncPeriod:       cfg.QueueResyncPeriod,
-			Clock:              cfg.Clock,
-			Recorder:           mgr.GetEventRecorder("cairn-restore-queue"),
-			Gate:               recovery,
 		}},
 		{"restore", &RestoreReconciler{
 			Client:             mgr.GetClient(),

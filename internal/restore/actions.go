@@ -46,8 +46,9 @@ type ActionOutput struct {
 	// Skip says not to restore this item; SkipReason says why.
 	Skip       bool
 	SkipReason string
-	// AdditionalItems are items of the backup to restore before this one (when the restore
-	// selects them and has not restored them already).
+	// AdditionalItems are items of the backup, named as backed up (their namespace before
+	// mapping), to restore before this one when the restore's filters let them through as
+	// additional items and it has not restored them already.
 	AdditionalItems []ItemRef
 	// OperationID, when set, names an async operation that keeps running after the item is
 	// created: the restore waits for it (WaitingForPluginOperations) through Progress.

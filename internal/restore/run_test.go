@@ -384,3 +384,43 @@ func (f *failingStore) Get(ctx context.Context, key string) (io.ReadCloser, erro
 	}
 	return f.ObjectStore.Get(ctx, key)
 }
+
+// needsSecret names the Secret "s" of the item's backed-up namespace as an additional item of
+// every ConfigMap.
+type needsSecret struct{ restore.SyncAction }
+
+func (needsSecret) Name() string { return "test/needs-secret" }
+func (needsSecret) AppliesTo() []schema.GroupResource {
+	return []schema.GroupResource{{Resource: "configmaps"}}
+}
+func (needsSecret) Execute(_ context.Context, in restore.ActionInput) (restore.ActionOutput, error) {
+	return restore.ActionOutput{Item: in.Item, AdditionalItems: []restore.ItemRef{
+		{GR: schema.GroupResource{Resource: "secrets"}, Namespace: in.Original.GetNamespace(), Name: "s"},
+		{GR: schema.GroupResource{Resource: "secrets"}, Namespace: in.Original.GetNamespace(), Name: "not-in-the-backup"},
+	}}, nil
+}
+
+func TestRunRestoresAdditionalItemsFirstAndOnce(t *testing.T) {
+	store, keys := commitBackup(t, []item{
+		{"configmaps", "", "shop", object("v1", "ConfigMap", "shop", "a", nil)},
+		{"configmaps", "", "shop", object("v1", "ConfigMap", "shop", "b", nil)},
+		{"secrets", "", "shop", object("v1", "Secret", "shop", "s", map[string]any{"metadata": map[string]any{"name": "s", "namespace": "shop", "labels": map[string]any{"tier": "db"}}})},
+	})
+	rec := newRecorder("", 0)
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	// The ConfigMaps go first; the Secret, an additional item of theirs, must come before them.
+	runner := &restore.Runner{Dynamic: countingDynamic{Interface: dyn, rec: rec}, Discovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}},
+		Priorities: []string{"configmaps", "secrets"}, Workers: 1, Actions: restore.NewActions(needsSecret{})}
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1"}, Status: cairnv1.RestoreStatus{BackupName: "b1"},
+		Spec: cairnv1.RestoreSpec{IncludedResources: []string{"configmaps", "secrets"}, NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "copy"}}}
+	res := runner.Run(context.Background(), restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: store, BackupKeys: keys})
+	if res.Ending != restore.Finished || res.Errors != 0 {
+		t.Fatalf("run ended %s (%s), %d errors", res.Ending, res.FailureReason, res.Errors)
+	}
+	if got := strings.Join(rec.order, ","); got != "namespaces,secrets,configmaps,configmaps" {
+		t.Errorf("created %s; want the namespace, the Secret once and before the ConfigMaps, then the ConfigMaps", got)
+	}
+	if res.TotalItems != 3 || res.ItemsRestored != 3 {
+		t.Errorf("items %d/%d, want 3/3", res.ItemsRestored, res.TotalItems)
+	}
+}

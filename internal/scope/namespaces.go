@@ -121,6 +121,26 @@ func validatePattern(p string) string {
 	return ""
 }
 
+// LiteralNames returns the namespaces the filter selects when it includes only names, no
+// patterns: those of them not excluded, sorted, with no repeats. What such a filter selects
+// does not depend on which namespaces exist. ok is false when the filter includes every
+// namespace or any pattern.
+func (f NamespaceFilter) LiteralNames() (names []string, ok bool) {
+	if f.SelectsAll() {
+		return nil, false
+	}
+	for _, p := range f.Included {
+		if isPattern(p) {
+			return nil, false
+		}
+		if !f.excluded(p) {
+			names = append(names, p)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), true
+}
+
 // NamespaceSet is the namespaces a backup selects, resolved against the cluster's namespaces.
 type NamespaceSet struct {
 	// All means every namespace, including those not created yet.

@@ -45,6 +45,33 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+func TestLiteralNames(t *testing.T) {
+	tests := []struct {
+		name   string
+		f      NamespaceFilter
+		want   []string
+		wantOK bool
+	}{
+		{name: "names, sorted, without repeats", f: NamespaceFilter{Included: []string{"ns2", "ns1", "ns2"}}, want: []string{"ns1", "ns2"}, wantOK: true},
+		{name: "names minus those excluded, by name or pattern", f: NamespaceFilter{Included: []string{"ns1", "kube-system", "ns2"}, Excluded: []string{"kube-*", "ns2"}},
+			want: []string{"ns1"}, wantOK: true},
+		{name: "every name excluded", f: NamespaceFilter{Included: []string{"ns1"}, Excluded: []string{"ns?"}}, wantOK: true},
+		{name: "no filter is every namespace", f: NamespaceFilter{}},
+		{name: "star is every namespace", f: NamespaceFilter{Included: []string{"ns1", "*"}}},
+		{name: "a wildcard depends on the namespaces that exist", f: NamespaceFilter{Included: []string{"ns1", "team-*"}}},
+		{name: "a question mark too", f: NamespaceFilter{Included: []string{"ns?"}}},
+		{name: "a character class too", f: NamespaceFilter{Included: []string{"team-[ab]"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.f.LiteralNames()
+			if !reflect.DeepEqual(got, tt.want) || ok != tt.wantOK {
+				t.Errorf("LiteralNames = %q, %v; want %q, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
 func TestForBackupAppliesTheTenancyRule(t *testing.T) {
 	team := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}}
 	if got := ForBackup(team, "cairn-system").Resolve(cluster); !reflect.DeepEqual(got, NamespaceSet{Names: []string{"team-a"}}) {

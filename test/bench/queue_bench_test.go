@@ -538,7 +538,7 @@ func BenchmarkQueueDecide1000x2000(b *testing.B) {
 			for _, bk := range waiting {
 				queued = append(queued, entry(bk))
 			}
-			if ds := queue.Decide(1, running, queued, nil); ds[0].Start {
+			if ds := queue.Decide(queue.Limits{Backups: 1, Restores: 1}, running, queued, nil); ds[0].Start {
 				b.Fatal("a backup overlapping the running one started")
 			}
 			resolutions.End()

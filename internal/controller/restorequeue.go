@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/restore"
+)
+
+// failureReasonRestoreDeleted is the failureReason of a restore deleted before it finished.
+const failureReasonRestoreDeleted = "Restore deleted before it finished"
+
+// leaveRestore is leave for a restore: a New one gets its finalizer first (the restore
+// finalizer removes its files before the object goes), then a cancelled or deleted one →
+// Failed (endRestoreBeforeStart), one that does not validate → FailedValidation with the
+// backup it names. It reports whether the restore left the queue.
+func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
+	rs := c.restore
+	if rs.EffectivePhase() == cairnv1.RestorePhaseNew && rs.DeletionTimestamp == nil {
+		if err := addFinalizer(ctx, r.Client, rs, cairnv1.RestoreDataFinalizer); err != nil {
+			return true, err
+		}
+	}
+	if _, cancelled := restoreCancellation(rs); cancelled {
+		if err := endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, rs); err != nil {
+			return true, err
+		}
+		pass.wrote(rs, true)
+		return true, nil
+	}
+	if len(c.validationErrors) == 0 {
+		return false, nil
+	}
+	problems := queue.CapValidationErrors(c.validationErrors)
+	now := metav1.NewTime(pass.now)
+	err := r.patchRestoreStatus(ctx, pass, rs, func(s *cairnv1.RestoreStatus) {
+		s.Phase = cairnv1.RestorePhaseFailedValidation
+		s.BackupName = c.backupName
+		s.ValidationErrors = problems
+		s.QueuePosition = 0
+		s.CompletionTimestamp = &now
+	})
+	if err == nil {
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "FailedValidation", "Validate", "Restore failed validation: %s", problems[0])
+	}
+	return true, err
+}
+
+// restoreValidationFacts fetches what restore.Validate needs: the restore's backup (by name,
+// or the newest Completed one of its schedule) and the storage locations. backupName is the
+// backup the restore reads ("" when a schedule has none).
+func restoreValidationFacts(ctx context.Context, c client.Reader, operatorNamespace string, rs *cairnv1.Restore) (facts restore.ValidationFacts, backupName string, err error) {
+	if rs.Spec.ScheduleName != "" {
+		var backups cairnv1.BackupList
+		if err := c.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{restore.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
+			return facts, "", err
+		}
+		facts.Backup = restore.NewestScheduleBackup(backups.Items)
+	} else {
+		var b cairnv1.Backup
+		err := c.Get(ctx, types.NamespacedName{Namespace: rs.Namespace, Name: rs.Spec.BackupName}, &b)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return facts, "", err
+		default:
+			facts.Backup = &b
+		}
+	}
+	if facts.Backup != nil {
+		backupName = facts.Backup.Name
+	} else {
+		backupName = rs.Spec.BackupName
+	}
+	var locations cairnv1.BackupStorageLocationList
+	if err := c.List(ctx, &locations, client.InNamespace(operatorNamespace)); err != nil {
+		return facts, "", err
+	}
+	facts.Locations = locations.Items
+	return facts, backupName, nil
+}
+
+// restoreCancellation says whether a restore must stop, and the failureReason: spec.cancel,
+// or a deletion.
+func restoreCancellation(rs *cairnv1.Restore) (failureReason string, ok bool) {
+	switch {
+	case rs.Spec.Cancel:
+		return cairnv1.FailureReasonRestoreCancelled, true
+	case rs.DeletionTimestamp != nil:
+		return failureReasonRestoreDeleted, true
+	}
+	return "", false
+}
+
+// endRestoreBeforeStart ends a cancelled or deleted restore that has not started: Failed.
+func endRestoreBeforeStart(ctx context.Context, c client.Client, clk clock.Clock, rec events.EventRecorder, rs *cairnv1.Restore) error {
+	failureReason, _ := restoreCancellation(rs)
+	now := metav1.NewTime(clk.Now())
+	err := patchRestoreStatus(ctx, c, clk, rs, func(s *cairnv1.RestoreStatus) {
+		s.Phase = cairnv1.RestorePhaseFailed
+		s.FailureReason = failureReason
+		s.QueuePosition = 0
+		s.CompletionTimestamp = &now
+		meta.RemoveStatusCondition(&s.Conditions, cairnv1.RestoreConditionQueued)
+	})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	rec.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s before it started: nothing was restored", failureReason)
+	return nil
+}
+
+// restoreQueueTrigger passes the restore events that can change the queue: creations and
+// deletions, phase changes, a cancel, a deletion request, and any update of a New restore (not
+// a running restore's progress).
+func restoreQueueTrigger() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*cairnv1.Restore)
+			cur, ok2 := e.ObjectNew.(*cairnv1.Restore)
+			if !ok1 || !ok2 {
+				return false
+			}
+			return old.Status.Phase != cur.Status.Phase || old.Spec.Cancel != cur.Spec.Cancel ||
+				(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) || cur.EffectivePhase() == cairnv1.RestorePhaseNew
+		},
+		GenericFunc: func(event.GenericEvent) bool { return true },
+	}
+}
