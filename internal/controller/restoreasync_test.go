@@ -403,7 +403,7 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 
 	It("says a restore cancelled while queued is Cancelled, as a backup cancelled while queued is", func() {
 		Skip("BUG: a Restore cancelled in New or Queued ends Failed without the condition Cancelled=True " +
-			"(endRestoreBeforeStart in restorequeue_controller.go sets no condition), unlike every other cancelled " +
+			"(endRestoreBeforeStart in restorequeue.go sets no condition), unlike every other cancelled " +
 			"restore and every cancelled backup (cancelledStatus); `kubectl wait --for=condition=Cancelled` never returns for it")
 		expectRestoreCancelled(getRestore(operatorNamespace, "rasync-queued"), cairnv1.FailureReasonRestoreCancelled, cairnv1.ReasonCancelledByUser)
 	})
