@@ -84,15 +84,8 @@ func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.R
 		s.Phase = next
 		s.CompletionTimestamp = &now
 		if cancelled {
-			reason := cairnv1.ReasonCancelledByUser
-			if rs.DeletionTimestamp != nil && !rs.Spec.Cancel {
-				reason = cairnv1.ReasonRestoreDeleted
-			}
 			s.FailureReason = failureReason
-			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-				Type: cairnv1.RestoreConditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
-				Message: "the restore was stopped; the objects it created stay (its resource list names them)", ObservedGeneration: rs.Generation, LastTransitionTime: now,
-			})
+			meta.SetStatusCondition(&s.Conditions, cancelledCondition(rs, now, "the restore was stopped; the objects it created stay (its resource list names them)"))
 		}
 	})
 	if err != nil {

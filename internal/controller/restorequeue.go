@@ -114,12 +114,24 @@ func endRestoreBeforeStart(ctx context.Context, c client.Client, clk clock.Clock
 		s.QueuePosition = 0
 		s.CompletionTimestamp = &now
 		meta.RemoveStatusCondition(&s.Conditions, cairnv1.RestoreConditionQueued)
+		meta.SetStatusCondition(&s.Conditions, cancelledCondition(rs, now, "the restore was stopped before it started: nothing was restored"))
 	})
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	rec.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s before it started: nothing was restored", failureReason)
 	return nil
+}
+
+// cancelledCondition is the Cancelled=True condition of a restore stopped by a cancel or a
+// deletion, with message.
+func cancelledCondition(rs *cairnv1.Restore, now metav1.Time, message string) metav1.Condition {
+	reason := cairnv1.ReasonCancelledByUser
+	if rs.DeletionTimestamp != nil && !rs.Spec.Cancel {
+		reason = cairnv1.ReasonRestoreDeleted
+	}
+	return metav1.Condition{Type: cairnv1.RestoreConditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
+		Message: message, ObservedGeneration: rs.Generation, LastTransitionTime: now}
 }
 
 // restoreQueueTrigger passes the restore events that can change the queue: creations and
