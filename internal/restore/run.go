@@ -789,6 +789,11 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		}
 		if err != nil {
 			ru.abandon(ctx, started, "the item could not be restored")
+			if ctx.Err() != nil {
+				// Cancelled (or stopping) while the action ran: not an error of the item.
+				ru.record(gr, target, desired.GetName(), Skipped, fmt.Sprintf("%s: the restore stopped before it was created", ref))
+				return
+			}
 			ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: restore item action %s: %v", ref, action.Name(), err))
 			return
 		}
