@@ -413,7 +413,9 @@ spec:
 			HaveField("Status.DeletionAttempts", BeNumerically(">=", 3)),
 		), managerLog)
 		killManager()
-		Expect(backupField(ns, "retried", "{.status.phase}")).To(Equal("DeletionFailed"))
+		// Almost always DeletionFailed; on a busy machine the kill may land in the few
+		// milliseconds of the next retry's Deleting, which a restart must handle just as well.
+		Expect(backupField(ns, "retried", "{.status.phase}")).To(BeElementOf("DeletionFailed", "Deleting"))
 
 		server.Start()
 		restartManager()
