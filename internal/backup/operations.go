@@ -95,16 +95,23 @@ func OperationCounts(ops []Operation) (running, completed, failed int) {
 	return running, completed, failed
 }
 
+// AfterOperations is the one decision of what follows a wait for async operations, for
+// backups and restores alike: still waiting while any runs, and partial (PartiallyFailed)
+// once the owner was partial already or an operation failed.
+func AfterOperations(partialSoFar bool, ops []Operation) (waiting, partial bool) {
+	running, _, failed := OperationCounts(ops)
+	return running > 0, partialSoFar || failed > 0
+}
+
 // NextAfterOperations is the phase of a backup in WaitingForPluginOperations* given its
 // operations: it stays (turning PartiallyFailed once one failed) while any runs, then goes to
 // Finalizing or FinalizingPartiallyFailed.
 func NextAfterOperations(phase cairnv1.BackupPhase, ops []Operation) cairnv1.BackupPhase {
-	running, _, failed := OperationCounts(ops)
-	partial := phase == cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed || failed > 0
+	waiting, partial := AfterOperations(phase == cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed, ops)
 	switch {
-	case running > 0 && partial:
+	case waiting && partial:
 		return cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
-	case running > 0:
+	case waiting:
 		return cairnv1.BackupPhaseWaitingForPluginOperations
 	case partial:
 		return cairnv1.BackupPhaseFinalizingPartiallyFailed

@@ -17,15 +17,14 @@ func PhaseAfterRun(errors int32, ops []backup.Operation) cairnv1.RestorePhase {
 }
 
 // NextAfterOperations is the phase of a restore in WaitingForPluginOperations* given its
-// operations, as backup.NextAfterOperations is for backups: it stays (turning PartiallyFailed
+// operations (backup.AfterOperations decides, as for backups): it stays (turning PartiallyFailed
 // once one failed) while any runs, then goes to Finalizing or FinalizingPartiallyFailed.
 func NextAfterOperations(phase cairnv1.RestorePhase, ops []backup.Operation) cairnv1.RestorePhase {
-	running, _, failed := backup.OperationCounts(ops)
-	partial := phase == cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed || failed > 0
+	waiting, partial := backup.AfterOperations(phase == cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed, ops)
 	switch {
-	case running > 0 && partial:
+	case waiting && partial:
 		return cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed
-	case running > 0:
+	case waiting:
 		return cairnv1.RestorePhaseWaitingForPluginOperations
 	case partial:
 		return cairnv1.RestorePhaseFinalizingPartiallyFailed
