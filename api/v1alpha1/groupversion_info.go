@@ -1,4 +1,4 @@
-// Package v1alpha1 holds Cairn's API: Backup, BackupStorageLocation and Restore in group cairn.dev.
+// Package v1alpha1 holds Cairn's API: Backup, BackupStorageLocation, Restore and Schedule in group cairn.dev.
 //
 // +kubebuilder:object:generate=true
 // +groupName=cairn.dev
@@ -26,6 +26,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Backup{}, &BackupList{},
 		&BackupStorageLocation{}, &BackupStorageLocationList{},
 		&Restore{}, &RestoreList{},
+		&Schedule{}, &ScheduleList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -11,7 +11,7 @@ import (
 
 // ScheduleNameLabel is the label a Schedule puts on the backups it creates; a Restore with
 // spec.scheduleName restores the newest Completed one.
-const ScheduleNameLabel = "cairn.dev/schedule-name"
+const ScheduleNameLabel = cairnv1.ScheduleNameLabel
 
 // ValidationFacts are what validating a restore needs to know about the cluster, fetched by the caller.
 type ValidationFacts struct {

@@ -1,0 +1,148 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SchedulePhase is where a schedule is.
+//
+// +kubebuilder:validation:Enum=New;Enabled;Paused;FailedValidation
+type SchedulePhase string
+
+const (
+	// SchedulePhaseNew is a schedule not validated yet ("" means the same).
+	SchedulePhaseNew SchedulePhase = "New"
+	// SchedulePhaseEnabled is a valid schedule that creates backups when they are due.
+	SchedulePhaseEnabled SchedulePhase = "Enabled"
+	// SchedulePhasePaused is a valid schedule with spec.paused: it creates no backups.
+	SchedulePhasePaused SchedulePhase = "Paused"
+	// SchedulePhaseFailedValidation is a schedule whose cron expression, time zone or template
+	// is invalid (validationErrors say why); it creates no backups until it is fixed.
+	SchedulePhaseFailedValidation SchedulePhase = "FailedValidation"
+)
+
+// ScheduleNameLabel is set on every backup a schedule creates: the schedule's name.
+const ScheduleNameLabel = "cairn.dev/schedule-name"
+
+// Condition types and reasons on a Schedule.
+const (
+	// ScheduleConditionSkipped is True when the last due run was skipped; its message names
+	// the backup of the schedule that had not ended yet.
+	ScheduleConditionSkipped = "Skipped"
+	// ReasonBackupStillRunning: a run was skipped because the schedule's previous backup had
+	// not ended.
+	ReasonBackupStillRunning = "BackupStillRunning"
+	// ReasonRunDue: the last due run created its backup.
+	ReasonRunDue = "RunCreatedBackup"
+)
+
+// ScheduleSpec says when to back up and what.
+type ScheduleSpec struct {
+	// Schedule is a cron expression: five fields ("0 3 * * *"), or a descriptor such as
+	// "@daily" or "@every 6h", optionally prefixed with a time zone ("CRON_TZ=Europe/Paris 0 3 * * *").
+	// Without a prefix, times are UTC.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Schedule string `json:"schedule"`
+
+	// Template is the spec of every backup the schedule creates. Editing it changes the next
+	// backups, never those already created.
+	// +optional
+	// +kubebuilder:default={}
+	Template BackupSpec `json:"template,omitempty"`
+
+	// Paused stops the schedule from creating backups.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// SkipImmediately, when the schedule is created or unpaused after missing runs, skips the
+	// run that would otherwise be made at once; it waits for the next tick instead. It applies
+	// once and is then reset to false.
+	// +optional
+	SkipImmediately bool `json:"skipImmediately,omitempty"`
+
+	// UseOwnerReferencesInBackup makes the schedule the owner of the backups it creates, so
+	// that deleting the schedule deletes them (and their data).
+	// +optional
+	UseOwnerReferencesInBackup bool `json:"useOwnerReferencesInBackup,omitempty"`
+}
+
+// ScheduleStatus is what Cairn observed and did.
+type ScheduleStatus struct {
+	// Phase is where the schedule is.
+	// +optional
+	Phase SchedulePhase `json:"phase,omitempty"`
+
+	// ValidationErrors says what is wrong with a schedule in FailedValidation.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=1024
+	ValidationErrors []string `json:"validationErrors,omitempty"`
+
+	// LastBackup is when the schedule last created a backup.
+	// +optional
+	LastBackup *metav1.Time `json:"lastBackup,omitempty"`
+
+	// LastSkipped is when a due run was last skipped because the previous backup had not ended.
+	// +optional
+	LastSkipped *metav1.Time `json:"lastSkipped,omitempty"`
+
+	// NextBackup is when the next run is due.
+	// +optional
+	NextBackup *metav1.Time `json:"nextBackup,omitempty"`
+
+	// ObservedGeneration is the generation of the spec the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are the schedule's observed conditions.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Schedule creates Backups on a cron schedule (DESIGN.md section 10).
+// A run creates <name>-<yyyyMMddHHmmss>, so the name leaves room for 15 more characters.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=cairn
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 185",message="a Schedule's name may have at most 185 characters, so that its backups' names (<schedule>-<yyyyMMddHHmmss>) fit"
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
+// +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup`
+// +kubebuilder:printcolumn:name="Next Backup",type=string,JSONPath=`.status.nextBackup`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,priority=1
+type Schedule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says when to back up and what.
+	// +required
+	Spec ScheduleSpec `json:"spec"`
+
+	// Status is what Cairn observed and did.
+	// +optional
+	Status ScheduleStatus `json:"status,omitempty"`
+}
+
+// EffectivePhase is the schedule's phase, with "" read as New.
+func (s *Schedule) EffectivePhase() SchedulePhase {
+	if s.Status.Phase == "" {
+		return SchedulePhaseNew
+	}
+	return s.Status.Phase
+}
+
+// +kubebuilder:object:root=true
+
+// ScheduleList is a list of Schedules.
+type ScheduleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Schedule `json:"items"`
+}
