@@ -1,0 +1,271 @@
+// Package schedule decides when a Schedule runs and what a run creates (DESIGN.md section 10).
+// Everything here is a pure function of its arguments, the current time included: the schedule
+// reconciler fetches, calls these, and writes.
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/queue"
+)
+
+// Parse reads a cron expression: five fields ("0 3 * * *"), or a descriptor ("@daily",
+// "@every 6h"), optionally prefixed with a time zone ("CRON_TZ=Europe/Paris 0 3 * * *"; "TZ="
+// is read the same). Without a prefix, times are UTC. Time zones come from the binary's own
+// copy of the zone database (time/tzdata, imported by the manager), so a scratch image
+// understands them too.
+func Parse(expr string) (cron.Schedule, error) {
+	expr = strings.TrimSpace(expr)
+	if expr == "" {
+		return nil, fmt.Errorf("empty cron expression")
+	}
+	if !strings.HasPrefix(expr, "CRON_TZ=") && !strings.HasPrefix(expr, "TZ=") {
+		// The standard parser reads times in time.Local when no zone is given; Cairn's
+		// default is UTC whatever the machine's zone.
+		expr = "CRON_TZ=UTC " + expr
+	}
+	s, err := cron.ParseStandard(expr)
+	if err != nil {
+		return nil, err
+	}
+	if spec, ok := s.(*cron.SpecSchedule); ok && !everyHour(spec) {
+		return onceInOverlap{spec}, nil
+	}
+	return s, nil
+}
+
+// onceInOverlap is a schedule at fixed hours whose repeated times of day, when the clocks go
+// back (01:30 happens twice in New York on the first Sunday of November), run once: the first
+// time, as cron does. The cron library would run both. Schedules that run every hour keep both
+// hours, since they are an hour apart in real time.
+type onceInOverlap struct{ *cron.SpecSchedule }
+
+// Next is the next tick after t that is not the second occurrence of a time of day.
+func (s onceInOverlap) Next(t time.Time) time.Time {
+	next := s.SpecSchedule.Next(t)
+	for range 4 { // an overlap repeats each time of day once; a few steps always leave it
+		if next.IsZero() || !repeatedTimeOfDay(next.In(s.Location)) {
+			break
+		}
+		next = s.SpecSchedule.Next(next)
+	}
+	return next
+}
+
+// repeatedTimeOfDay reports whether t's time of day already happened once, shortly before, in
+// t's location: t lies in the repeated span after the clocks went back.
+func repeatedTimeOfDay(t time.Time) bool {
+	_, offset := t.Zone()
+	_, before := t.Add(-3 * time.Hour).Zone()
+	back := time.Duration(before-offset) * time.Second
+	if back <= 0 {
+		return false
+	}
+	const wall = "2006-01-02 15:04:05"
+	return t.Add(-back).In(t.Location()).Format(wall) == t.Format(wall)
+}
+
+// everyHour reports whether a five-field schedule runs in every hour of the day.
+func everyHour(s *cron.SpecSchedule) bool {
+	const allHours = 1<<24 - 1
+	return s.Hour&allHours == allHours
+}
+
+// latestTickLimit bounds the walk from one tick to the next in LatestTick: a five-field
+// schedule ticks at most once a minute, so this is about two years of minutely ticks.
+const latestTickLimit = 1 << 20
+
+// LatestTick is the last tick of s after since and at or before now, and whether there is one.
+// Ticks are walked forward from since; a fixed interval ("@every") is computed directly.
+// Past latestTickLimit ticks (years of minutely downtime) it returns the tick it reached, which
+// is still after since and at or before now.
+func LatestTick(s cron.Schedule, since, now time.Time) (time.Time, bool) {
+	first := s.Next(since)
+	if first.IsZero() || first.After(now) {
+		return time.Time{}, false
+	}
+	if every, ok := s.(cron.ConstantDelaySchedule); ok {
+		// Next(t) is t truncated to the second plus the delay: the ticks are first + k*delay.
+		k := now.Sub(first) / every.Delay
+		return first.Add(k * every.Delay), true
+	}
+	tick := first
+	for range latestTickLimit {
+		next := s.Next(tick)
+		if next.IsZero() || next.After(now) {
+			break
+		}
+		tick = next
+	}
+	return tick, true
+}
+
+// Action is what a due run does.
+type Action string
+
+const (
+	// Wait: no run is due; wake at Decision.Next.
+	Wait Action = "Wait"
+	// Create: create the backup Decision.Backup.
+	Create Action = "Create"
+	// Done: the backup of this run exists already (created just before a restart, say): it
+	// counts as the run, and only the status is written.
+	Done Action = "Done"
+	// SkipRunning: the run is skipped because the schedule's previous backup (Decision.Running)
+	// has not ended; schedules never pile up.
+	SkipRunning Action = "SkipRunning"
+	// SkipImmediately: a run missed while the schedule was paused (or before it was first
+	// seen) is skipped because spec.skipImmediately asked so; the flag is then reset.
+	SkipImmediately Action = "SkipImmediately"
+)
+
+// BackupState is what the decision needs of one backup of the schedule.
+type BackupState struct {
+	Name  string
+	Phase cairnv1.BackupPhase
+}
+
+// Input is what Decide decides from.
+type Input struct {
+	// Schedule is the parsed cron expression.
+	Schedule cron.Schedule
+	// Name is the schedule's name (backup names start with it).
+	Name string
+	// Now is the current time.
+	Now time.Time
+	// Since is when ticks are counted from: the last run (status.lastBackup or lastSkipped,
+	// the later) or, before any, the schedule's creation. Runs missed after it make one run.
+	Since time.Time
+	// Paused is spec.paused.
+	Paused bool
+	// SkipImmediately is spec.skipImmediately.
+	SkipImmediately bool
+	// Resumed is true when the schedule is new or was paused (status.phase New or Paused) and
+	// is not paused now: a run due at once is the one skipImmediately skips.
+	Resumed bool
+	// Backups are the schedule's existing backups (by the schedule-name label).
+	Backups []BackupState
+}
+
+// Decision is what the schedule does now.
+type Decision struct {
+	Action Action
+	// Tick is the tick this run is for (zero when waiting).
+	Tick time.Time
+	// Backup is the name of the run's backup (Create and Done).
+	Backup string
+	// Running names the unfinished backup that made the run skip (SkipRunning).
+	Running string
+	// Next is the next tick after now: when to wake (zero when paused or the schedule has no
+	// more ticks).
+	Next time.Time
+}
+
+// Decide says what a schedule does at in.Now. A new schedule waits for its first tick; ticks
+// missed (downtime, pause) make exactly one run, not one per tick; a paused schedule does
+// nothing; a run while a backup of the schedule has not ended is skipped.
+func Decide(in Input) Decision {
+	if in.Paused {
+		return Decision{Action: Wait}
+	}
+	next := in.Schedule.Next(in.Now)
+	tick, due := LatestTick(in.Schedule, in.Since, in.Now)
+	if !due {
+		return Decision{Action: Wait, Next: in.Schedule.Next(in.Since)}
+	}
+	d := Decision{Tick: tick, Next: next, Backup: BackupName(in.Name, tick)}
+	if in.SkipImmediately && in.Resumed {
+		d.Action, d.Backup = SkipImmediately, ""
+		return d
+	}
+	for _, b := range in.Backups {
+		if b.Name == d.Backup {
+			d.Action = Done
+			return d
+		}
+	}
+	for _, b := range in.Backups {
+		if Unfinished(b.Phase) {
+			d.Action, d.Backup, d.Running = SkipRunning, "", b.Name
+			return d
+		}
+	}
+	d.Action = Create
+	return d
+}
+
+// Unfinished reports whether a backup in phase has not ended: a run of its schedule now would
+// pile up behind it. Terminal backups and backups being deleted do not hold a schedule back.
+func Unfinished(phase cairnv1.BackupPhase) bool {
+	switch phase {
+	case cairnv1.BackupPhaseDeleting, cairnv1.BackupPhaseDeletionFailed:
+		return false
+	}
+	return !phase.IsTerminal()
+}
+
+// nameTimeLayout is the run's time in a backup's name: yyyyMMddHHmmss, UTC.
+const nameTimeLayout = "20060102150405"
+
+// BackupName is the name of the backup a schedule's run for tick creates:
+// <schedule>-<yyyyMMddHHmmss> (UTC). One tick, one name: creating it twice (a restart just
+// after a run) finds the first.
+func BackupName(schedule string, tick time.Time) string {
+	return schedule + "-" + tick.UTC().Format(nameTimeLayout)
+}
+
+// NewBackup is the backup a run of s for tick creates, in the schedule's namespace: the
+// template as its spec, the cairn.dev/schedule-name label (never the Schedule's own labels,
+// which GitOps tools track), and the schedule as its owner when useOwnerReferencesInBackup.
+func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
+	b := &cairnv1.Backup{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace,
+			Name:      BackupName(s.Name, tick),
+			Labels:    map[string]string{cairnv1.ScheduleNameLabel: s.Name},
+		},
+		Spec: *s.Spec.Template.DeepCopy(),
+	}
+	if s.Spec.UseOwnerReferencesInBackup {
+		b.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: cairnv1.GroupVersion.String(),
+			Kind:       "Schedule",
+			Name:       s.Name,
+			UID:        s.UID,
+			Controller: ptr.To(true),
+		}}
+	}
+	return b
+}
+
+// Validate returns what is wrong with a schedule, as messages for status.validationErrors
+// (already bounded with queue.CapValidationErrors): its cron expression or time zone, and its
+// template, checked by the queue's own queue.Validate on the backup a run would create (so
+// tenancy and the storage location are checked as for any backup). A template with cancel set
+// would make backups cancelled at birth, so it is refused too.
+func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1.BackupStorageLocation) []string {
+	var errs []string
+	if _, err := Parse(s.Spec.Schedule); err != nil {
+		errs = append(errs, fmt.Sprintf("spec.schedule: %q: %v", s.Spec.Schedule, err))
+	}
+	if s.Spec.Template.Cancel {
+		errs = append(errs, "spec.template.cancel: a schedule's backups cannot be cancelled before they are created; pause the schedule instead")
+	}
+	backupErrs, _ := queue.Validate(NewBackup(s, time.Time{}), operatorNamespace, locations)
+	for _, e := range backupErrs {
+		// The queue's messages name the backup's fields (spec.x); here they are the template's.
+		if rest, ok := strings.CutPrefix(e, "spec."); ok {
+			errs = append(errs, "spec.template."+rest)
+		} else {
+			errs = append(errs, "spec.template: "+e)
+		}
+	}
+	return queue.CapValidationErrors(errs)
+}
