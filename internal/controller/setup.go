@@ -40,7 +40,8 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
-	// "cancelwarning", "restorecancelwarning", "storagelocation"); empty means all of them.
+	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation"); empty means all
+	// of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
@@ -239,6 +240,12 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"restorecancelwarning", &RestoreCancelWarningReconciler{
 			Client:   mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("cairn-cancel"),
+		}},
+		{"schedule", &ScheduleReconciler{
+			Client:    mgr.GetClient(),
+			Namespace: cfg.Namespace,
+			Clock:     cfg.Clock,
+			Recorder:  mgr.GetEventRecorder("cairn-schedule"),
 		}},
 		{"storagelocation", &BackupStorageLocationReconciler{
 			Client:    mgr.GetClient(),
