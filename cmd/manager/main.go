@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
 	// Time zone data in the binary, so that a schedule's CRON_TZ=Area/City resolves in a
 	// scratch or distroless image without /usr/share/zoneinfo.
 	_ "time/tzdata"

@@ -80,17 +80,6 @@ func patchSchedule(namespace, name string, mutate func(*cairnv1.Schedule)) {
 	}).Should(Succeed())
 }
 
-// setBackupPhase plays the backup's owning reconciler.
-func setBackupPhase(namespace, name string, phase cairnv1.BackupPhase) {
-	GinkgoHelper()
-	Eventually(func() error {
-		b := getBackup(namespace, name)
-		patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		b.Status.Phase = phase
-		return k8sClient.Status().Patch(suiteCtx, b, patch)
-	}).Should(Succeed())
-}
-
 var _ = Describe("Schedules", Ordered, func() {
 	BeforeAll(func() {
 		createDefaultLocation("schedules")
@@ -185,6 +174,16 @@ var _ = Describe("Schedules", Ordered, func() {
 		// tick is the n-th hourly tick after the schedule's creation.
 		tick := func(n int) time.Time { return created.Truncate(time.Hour).Add(time.Duration(n) * time.Hour) }
 		name := func(t time.Time) string { return "hourly-" + t.UTC().Format("20060102150405") }
+		// setBackupPhase plays the backup's owning reconciler.
+		setBackupPhase := func(name string, phase cairnv1.BackupPhase) {
+			GinkgoHelper()
+			Eventually(func() error {
+				b := getBackup(ns, name)
+				patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+				b.Status.Phase = phase
+				return k8sClient.Status().Patch(suiteCtx, b, patch)
+			}).Should(Succeed())
+		}
 
 		It("waits for its first tick", func() {
 			Eventually(func(g Gomega) {
@@ -208,7 +207,7 @@ var _ = Describe("Schedules", Ordered, func() {
 		})
 
 		It("skips a run while the previous backup is Queued, with an event naming it", func() {
-			setBackupPhase(ns, name(tick(1)), cairnv1.BackupPhaseQueued)
+			setBackupPhase(name(tick(1)), cairnv1.BackupPhaseQueued)
 			clk.SetTime(tick(2).Add(time.Second))
 			patchSchedule(ns, "hourly", func(*cairnv1.Schedule) {})
 			Eventually(func(g Gomega) {
@@ -233,7 +232,7 @@ var _ = Describe("Schedules", Ordered, func() {
 		})
 
 		It("skips a run while the previous backup is InProgress", func() {
-			setBackupPhase(ns, name(tick(1)), cairnv1.BackupPhaseInProgress)
+			setBackupPhase(name(tick(1)), cairnv1.BackupPhaseInProgress)
 			clk.SetTime(tick(3).Add(time.Second))
 			patchSchedule(ns, "hourly", func(*cairnv1.Schedule) {})
 			Eventually(func() time.Time { return getSchedule(ns, "hourly").Status.NextBackup.Time }).Should(BeTemporally("==", tick(4)))
@@ -241,7 +240,7 @@ var _ = Describe("Schedules", Ordered, func() {
 		})
 
 		It("runs once the backup ended, with the edited template", func() {
-			setBackupPhase(ns, name(tick(1)), cairnv1.BackupPhaseCompleted)
+			setBackupPhase(name(tick(1)), cairnv1.BackupPhaseCompleted)
 			patchSchedule(ns, "hourly", func(s *cairnv1.Schedule) { s.Spec.Template.IncludedResources = []string{"configmaps"} })
 			Expect(backupNames(scheduleBackups(ns, "hourly"))).To(HaveLen(1), "an edit is not a run")
 			clk.SetTime(tick(4).Add(time.Second))
@@ -251,7 +250,7 @@ var _ = Describe("Schedules", Ordered, func() {
 			Eventually(func() metav1.ConditionStatus {
 				return meta.FindStatusCondition(getSchedule(ns, "hourly").Status.Conditions, cairnv1.ScheduleConditionSkipped).Status
 			}).Should(Equal(metav1.ConditionFalse))
-			setBackupPhase(ns, name(tick(4)), cairnv1.BackupPhaseCompleted)
+			setBackupPhase(name(tick(4)), cairnv1.BackupPhaseCompleted)
 		})
 
 		It("makes no runs while paused, and one at once when unpaused after missed ticks", func() {
@@ -266,7 +265,7 @@ var _ = Describe("Schedules", Ordered, func() {
 			Eventually(func() []string { return backupNames(scheduleBackups(ns, "hourly")) }).
 				Should(Equal([]string{name(tick(1)), name(tick(4)), name(tick(7))}), "one backup for the missed ticks 5, 6 and 7, named for the last")
 			Eventually(func() cairnv1.SchedulePhase { return getSchedule(ns, "hourly").Status.Phase }).Should(Equal(cairnv1.SchedulePhaseEnabled))
-			setBackupPhase(ns, name(tick(7)), cairnv1.BackupPhaseCompleted)
+			setBackupPhase(name(tick(7)), cairnv1.BackupPhaseCompleted)
 		})
 
 		It("skips the missed run on unpausing with skipImmediately, once", func() {
