@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -22,6 +23,10 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/location"
 )
+
+// gcWorkers is how many backups the GC reconciler handles at once: backups of one schedule and
+// ttl expire together, and each Delete is a round trip to the API server.
+const gcWorkers = 4
 
 // GCReconciler deletes expired backups (DESIGN.md section 10, docs/expiry.md). It owns no
 // phase: it calls the ordinary Delete on a terminal backup whose status.expiration has passed,
@@ -202,6 +207,7 @@ func (r *GCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("gc").
 		For(&cairnv1.Backup{}, builder.WithPredicates(expiryChanged())).
 		Watches(&cairnv1.BackupStorageLocation{}, handler.EnqueueRequestsFromMapFunc(r.expiredBackupsOf)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: gcWorkers}).
 		Complete(r)
 }
 
