@@ -8,7 +8,7 @@ mkdir -p docs/bench
 BENCHTIME=${BENCHTIME:-3x}
 # BENCHES chooses which benchmarks run (default: all); the report is written from every raw
 # output in docs/bench/, so the others keep their last numbers.
-BENCHES=${BENCHES:-storage queue backup cancel deletion restore restorecancel}
+BENCHES=${BENCHES:-storage queue backup cancel deletion restore restorecancel expiry}
 want() { [[ " $BENCHES " == *" $1 "* ]]; }
 
 if want storage; then
@@ -46,6 +46,11 @@ fi
 if want restorecancel; then
   echo "bench: restorecancel (a restore of 20k ConfigMaps cancelled 1 s after its first create, 5 runs; envtest control plane)" >&2
   go test -run '^$' -bench '^BenchmarkRestoreCancel' -benchtime 1x -timeout 20m ./test/bench/ | tee docs/bench/restorecancel.txt >&2
+fi
+
+if want expiry; then
+  echo "bench: expiry (200 backups in a filesystem location expiring at once; envtest control plane)" >&2
+  go test -run '^$' -bench '^BenchmarkExpiry' -benchtime 1x -timeout 20m ./test/bench/ | tee docs/bench/expiry.txt >&2
 fi
 
 # metric FILE BENCH UNIT: the value a benchmark reported for a unit.
@@ -306,5 +311,29 @@ How to read it:
 - How many items each run had handled when it was cancelled is in its raw output
   (docs/bench/restorecancel.txt): a few hundred to about a thousand, as the API server on two
   shared cores creates them.
+MD
+x=docs/bench/expiry.txt
+cat >>docs/benchmarks.md <<MD
+
+## Expiry: 200 backups expiring at once
+
+The manager's reconcilers in the benchmark's process against an envtest control plane. 200
+backups (one namespace with one ConfigMap each) are made in a filesystem location; then all of
+them are given the same \`status.expiration\`, 5 s ahead, as backups of one schedule and one
+ttl would have. Times are from that expiration to what a watch sees.
+
+| measurement | p50 | p99 | goal |
+|---|---|---|---|
+| expiration → deleted (the GC's Delete: deletion timestamp set) | $(metric $x Expiry200 to-delete-p50-ms) ms | $(metric $x Expiry200 to-delete-p99-ms) ms | — |
+| expiration → object gone (data deleted first) | $(metric $x Expiry200 to-gone-p50-ms) ms | $(metric $x Expiry200 to-gone-p99-ms) ms (worst $(metric $x Expiry200 to-gone-max-ms) ms) | ≤ 2 s (Velero: GC every hour) |
+
+How to read it:
+- The GC reconciler is woken at each backup's expiration (\`RequeueAfter\`), not by polling,
+  and deletes 4 backups at a time (one Delete call each); with one at a time the p99 to the
+  Delete was 2.7 s.
+- The rest of the way is the deletion reconciler's (docs/architecture.md): for each backup
+  two status writes, the data's listing and deletion (at most 4 at once), a check that
+  nothing is left and the finalizer's removal, one backup at a time. That is most of the lag
+  of the last backups, and where the 2 s goal is missed on two shared cores.
 MD
 echo "bench: wrote docs/benchmarks.md" >&2

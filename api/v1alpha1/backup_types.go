@@ -103,6 +103,10 @@ const (
 	// BackupConditionDeletionBlocked is True while a deleted backup is kept from Deleting
 	// because a restore that has not ended reads it; its message names the restore.
 	BackupConditionDeletionBlocked = "DeletionBlocked"
+	// BackupConditionExpired is True while an expired backup cannot be deleted (its storage
+	// location is ReadOnly or missing); the reason and message say why. Expiry retries when the
+	// location changes.
+	BackupConditionExpired = "Expired"
 )
 
 // Condition reasons on a Backup.
@@ -125,6 +129,11 @@ const (
 	ReasonStorageUnavailable = "StorageUnavailable"
 	// ReasonReadByRestore: a restore that has not ended reads the backup, so its data stays.
 	ReasonReadByRestore = "ReadByRestore"
+	// ReasonLocationReadOnly: an expired backup's storage location is ReadOnly, so its data
+	// cannot be deleted.
+	ReasonLocationReadOnly = "LocationReadOnly"
+	// ReasonLocationNotFound: an expired backup's storage location does not exist.
+	ReasonLocationNotFound = "LocationNotFound"
 )
 
 // Bounds of status.validationErrors: a spec with many bad entries must still produce a status
@@ -208,13 +217,13 @@ type BackupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="storageLocation must be the name of a BackupStorageLocation: lowercase letters, digits, '-' and '.', beginning and ending with a letter or digit"
 	StorageLocation string `json:"storageLocation,omitempty"`
 
-	// TTL is how long the backup is kept before it is eligible for garbage collection: from 1s
-	// to 87600h (10 years). There is no "never": 0 would mean expiring at once, so it is refused.
+	// TTL is how long the backup is kept, from its start, before it expires and is deleted
+	// (docs/expiry.md): 0s (or "0") means never, else from 1s to 87600h (10 years). Unset means
+	// the manager's --default-backup-ttl (720h unless changed), so there is no default here.
 	// +optional
-	// +kubebuilder:default="720h"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="ttl must be a duration from 1s to 87600h (10 years), such as 720h or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self == '0' || (self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && (duration(self) == duration('0s') || duration(self) >= duration('1s')) && duration(self) <= duration('87600h'))",message="ttl must be 0s (never expire) or a duration from 1s to 87600h (10 years), such as 720h or 1h30m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// ItemOperationTimeout bounds how long async plugin operations (such as volume snapshots)
@@ -301,7 +310,8 @@ type BackupStatus struct {
 	// +optional
 	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
 
-	// Expiration is when the backup becomes eligible for garbage collection (start + ttl).
+	// Expiration is when the backup expires and is deleted (start + ttl); unset for a backup
+	// with ttl 0s, which never expires.
 	// +optional
 	Expiration *metav1.Time `json:"expiration,omitempty"`
 
@@ -379,6 +389,7 @@ type BackupStatus struct {
 // +kubebuilder:printcolumn:name="Failure",type=string,JSONPath=`.status.failureReason`,priority=1
 // +kubebuilder:printcolumn:name="Deletion Error",type=string,JSONPath=`.status.lastDeletionError`,priority=1
 // +kubebuilder:printcolumn:name="Next Deletion Attempt",type=date,JSONPath=`.status.nextDeletionAttempt`,priority=1
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiration`,priority=1
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -397,17 +408,19 @@ type Backup struct {
 	Status BackupStatus `json:"status,omitempty"`
 }
 
-// Defaults of BackupSpec, applied by the API server; the getters fall back to them for objects
-// that did not pass through it.
-const (
-	DefaultBackupTTL            = 720 * time.Hour
-	DefaultItemOperationTimeout = 4 * time.Hour
-)
+// DefaultBackupTTL is the default of the manager's --default-backup-ttl: how long a backup
+// without spec.ttl is kept.
+const DefaultBackupTTL = 720 * time.Hour
 
-// GetTTL is spec.ttl, or its default when unset.
-func (s *BackupSpec) GetTTL() time.Duration {
+// DefaultItemOperationTimeout is the default of spec.itemOperationTimeout, applied by the API
+// server; the getter falls back to it for objects that did not pass through it.
+const DefaultItemOperationTimeout = 4 * time.Hour
+
+// GetTTL is spec.ttl, or defaultTTL (the manager's --default-backup-ttl) when unset. 0 means
+// the backup never expires.
+func (s *BackupSpec) GetTTL(defaultTTL time.Duration) time.Duration {
 	if s.TTL == nil {
-		return DefaultBackupTTL
+		return defaultTTL
 	}
 	return s.TTL.Duration
 }

@@ -30,8 +30,9 @@ const (
 )
 
 // A duration rule first checks the value against a pattern, and parses it only if it matches:
-// CEL's && does not evaluate the right side once the left is false.
-var durationGuard = regexp.MustCompile(`^self != '' && self\.matches\('([^']+)'\) && `)
+// CEL's && does not evaluate the right side once the left is false. The ttl rule first lets
+// "0" through (never expire), which the pattern, requiring a unit, would refuse.
+var durationGuard = regexp.MustCompile(`^(?:self == '0' \|\| \()?self != '' && self\.matches\('([^']+)'\) && `)
 
 // crdSchema is the part of an OpenAPI schema these tests read.
 type crdSchema struct {

@@ -44,10 +44,10 @@ func mergePatch(obj client.Object, patch string) error {
 }
 
 var _ = Describe("Backup CRD", func() {
-	It("defaults ttl and itemOperationTimeout, even when spec is left out", func() {
+	It("defaults itemOperationTimeout, even when spec is left out, and leaves ttl to the manager's --default-backup-ttl", func() {
 		b := newBackup(cairnv1.BackupSpec{})
 		Expect(k8sClient.Create(ctx, b)).To(Succeed())
-		Expect(b.Spec.TTL).To(Equal(&metav1.Duration{Duration: 720 * time.Hour}))
+		Expect(b.Spec.TTL).To(BeNil())
 		Expect(b.Spec.ItemOperationTimeout).To(Equal(&metav1.Duration{Duration: 4 * time.Hour}))
 		Expect(b.Spec.Cancel).To(BeFalse())
 	})
@@ -117,8 +117,8 @@ var _ = Describe("Backup CRD", func() {
 	)
 
 	It("accepts a Go client's full update that keeps spec (durations written as 720h0m0s)", func() {
-		b := newBackup(cairnv1.BackupSpec{IncludedNamespaces: []string{"a"}, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}})
-		Expect(k8sClient.Create(ctx, b)).To(Succeed())
+		Expect(createRaw("Backup", "go-update", `{"includedNamespaces":["a"],"labelSelector":{"matchLabels":{"app":"x"}},"ttl":"720h"}`)).To(Succeed())
+		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "go-update"}}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
 		b.Finalizers = []string{cairnv1.BackupDataFinalizer}
 		b.Labels = map[string]string{"team": "x"}
@@ -215,7 +215,7 @@ func createRaw(kind, name, spec string) error {
 
 // The messages of the duration rules (docs/validation.md).
 const (
-	ttlMessage                  = "ttl must be a duration from 1s to 87600h (10 years)"
+	ttlMessage                  = "ttl must be 0s (never expire) or a duration from 1s to 87600h (10 years)"
 	itemOperationTimeoutMessage = "itemOperationTimeout must be a duration from 1s to 87600h (10 years)"
 	validationFrequencyMessage  = "validationFrequency must be 0s (off) or a duration from 1s to 87600h (10 years)"
 )
@@ -278,7 +278,8 @@ var _ = Describe("Bad input refused at admission", func() {
 		Entry("a ttl of max int64 nanoseconds", "", `{"ttl":"9223372036854775807ns"}`, ttlMessage),
 		Entry("the largest ttl the pattern lets through", "", fmt.Sprintf(`{"ttl":%q}`, worstParseableDuration), ttlMessage),
 		Entry("a ttl just over ten years", "", `{"ttl":"87600h1s"}`, ttlMessage),
-		Entry("a ttl of zero", "", `{"ttl":"0s"}`, ttlMessage),
+		Entry("a ttl of zero written with two zeros and no unit", "", `{"ttl":"00"}`, ttlMessage),
+		Entry("a ttl of a nanosecond", "", `{"ttl":"1ns"}`, ttlMessage),
 		Entry("a tiny ttl", "", `{"ttl":"999ms"}`, ttlMessage),
 		Entry("a negative ttl", "", `{"ttl":"-1h"}`, ttlMessage),
 		Entry("a ttl that is not a duration", "", `{"ttl":"forever"}`, ttlMessage),
@@ -355,6 +356,9 @@ var _ = Describe("Limits accepted at admission", func() {
 		Entry("a ttl of ten years in seconds", "", `{"ttl":"315360000s"}`),
 		Entry("a ttl of ten years in nanoseconds", "", `{"ttl":"315360000000000000ns"}`),
 		Entry("a ttl of one second", "", `{"ttl":"1s"}`),
+		Entry("a ttl of 0s: never expire", "", `{"ttl":"0s"}`),
+		Entry("a ttl of 0: never expire", "", `{"ttl":"0"}`),
+		Entry("a ttl of zero in other units", "", `{"ttl":"0h0m0s"}`),
 		Entry("a fractional ttl", "", `{"ttl":"1.5h"}`),
 		Entry("a ttl with every unit", "", `{"ttl":"1h1m1s1ms1us1ns"}`),
 		Entry("an itemOperationTimeout of a second and a half", "", `{"itemOperationTimeout":"1s500ms"}`),
@@ -441,7 +445,7 @@ var _ = Describe("A Backup stored before the duration rules", Ordered, func() {
 		setTTLSchema(map[string]any{"type": "string", "default": "720h", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`})
 		Eventually(func() error { return legacy("legacy") }).Should(Succeed())
 		setTTLSchema(current)
-		Eventually(func() error { return legacy("probe") }).Should(MatchError(ContainSubstring("ttl must be a duration")))
+		Eventually(func() error { return legacy("probe") }).Should(MatchError(ContainSubstring(ttlMessage)))
 	})
 
 	It("breaks listing Backups, as issue 12 found", func() {

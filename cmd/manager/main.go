@@ -81,6 +81,7 @@ func run(args []string) int {
 		RestorePriorities:          opts.priorities,
 		RestoreNamespaceTimeout:    opts.restoreNamespaceWait,
 		RestoreScratchDir:          opts.restoreScratchDir,
+		DefaultBackupTTL:           opts.defaultBackupTTL,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

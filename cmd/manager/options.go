@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -34,6 +35,7 @@ type options struct {
 	restorePriorities    string
 	restoreNamespaceWait time.Duration
 	restoreScratchDir    string
+	defaultBackupTTL     time.Duration
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -79,6 +81,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"How long a restore waits for a target namespace that is still terminating before it fails.")
 	fs.StringVar(&o.restoreScratchDir, "restore-scratch-dir", "",
 		"Where restores unpack their backup's archive while they run (default: the system's temporary directory); it needs room for the largest archive, uncompressed.")
+	fs.DurationVar(&o.defaultBackupTTL, "default-backup-ttl", cairnv1.DefaultBackupTTL,
+		"How long a backup without spec.ttl is kept before it expires and is deleted (a backup's ttl: 0s keeps it forever).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -126,6 +130,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.restoreNamespaceWait <= 0 {
 		return o, fmt.Errorf("invalid value %s for --restore-namespace-timeout: must be greater than zero", o.restoreNamespaceWait)
+	}
+	if o.defaultBackupTTL <= 0 {
+		return o, fmt.Errorf("invalid value %s for --default-backup-ttl: must be greater than zero (a backup's own ttl: 0s keeps it forever)", o.defaultBackupTTL)
 	}
 	priorities, err := restore.ParsePriorities(o.restorePriorities)
 	if err != nil {

@@ -28,6 +28,9 @@ func TestParseOptions(t *testing.T) {
 				if o.concurrentRestores != 1 || o.restoreWorkerCount != 8 || len(o.priorities) == 0 || o.priorities[0] != "namespaces" {
 					t.Errorf("restore defaults = %+v", o)
 				}
+				if o.defaultBackupTTL != 720*time.Hour {
+					t.Errorf("default backup ttl = %s, want 720h", o.defaultBackupTTL)
+				}
 				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
 					t.Errorf("defaults = %+v", o)
 				}
@@ -40,7 +43,7 @@ func TestParseOptions(t *testing.T) {
 				"--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s",
 				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h",
 				"--concurrent-restores=2", "--restore-worker-count=16", "--restore-resource-priorities=namespaces,configmaps,deployments.apps",
-				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch"},
+				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -48,7 +51,7 @@ func TestParseOptions(t *testing.T) {
 					backoffMin: 2 * time.Second, backoffMax: 20 * time.Second, storageTimeout: 9 * time.Second,
 					phaseTimeout: 2 * time.Hour, concurrentRestores: 2, restoreWorkerCount: 16,
 					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
-					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch"}
+					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -66,6 +69,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero storage timeout", args: []string{"--storage-timeout=0s"}, wantErr: "invalid value 0s for --storage-timeout: must be greater than zero"},
 		{name: "zero backoff", args: []string{"--retry-backoff-min=0s"}, wantErr: "invalid value 0s for --retry-backoff-min: must be greater than zero"},
 		{name: "backoff max below min", args: []string{"--retry-backoff-min=30s", "--retry-backoff-max=10s"}, wantErr: "invalid value 10s for --retry-backoff-max: must be at least --retry-backoff-min (30s)"},
+		{name: "zero default backup ttl", args: []string{"--default-backup-ttl=0s"}, wantErr: "invalid value 0s for --default-backup-ttl: must be greater than zero"},
+		{name: "negative default backup ttl", args: []string{"--default-backup-ttl=-1h"}, wantErr: "--default-backup-ttl: must be greater than zero"},
 		{name: "zero phase timeout", args: []string{"--phase-timeout=0s"}, wantErr: "invalid value 0s for --phase-timeout: must be greater than zero"},
 		{name: "zero concurrent restores", args: []string{"--concurrent-restores=0"}, wantErr: "invalid value 0 for --concurrent-restores: must be at least 1"},
 		{name: "zero restore workers", args: []string{"--restore-worker-count=0"}, wantErr: "invalid value 0 for --restore-worker-count: must be at least 1"},

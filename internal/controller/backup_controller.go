@@ -67,6 +67,8 @@ type BackupReconciler struct {
 	ConcurrentBackups int
 	// PhaseTimeout bounds how long a ReadyToStart backup waits for its storage.
 	PhaseTimeout time.Duration
+	// DefaultBackupTTL is the ttl of a backup without spec.ttl (--default-backup-ttl).
+	DefaultBackupTTL time.Duration
 	// logs is shared with the finalizer: the cancelled runs whose log upload is in flight.
 	logs *logUploads
 
@@ -190,11 +192,11 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	defer cancelRun(nil)
 	r.running.set(b.UID, cancelRun)
 	defer r.running.forget(b.UID)
-	expiration := metav1.NewTime(now.Add(b.Spec.GetTTL()))
+	expiration := expirationOf(b, now, r.DefaultBackupTTL)
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now
-		s.Expiration = &expiration
+		s.Expiration = expiration
 		s.FormatVersion = archive.FormatVersion
 		s.Progress = cairnv1.NewBackupProgress(0, 0)
 		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionStorageReady)

@@ -40,8 +40,8 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
-	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation"); empty means all
-	// of them.
+	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc"); empty
+	// means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
@@ -81,6 +81,9 @@ type Config struct {
 	// RestoreNamespaceTimeout bounds how long a restore waits for a terminating target
 	// namespace; 0 means restore.DefaultNamespaceTimeout.
 	RestoreNamespaceTimeout time.Duration
+	// DefaultBackupTTL is how long a backup without spec.ttl is kept (--default-backup-ttl); 0
+	// means cairnv1.DefaultBackupTTL.
+	DefaultBackupTTL time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -105,6 +108,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	if cfg.PhaseTimeout <= 0 {
 		cfg.PhaseTimeout = DefaultPhaseTimeout
+	}
+	if cfg.DefaultBackupTTL <= 0 {
+		cfg.DefaultBackupTTL = cairnv1.DefaultBackupTTL
 	}
 	if cfg.QueueResyncPeriod <= 0 {
 		cfg.QueueResyncPeriod = DefaultQueueResyncPeriod
@@ -161,6 +167,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:              recovery,
 			ConcurrentBackups: cfg.ConcurrentBackups,
 			PhaseTimeout:      cfg.PhaseTimeout,
+			DefaultBackupTTL:  cfg.DefaultBackupTTL,
 			logs:              logs,
 		}},
 		{"operations", &OperationsReconciler{
@@ -253,6 +260,13 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			stores:    st,
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
+		}},
+		{"gc", &GCReconciler{
+			Client:    mgr.GetClient(),
+			Namespace: cfg.Namespace,
+			Clock:     cfg.Clock,
+			Recorder:  mgr.GetEventRecorder("cairn-gc"),
+			Gate:      recovery,
 		}},
 	}
 	for _, rc := range reconcilers {
