@@ -334,6 +334,7 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.deletions = newDeletions()
 	r.retries = newRetryBackoff(r.Clock, r.BackoffMin, r.BackoffMax)
+	r.deletionSlots() // made before the reconciles, which run side by side
 	r.ended = make(chan event.GenericEvent, 64)
 	r.life = &lifetime{ready: make(chan struct{})}
 	if err := mgr.Add(r.life); err != nil {
@@ -353,7 +354,7 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
 		Watches(&cairnv1.Backup{}, forget).
 		Watches(&cairnv1.Restore{}, handler.EnqueueRequestsFromMapFunc(r.backupsReadBy), builder.WithPredicates(restoreEnded())).
-		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: deletionReconcilers, RateLimiter: storageRateLimiter()}).
 		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
@@ -421,6 +422,11 @@ func (r *DeletionReconciler) backoff() *retryBackoff {
 	}
 	return r.retries
 }
+
+// deletionReconcilers is how many backups the deletion reconciler handles at once: its state
+// (the deletions, their retries and slots) is safe for concurrent use, and the status writes
+// and checks of many backups expiring at once go out side by side.
+const deletionReconcilers = 4
 
 // deletionSlots is the reconciler's line of deletions, made on first use.
 func (r *DeletionReconciler) deletionSlots() *deletionSlots {
