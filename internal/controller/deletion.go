@@ -164,7 +164,7 @@ func readingRestore(restores []cairnv1.Restore, b *cairnv1.Backup) string {
 // DefaultConcurrentDeletions is how many backups' data are deleted at once, at most: a burst of
 // deletions (a namespace of backups deleted at once) neither starts a goroutine per backup nor
 // floods the storage service.
-const DefaultConcurrentDeletions = 4
+const DefaultConcurrentDeletions = 8
 
 // deletionSlots runs at most limit deletions at once. The others wait in line, first come first
 // served, and start as running ones end; waiting costs a list entry, not a goroutine, and

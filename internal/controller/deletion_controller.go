@@ -426,7 +426,7 @@ func (r *DeletionReconciler) backoff() *retryBackoff {
 // deletionReconcilers is how many backups the deletion reconciler handles at once: its state
 // (the deletions, their retries and slots) is safe for concurrent use, and the status writes
 // and checks of many backups expiring at once go out side by side.
-const deletionReconcilers = 4
+const deletionReconcilers = 8
 
 // deletionSlots is the reconciler's line of deletions, made on first use.
 func (r *DeletionReconciler) deletionSlots() *deletionSlots {

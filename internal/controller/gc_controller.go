@@ -26,7 +26,7 @@ import (
 
 // gcWorkers is how many backups the GC reconciler handles at once: backups of one schedule and
 // ttl expire together, and each Delete is a round trip to the API server.
-const gcWorkers = 4
+const gcWorkers = 8
 
 // GCReconciler deletes expired backups (DESIGN.md section 10, docs/expiry.md). It owns no
 // phase: it calls the ordinary Delete on a terminal backup whose status.expiration has passed,
