@@ -43,11 +43,11 @@ var badInputs = []badInput{
 	// The issue's own report: one tenant Backup whose ttl overflows Go's duration parser made
 	// the manager's informer fail to list every Backup.
 	{namespace: "default", name: "overflow-ttl", spec: `{"ttl":"9999999999999h"}`, refused: true,
-		want: "ttl must be a duration from 1s to 87600h"},
+		want: "ttl must be 0s (never expire) or a duration from 1s to 87600h"},
 	{namespace: badInputTeam, name: "overflow-timeout", spec: `{"itemOperationTimeout":"2562048h"}`, refused: true,
 		want: "itemOperationTimeout must be a duration from 1s to 87600h"},
 	{namespace: badInputTeam, name: "tiny-ttl", spec: `{"ttl":"1ns"}`, refused: true,
-		want: "ttl must be a duration from 1s to 87600h"},
+		want: "ttl must be 0s (never expire) or a duration from 1s to 87600h"},
 	{namespace: badInputTeam, name: "too-many-namespaces", spec: fmt.Sprintf(`{"excludedNamespaces":[%s]}`, strings.TrimSuffix(strings.Repeat(`"x",`, 101), ",")), refused: true,
 		want: "spec.excludedNamespaces: Too many"},
 	{kind: "BackupStorageLocation", namespace: operatorNamespace, name: "climbing-prefix",
