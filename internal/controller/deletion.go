@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/restore"
 )
 
 // messageNoDeletionInProgress is the DeletionFailed message of a backup found Deleting with no
@@ -145,7 +144,7 @@ func restoreReads(rs *cairnv1.Restore, b *cairnv1.Backup) bool {
 	case rs.Spec.BackupName != "":
 		return rs.Spec.BackupName == b.Name
 	}
-	return rs.Spec.ScheduleName != "" && b.Labels[restore.ScheduleNameLabel] == rs.Spec.ScheduleName
+	return rs.Spec.ScheduleName != "" && b.Labels[cairnv1.ScheduleNameLabel] == rs.Spec.ScheduleName
 }
 
 // readingRestore is the name of the first restore, by name, that has not ended and reads b;

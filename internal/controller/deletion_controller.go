@@ -30,7 +30,6 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
-	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -378,7 +377,7 @@ func (r *DeletionReconciler) backupsReadBy(ctx context.Context, obj client.Objec
 		return nil
 	}
 	var backups cairnv1.BackupList
-	if err := r.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{restore.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
+	if err := r.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Could not list the backups of a schedule whose restore ended", "restore", objectName(rs))
 		return nil
 	}

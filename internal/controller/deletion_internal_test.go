@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -84,7 +83,7 @@ func TestNextDeletionStep(t *testing.T) {
 }
 
 func TestReadingRestore(t *testing.T) {
-	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly-2", Labels: map[string]string{restore.ScheduleNameLabel: "nightly"}}}
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly-2", Labels: map[string]string{cairnv1.ScheduleNameLabel: "nightly"}}}
 	rs := func(name string, phase cairnv1.RestorePhase, spec cairnv1.RestoreSpec, statusBackup string) cairnv1.Restore {
 		return cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: spec,
 			Status: cairnv1.RestoreStatus{Phase: phase, BackupName: statusBackup}}

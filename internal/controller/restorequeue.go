@@ -64,7 +64,7 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 func restoreValidationFacts(ctx context.Context, c client.Reader, operatorNamespace string, rs *cairnv1.Restore) (facts restore.ValidationFacts, backupName string, err error) {
 	if rs.Spec.ScheduleName != "" {
 		var backups cairnv1.BackupList
-		if err := c.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{restore.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
+		if err := c.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
 			return facts, "", err
 		}
 		facts.Backup = restore.NewestScheduleBackup(backups.Items)

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -308,7 +307,7 @@ func TestRestoreQueueValidation(t *testing.T) {
 	noSchedule.Spec = cairnv1.RestoreSpec{ScheduleName: "weekly"}
 	scheduleBackup := func(namespace, name, schedule string, phase cairnv1.BackupPhase, hours int) *cairnv1.Backup {
 		b := restoreTestBackup(namespace, name)
-		b.Labels = map[string]string{restore.ScheduleNameLabel: schedule}
+		b.Labels = map[string]string{cairnv1.ScheduleNameLabel: schedule}
 		b.CreationTimestamp = metav1.NewTime(restoreTestStart.Add(time.Duration(hours) * time.Hour))
 		b.Status.Phase = phase
 		return b

@@ -3,6 +3,7 @@ package restore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -267,19 +268,10 @@ func TestRunStopsItsPoolOnCancel(t *testing.T) {
 		if op.Phase != backup.OperationFailed || op.Error != cairnv1.FailureReasonRestoreCancelled {
 			t.Errorf("operation %s recorded %s %q, want Failed %q", op.OperationID, op.Phase, op.Error, cairnv1.FailureReasonRestoreCancelled)
 		}
-		if !contains(exist, op.Item.Namespace+"/"+op.Item.Name) {
+		if !slices.Contains(exist, op.Item.Namespace+"/"+op.Item.Name) {
 			t.Errorf("operation %s is recorded for %s, which was not created", op.OperationID, op.Item)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func readGzip(t *testing.T, store storage.ObjectStore, key string) string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -414,7 +415,7 @@ func (ru *run) readArchive(ctx context.Context) error {
 	}
 	ru.spool = spool
 	major, _, _ := strings.Cut(spool.FormatVersion, ".")
-	if !contains(supportedFormatMajors, major) {
+	if !slices.Contains(supportedFormatMajors, major) {
 		return fmt.Errorf("%w %q (this Cairn reads format 1.x)", errArchiveFormat, spool.FormatVersion)
 	}
 	for _, p := range spool.Problems {
@@ -1225,13 +1226,4 @@ func (ru *run) storageCall(ctx context.Context, f func(context.Context) error) e
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return f(ctx)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -9,10 +9,6 @@ import (
 	"github.com/cairn-backup/cairn/internal/queue"
 )
 
-// ScheduleNameLabel is the label a Schedule puts on the backups it creates; a Restore with
-// spec.scheduleName restores the newest Completed one.
-const ScheduleNameLabel = cairnv1.ScheduleNameLabel
-
 // ValidationFacts are what validating a restore needs to know about the cluster, fetched by the caller.
 type ValidationFacts struct {
 	// Backup is the backup the restore names (spec.backupName, or what spec.scheduleName
