@@ -351,6 +351,13 @@ func (pvAction) Execute(_ context.Context, in ActionInput) (ActionOutput, error)
 	if !in.Options.RestorePVs {
 		return skip(in.Item, "restorePVs is false"), nil
 	}
+	if in.Facts.SnapshotOf != nil && in.Original != nil {
+		ns, _, _ := unstructured.NestedString(in.Original.Object, "spec", "claimRef", "namespace")
+		claim, _, _ := unstructured.NestedString(in.Original.Object, "spec", "claimRef", "name")
+		if vs, vsc := in.Facts.SnapshotOf(ns, claim); vs != nil && vsc != nil {
+			return skip(in.Item, "its claim is restored from its CSI snapshot, onto a new volume"), nil
+		}
+	}
 	obj := objectOf(in.Item)
 	policy, _, _ := unstructured.NestedString(obj, "spec", "persistentVolumeReclaimPolicy")
 	if policy != "Retain" {

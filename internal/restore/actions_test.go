@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -264,6 +265,26 @@ func TestPVAction(t *testing.T) {
 			name: "a Retain volume of an unmapped namespace",
 			obj:  retain,
 			opts: Options{RestorePVs: true},
+			want: `{"kind":"PersistentVolume","metadata":{"name":"pv","annotations":{"pv.kubernetes.io/provisioned-by":"csi.example.com"}},
+				"spec":{"persistentVolumeReclaimPolicy":"Retain","claimRef":{"kind":"PersistentVolumeClaim","namespace":"old","name":"data"},"csi":{"driver":"csi.example.com","volumeHandle":"h"}}}`,
+		},
+		{
+			name: "a volume whose claim is restored from its CSI snapshot",
+			obj:  retain,
+			opts: opts,
+			facts: Facts{SnapshotOf: func(ns, claim string) (*unstructured.Unstructured, *unstructured.Unstructured) {
+				if ns == "old" && claim == "data" { // the claim as backed up, not mapped
+					return &unstructured.Unstructured{}, &unstructured.Unstructured{}
+				}
+				return nil, nil
+			}},
+			skipReason: "restored from its CSI snapshot",
+		},
+		{
+			name:  "a snapshot of another claim changes nothing",
+			obj:   retain,
+			opts:  Options{RestorePVs: true},
+			facts: Facts{SnapshotOf: func(string, string) (*unstructured.Unstructured, *unstructured.Unstructured) { return nil, nil }},
 			want: `{"kind":"PersistentVolume","metadata":{"name":"pv","annotations":{"pv.kubernetes.io/provisioned-by":"csi.example.com"}},
 				"spec":{"persistentVolumeReclaimPolicy":"Retain","claimRef":{"kind":"PersistentVolumeClaim","namespace":"old","name":"data"},"csi":{"driver":"csi.example.com","volumeHandle":"h"}}}`,
 		},

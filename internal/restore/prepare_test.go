@@ -58,6 +58,8 @@ func TestSkipReason(t *testing.T) {
 		{name: "a core event", gr: eventsGR, obj: `{"kind":"Event","metadata":{"name":"e"}}`, want: "events"},
 		{name: "an events.k8s.io event", gr: eventsV1GR, obj: `{"kind":"Event","metadata":{"name":"e"}}`, want: "events"},
 		{name: "a Backup", gr: schema.GroupResource{Group: "cairn.dev", Resource: "backups"}, obj: `{"kind":"Backup","metadata":{"name":"b"}}`, want: "Cairn's own"},
+		{name: "a backed-up VolumeSnapshot", gr: volumeSnapshotsGR, obj: `{"kind":"VolumeSnapshot","metadata":{"name":"s"}}`, want: "CSI restore action"},
+		{name: "a backed-up VolumeSnapshotContent", gr: volumeSnapshotContentsGR, obj: `{"kind":"VolumeSnapshotContent","metadata":{"name":"c"}}`, want: "CSI restore action"},
 		{name: "a Restore", gr: schema.GroupResource{Group: "cairn.dev", Resource: "restores"}, obj: `{"kind":"Restore","metadata":{"name":"r"}}`, want: "Cairn's own"},
 		{name: "a kind of another group ending in cairn.dev", gr: schema.GroupResource{Group: "notcairn.dev", Resource: "things"}, obj: `{"metadata":{"name":"t"}}`},
 		{name: "a running pod", gr: podsGR, obj: `{"kind":"Pod","metadata":{"name":"p"},"status":{"phase":"Running"}}`},

@@ -747,20 +747,6 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		ru.log.WithField("item", ref).Info("Skipped: " + reason)
 		return
 	}
-	if gr == volumeSnapshotsGR || gr == volumeSnapshotContentsGR {
-		ru.record(gr, target, item.Name, Skipped, "")
-		ru.log.WithField("item", ref).Info("Skipped: a backed-up snapshot is restored by the CSI restore action, with the claim made from it")
-		return
-	}
-	if gr == pvsGR && ru.opts.RestorePVs {
-		ns, _, _ := unstructured.NestedString(obj.Object, "spec", "claimRef", "namespace")
-		claim, _, _ := unstructured.NestedString(obj.Object, "spec", "claimRef", "name")
-		if vs, vsc := ru.snapshotOfClaim(ns, claim); vs != nil && vsc != nil {
-			ru.record(gr, target, item.Name, Skipped, "")
-			ru.log.WithField("item", ref).Info("Skipped: its claim is restored from its CSI snapshot, onto a new volume")
-			return
-		}
-	}
 	if ru.team && gr == roleBindingsGR {
 		ru.record(gr, target, item.Name, Skipped, fmt.Sprintf("%s: not restored: role bindings are restored only by restores in %s (a team could otherwise regain access an administrator revoked)", ref, ru.req.OperatorNamespace))
 		return
