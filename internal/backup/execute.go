@@ -270,7 +270,12 @@ func (r *Runner) putLog(ctx context.Context, req Request, log *Log) error {
 
 // storageCall runs one small storage call bounded by the storage timeout.
 func (r *Runner) storageCall(ctx context.Context, f func(context.Context) error) error {
-	timeout := r.StorageTimeout
+	return StorageCall(ctx, r.StorageTimeout, f)
+}
+
+// StorageCall runs one small storage call of a backup or restore run bounded by timeout
+// (DefaultStorageTimeout when 0).
+func StorageCall(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
 	if timeout <= 0 {
 		timeout = DefaultStorageTimeout
 	}

@@ -1205,11 +1205,5 @@ func (ru *run) putFiles(ctx context.Context) error {
 
 // storageCall runs one small storage call bounded by the storage timeout.
 func (ru *run) storageCall(ctx context.Context, f func(context.Context) error) error {
-	timeout := ru.StorageTimeout
-	if timeout <= 0 {
-		timeout = backup.DefaultStorageTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return f(ctx)
+	return backup.StorageCall(ctx, ru.StorageTimeout, f)
 }
