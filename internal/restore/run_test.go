@@ -424,3 +424,40 @@ func TestRunRestoresAdditionalItemsFirstAndOnce(t *testing.T) {
 		t.Errorf("items %d/%d, want 3/3", res.ItemsRestored, res.TotalItems)
 	}
 }
+
+// hungStore answers nothing: every Get blocks until its context ends, as a storage service
+// that accepted the connection and went silent.
+type hungStore struct {
+	storage.ObjectStore
+	started chan struct{}
+	once    sync.Once
+}
+
+func (h *hungStore) Get(ctx context.Context, _ string) (io.ReadCloser, error) {
+	h.once.Do(func() { close(h.started) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestRunCancelledWhileStorageHangs(t *testing.T) {
+	store, keys := commitBackup(t, []item{{"configmaps", "", "shop", object("v1", "ConfigMap", "shop", "a", nil)}})
+	hung := &hungStore{ObjectStore: store, started: make(chan struct{})}
+	runner := &restore.Runner{Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		Discovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}}, StorageTimeout: time.Hour}
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1"}, Status: cairnv1.RestoreStatus{BackupName: "b1"}}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan *restore.Result)
+	go func() {
+		done <- runner.Run(ctx, restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: hung, BackupKeys: keys})
+	}()
+	<-hung.started
+	cancel(restore.ErrCancelRequested)
+	select {
+	case res := <-done:
+		if res.Ending != restore.Cancelled {
+			t.Errorf("run ended %s (%s), want Cancelled", res.Ending, res.FailureReason)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancel did not end a run whose storage hangs")
+	}
+}
