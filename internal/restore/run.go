@@ -219,8 +219,10 @@ type plan struct {
 	neededPVs map[string]bool
 	// usedResources are the group/resources that selected items belong to (their CRDs are needed).
 	usedResources map[schema.GroupResource]bool
-	// selected counts the selected items of each group/resource.
-	selected map[schema.GroupResource]int
+	// chosen says, for each group/resource, which of its items (in spool order) are restored:
+	// the plan decides once, and the restore's pass over the spool reads the answer instead of
+	// decoding every item again.
+	chosen map[schema.GroupResource][]bool
 }
 
 // itemFacts is the part of an item the selection reads, decoded without the rest.
@@ -344,8 +346,8 @@ func (ru *run) restoreAll(ctx context.Context) error {
 	if err := ru.prepareNamespaces(ctx); err != nil {
 		return err
 	}
-	present := make([]schema.GroupResource, 0, len(ru.plan.selected))
-	for gr := range ru.plan.selected {
+	present := make([]schema.GroupResource, 0, len(ru.plan.chosen))
+	for gr := range ru.plan.chosen {
 		present = append(present, gr)
 	}
 	priorities := ru.Priorities
@@ -500,20 +502,27 @@ func (ru *run) selectItems(ctx context.Context) error {
 func (ru *run) makePlan() error {
 	p := plan{
 		namespaces: map[string]bool{}, namespaceObjects: map[string]bool{}, neededPVs: map[string]bool{},
-		usedResources: map[schema.GroupResource]bool{}, selected: map[schema.GroupResource]int{},
+		usedResources: map[schema.GroupResource]bool{}, chosen: map[schema.GroupResource][]bool{},
 	}
 	ru.plan = p
+	var total int64
 	for _, namespacedPass := range []bool{true, false} {
 		for _, gr := range ru.spool.Resources() {
+			if p.chosen[gr] == nil {
+				p.chosen[gr] = make([]bool, ru.spool.Count(gr))
+			}
+			i := -1
 			err := ru.spool.Each(gr, func(item SpooledItem) error {
-				if (item.Namespace != "") != namespacedPass {
+				i++
+				if (item.Namespace != "") != namespacedPass || i >= len(p.chosen[gr]) {
 					return nil
 				}
 				facts, ok := ru.decide(gr, item)
 				if !ok {
 					return nil
 				}
-				p.selected[gr]++
+				p.chosen[gr][i] = true
+				total++
 				p.usedResources[gr] = true
 				switch {
 				case item.Namespace != "":
@@ -531,9 +540,10 @@ func (ru *run) makePlan() error {
 			}
 		}
 	}
-	var total int64
-	for _, n := range p.selected {
-		total += int64(n)
+	for gr := range p.chosen {
+		if !slices.Contains(p.chosen[gr], true) {
+			delete(p.chosen, gr)
+		}
 	}
 	ru.total.Store(total)
 	ru.log.WithField("items", total).WithField("namespaces", len(p.namespaces)).Info("Items selected")
@@ -541,8 +551,8 @@ func (ru *run) makePlan() error {
 }
 
 // decide reports whether item of gr is restored: the backup's Selection, with the facts of
-// the plan for cluster-scoped items. It is called in the plan's pass and again when the item's
-// group is restored, with the same answer (the plan's facts are complete by then).
+// the plan for cluster-scoped items (decided after every namespaced item, so that those facts
+// are complete). The plan records the answers; an additional item is asked again.
 func (ru *run) decide(gr schema.GroupResource, item SpooledItem) (itemFacts, bool) {
 	var facts itemFacts
 	if err := json.Unmarshal(item.Object, &facts); err != nil {
@@ -694,8 +704,9 @@ func (ru *run) restoreGroup(ctx context.Context, group []schema.GroupResource) e
 	g.Go(func() error {
 		defer close(jobs)
 		for _, gr := range group {
+			chosen, i := ru.plan.chosen[gr], -1
 			err := ru.spool.Each(gr, func(item SpooledItem) error {
-				if _, ok := ru.decide(gr, item); !ok {
+				if i++; i >= len(chosen) || !chosen[i] {
 					return nil
 				}
 				select {
