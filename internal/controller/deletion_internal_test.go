@@ -416,3 +416,44 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 		t.Errorf("%d more Lists: b2's data was touched after keep-data", n)
 	}
 }
+
+// TestDeletingMessage: the one event of a deletion says where the data goes from, whether the
+// backup expired (deleted at or after its expiration), and whether it waits for a slot.
+func TestDeletingMessage(t *testing.T) {
+	at := func(s string) *metav1.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := metav1.NewTime(tm)
+		return &mt
+	}
+	tests := []struct {
+		name       string
+		location   string
+		expiration *metav1.Time
+		deleted    *metav1.Time
+		waitingFor int
+		want       string
+	}{
+		{name: "deleted by a user", location: "loc", deleted: at("2026-01-01T10:00:00Z"),
+			want: "Deleting the backup's data from storage location loc"},
+		{name: "default location", deleted: at("2026-01-01T10:00:00Z"),
+			want: "Deleting the backup's data from storage location (the default)"},
+		{name: "deleted before it expired", location: "loc", expiration: at("2026-01-01T11:00:00Z"), deleted: at("2026-01-01T10:00:00Z"),
+			want: "Deleting the backup's data from storage location loc"},
+		{name: "deleted at its expiration", location: "loc", expiration: at("2026-01-01T10:00:00Z"), deleted: at("2026-01-01T10:00:00Z"),
+			want: "The backup expired at 2026-01-01T10:00:00Z. Deleting the backup's data from storage location loc"},
+		{name: "expired and waiting for a slot", location: "loc", expiration: at("2026-01-01T09:00:00Z"), deleted: at("2026-01-01T10:00:00Z"), waitingFor: 8,
+			want: "The backup expired at 2026-01-01T09:00:00Z. Deleting the backup's data from storage location loc, once one of the 8 running deletions ends"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: tt.deleted},
+				Status: cairnv1.BackupStatus{StorageLocation: tt.location, Expiration: tt.expiration}}
+			if got := deletingMessage(b, tt.waitingFor); got != tt.want {
+				t.Errorf("deletingMessage() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

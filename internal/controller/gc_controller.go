@@ -174,9 +174,9 @@ func (r *GCReconciler) expire(ctx context.Context, b *cairnv1.Backup) error {
 	if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	// The deletion reconciler's Deleting event says the backup expired: one event per backup
+	// while a schedule's backups expire together.
 	ctrl.LoggerFrom(ctx).Info("Deleted an expired backup", "backup", qualifiedName(b), "expiration", b.Status.Expiration)
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Expired", "Delete", "Backup expired at %s and was deleted",
-		b.Status.Expiration.UTC().Format(time.RFC3339))
 	return nil
 }
 

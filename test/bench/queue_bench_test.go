@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -47,6 +48,8 @@ type cluster struct {
 	cfg  *rest.Config
 	mgr  ctrl.Manager
 	stop func()
+	// requests counts the manager's requests to the API server.
+	requests *requestCounter
 }
 
 func startCluster(b *testing.B, concurrency int) *cluster {
@@ -85,7 +88,10 @@ func startClusterWith(b *testing.B, mcfg controller.Config) *cluster {
 	if err := c.Create(ctx, loc); err != nil {
 		b.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	requests := &requestCounter{}
+	managerCfg := rest.CopyConfig(cfg)
+	managerCfg.Wrap(requests.wrap)
+	mgr, err := ctrl.NewManager(managerCfg, ctrl.Options{
 		Scheme: testenv.Scheme(), Cache: controller.CacheOptions(operatorNamespace),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -104,7 +110,7 @@ func startClusterWith(b *testing.B, mcfg controller.Config) *cluster {
 			b.Error(err)
 		}
 	}()
-	return &cluster{c: c, cfg: cfg, mgr: mgr, stop: func() {
+	return &cluster{c: c, cfg: cfg, mgr: mgr, requests: requests, stop: func() {
 		cancel()
 		<-done
 		_ = env.Stop()
@@ -549,3 +555,69 @@ func BenchmarkQueueDecide1000x2000(b *testing.B) {
 		b.ReportMetric(float64(slicesMax(passes[1:]).Microseconds())/1000, "pass-max-ms")
 	}
 }
+
+// requestCounter counts the requests that go through a rest.Config's transport, by method
+// and by what they address ("POST events", "PATCH backups/status"), from its last reset.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (rc *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		rc.mu.Lock()
+		if rc.counts == nil {
+			rc.counts = map[string]int{}
+		}
+		rc.counts[req.Method+" "+apiResource(req.URL.Path)]++
+		rc.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+// reset forgets what was counted.
+func (rc *requestCounter) reset() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.counts = map[string]int{}
+}
+
+// writes is how many requests other than GET went out, and their counts by kind.
+func (rc *requestCounter) writes() (int, map[string]int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	total, kinds := 0, map[string]int{}
+	for k, n := range rc.counts {
+		if !strings.HasPrefix(k, http.MethodGet+" ") {
+			total += n
+			kinds[k] = n
+		}
+	}
+	return total, kinds
+}
+
+// apiResource is the resource (and subresource) a request path addresses:
+// /apis/cairn.dev/v1alpha1/namespaces/ns/backups/b/status → backups/status.
+func apiResource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) > 0 && parts[0] == "api":
+		parts = parts[min(2, len(parts)):]
+	case len(parts) > 0 && parts[0] == "apis":
+		parts = parts[min(3, len(parts)):]
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "namespaces"
+	case 1, 2:
+		return parts[0]
+	}
+	return parts[0] + "/" + parts[2]
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
