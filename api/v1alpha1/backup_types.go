@@ -244,6 +244,20 @@ type BackupSpec struct {
 	// to false.
 	// +optional
 	Cancel bool `json:"cancel,omitempty"`
+
+	// Metadata, in a Schedule's template, holds the labels of the backups the schedule
+	// creates (as Velero's template.metadata.labels). A Backup keeps it as written.
+	// +optional
+	Metadata *BackupMetadata `json:"metadata,omitempty"`
+}
+
+// BackupMetadata is what a Schedule puts on the metadata of the backups it creates.
+type BackupMetadata struct {
+	// Labels go on every backup the schedule creates, beside cairn.dev/schedule-name. At most
+	// 20; keys in the cairn.dev domain are Cairn's own and refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=20
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // BackupProgress counts the items of a backup.
@@ -399,7 +413,7 @@ type Backup struct {
 	// template, also a BackupSpec, may be edited).
 	// +optional
 	// +kubebuilder:default={}
-	// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
+	// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes) && has(self.metadata) == has(oldSelf.metadata) && (!has(self.metadata) || self.metadata == oldSelf.metadata)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
 	// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be changed back to false: a cancelled backup stays cancelled"
 	Spec BackupSpec `json:"spec,omitempty"`
 

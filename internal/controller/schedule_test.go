@@ -107,7 +107,8 @@ var _ = Describe("Schedules", Ordered, func() {
 		It("creates named, labelled, owned backups at each tick, which complete", func() {
 			s := &cairnv1.Schedule{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fast", Labels: map[string]string{"argocd.argoproj.io/instance": "team"}},
-				Spec:       cairnv1.ScheduleSpec{Schedule: "@every 2s", UseOwnerReferencesInBackup: true},
+				Spec: cairnv1.ScheduleSpec{Schedule: "@every 2s", UseOwnerReferencesInBackup: true,
+					Template: cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"tier": "gold"}}}},
 			}
 			Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
 
@@ -129,7 +130,7 @@ var _ = Describe("Schedules", Ordered, func() {
 				ts, err := time.Parse("20060102150405", b.Name[len("fast-"):])
 				Expect(err).NotTo(HaveOccurred())
 				Expect(ts.Sub(s.CreationTimestamp.Time)).To(BeNumerically(">", 0), "a new schedule waits for its first tick")
-				Expect(b.Labels).To(Equal(map[string]string{cairnv1.ScheduleNameLabel: "fast"}), "never the schedule's own labels")
+				Expect(b.Labels).To(Equal(map[string]string{cairnv1.ScheduleNameLabel: "fast", "tier": "gold"}), "the template's labels, never the schedule's own")
 				Expect(b.OwnerReferences).To(HaveLen(1))
 				Expect(b.OwnerReferences[0].Kind).To(Equal("Schedule"))
 				Expect(b.OwnerReferences[0].UID).To(Equal(s.UID))

@@ -5,11 +5,14 @@ package schedule
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -222,14 +225,23 @@ func BackupName(schedule string, tick time.Time) string {
 }
 
 // NewBackup is the backup a run of s for tick creates, in the schedule's namespace: the
-// template as its spec, the cairn.dev/schedule-name label (never the Schedule's own labels,
-// which GitOps tools track), and the schedule as its owner when useOwnerReferencesInBackup.
+// template as its spec, the template's labels (spec.template.metadata.labels) and the
+// cairn.dev/schedule-name label (never the Schedule's own labels, which GitOps tools track),
+// and the schedule as its owner when useOwnerReferencesInBackup.
 func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
+	var labels map[string]string
+	if m := s.Spec.Template.Metadata; m != nil {
+		labels = maps.Clone(m.Labels)
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[cairnv1.ScheduleNameLabel] = s.Name
 	b := &cairnv1.Backup{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Namespace,
 			Name:      BackupName(s.Name, tick),
-			Labels:    map[string]string{cairnv1.ScheduleNameLabel: s.Name},
+			Labels:    labels,
 		},
 		Spec: *s.Spec.Template.DeepCopy(),
 	}
@@ -258,6 +270,9 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 	if s.Spec.Template.Cancel {
 		errs = append(errs, "spec.template.cancel: a schedule's backups cannot be cancelled before they are created; pause the schedule instead")
 	}
+	if m := s.Spec.Template.Metadata; m != nil {
+		errs = append(errs, validateTemplateLabels(m.Labels)...)
+	}
 	backupErrs, _ := queue.Validate(NewBackup(s, time.Time{}), operatorNamespace, locations)
 	for _, e := range backupErrs {
 		// The queue's messages name the backup's fields (spec.x); here they are the template's.
@@ -268,4 +283,25 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 		}
 	}
 	return queue.CapValidationErrors(errs)
+}
+
+// validateTemplateLabels checks the labels a schedule puts on its backups: valid label keys
+// and values (the API server would refuse the backups otherwise, at every run), and none in
+// Cairn's own cairn.dev domain, whose labels say what Cairn made (the schedule-name label is
+// set by the run itself).
+func validateTemplateLabels(labels map[string]string) []string {
+	var errs []string
+	for _, key := range slices.Sorted(maps.Keys(labels)) {
+		path := fmt.Sprintf("spec.template.metadata.labels[%s]", key)
+		for _, msg := range validation.IsQualifiedName(key) {
+			errs = append(errs, fmt.Sprintf("%s: the key is not a label key: %s", path, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[key]) {
+			errs = append(errs, fmt.Sprintf("%s: %q is not a label value: %s", path, labels[key], msg))
+		}
+		if prefix, _, ok := strings.Cut(key, "/"); ok && (prefix == cairnv1.GroupVersion.Group || strings.HasSuffix(prefix, "."+cairnv1.GroupVersion.Group)) {
+			errs = append(errs, fmt.Sprintf("%s: keys in the %s domain are Cairn's own", path, cairnv1.GroupVersion.Group))
+		}
+	}
+	return errs
 }

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -303,6 +304,20 @@ func TestNewBackup(t *testing.T) {
 	if len(b.Labels) != 1 || b.Labels[cairnv1.ScheduleNameLabel] != "nightly" {
 		t.Errorf("labels %v: want only the schedule-name label, never the schedule's own", b.Labels)
 	}
+
+	// The template's labels go on the backup, beside the schedule-name label, which a
+	// template label of the same key cannot replace; the template's map is not shared.
+	labelled := s.DeepCopy()
+	labelled.Spec.Template.Metadata = &cairnv1.BackupMetadata{}
+	labelled.Spec.Template.Metadata.Labels = map[string]string{"tier": "gold", cairnv1.ScheduleNameLabel: "other"}
+	lb := NewBackup(labelled, tick)
+	if !maps.Equal(lb.Labels, map[string]string{"tier": "gold", cairnv1.ScheduleNameLabel: "nightly"}) {
+		t.Errorf("labels %v: want the template's labels and the schedule-name label", lb.Labels)
+	}
+	lb.Labels["tier"] = "changed"
+	if labelled.Spec.Template.Metadata.Labels["tier"] != "gold" {
+		t.Error("the backup's labels share the template's memory")
+	}
 	if !slices.Equal(b.Spec.IncludedNamespaces, []string{"team-a"}) {
 		t.Errorf("spec %+v", b.Spec)
 	}
@@ -351,6 +366,16 @@ func TestValidate(t *testing.T) {
 			want: []string{"spec.template.storageLocation"}},
 		{name: "cancel in the template", s: schedule("team-a", "@daily", cairnv1.BackupSpec{Cancel: true}), locations: locations,
 			want: []string{"spec.template.cancel"}},
+		{name: "template labels", s: schedule("team-a", "@daily", cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{
+			"tier": "gold", "example.com/team": "a"}}}), locations: locations},
+		{name: "bad template labels", s: schedule("team-a", "@daily", cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{
+			"not a key": "v", "tier": "not a value!", "cairn.dev/schedule-name": "x", "sync.cairn.dev/x": "y", "notcairn.dev/ok": "z"}}}), locations: locations,
+			want: []string{
+				`spec.template.metadata.labels[cairn.dev/schedule-name]: keys in the cairn.dev domain are Cairn's own`,
+				`spec.template.metadata.labels[not a key]: the key is not a label key`,
+				`spec.template.metadata.labels[sync.cairn.dev/x]: keys in the cairn.dev domain are Cairn's own`,
+				`spec.template.metadata.labels[tier]: "not a value!" is not a label value`,
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
