@@ -98,7 +98,7 @@ func TestListCommitted(t *testing.T) {
 		committed.Archive, committed.Metadata,
 		uncommitted.Archive, uncommitted.Logs, // an archive without a marker is never listed
 		other.Metadata,
-		"p/backups/ns1/cairn-backup.json",          // too shallow
+		"p/backups/ns1/cairn-backup.json",           // too shallow
 		"p/backups/ns1/b3/nested/cairn-backup.json", // too deep
 		"p/backups/ns1/b4/other.json",               // not a marker
 		"p/restores/ns1/r/cairn-backup.json",        // not under backups/
