@@ -44,7 +44,9 @@ func stored(ns, name string) storage.CommittedBackup {
 	return storage.CommittedBackup{Namespace: ns, Name: name}
 }
 
-func key(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
 
 func TestDecide(t *testing.T) {
 	tests := []struct {
