@@ -22,9 +22,9 @@ func backup(ns, name string, phase cairnv1.BackupPhase, location string) cairnv1
 	}
 }
 
-// pending is a backup the sync of location made, still in phase "".
-func pending(ns, name, location string) cairnv1.Backup {
-	b := backup(ns, name, "", "")
+// pending is a backup the sync of location made in namespace a, still in phase "".
+func pending(name, location string) cairnv1.Backup {
+	b := backup("a", name, "", "")
 	b.Annotations = map[string]string{cairnv1.SyncedFromAnnotation: location}
 	return b
 }
@@ -110,9 +110,9 @@ func TestDecide(t *testing.T) {
 		{
 			name: "synced backups still in phase \"\" are completed from their marker, whether it is there or not",
 			backups: []cairnv1.Backup{
-				pending("a", "p1", loc),
-				pending("a", "p2", loc),
-				pending("a", "of-another-location", "other"),
+				pending("p1", loc),
+				pending("p2", loc),
+				pending("of-another-location", "other"),
 			},
 			committed:  []storage.CommittedBackup{stored("a", "p1")},
 			namespaces: []string{"a"},
@@ -122,7 +122,7 @@ func TestDecide(t *testing.T) {
 			name: "a name held by another location's backup, or by a backup that has not run, is a conflict, not synced",
 			backups: []cairnv1.Backup{
 				backup("a", "elsewhere", cairnv1.BackupPhaseCompleted, "other"),
-				pending("a", "synced-elsewhere", "other"),
+				pending("synced-elsewhere", "other"),
 				backup("a", "new", "", ""),
 				backup("a", "queued", cairnv1.BackupPhaseQueued, loc),
 			},
