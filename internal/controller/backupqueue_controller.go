@@ -769,8 +769,8 @@ func queueTrigger() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, ok1 := e.ObjectOld.(*cairnv1.Backup)
 			cur, ok2 := e.ObjectNew.(*cairnv1.Backup)
-			if !ok1 || !ok2 || cur.IsSyncPending() {
-				return false
+			if !ok1 || !ok2 || old.IsSyncPending() || cur.IsSyncPending() {
+				return false // the sync's, from start to end
 			}
 			return old.Status.Phase != cur.Status.Phase ||
 				old.Spec.Cancel != cur.Spec.Cancel ||
