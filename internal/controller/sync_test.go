@@ -319,3 +319,51 @@ var _ = Describe("Sync from storage, turned off and on", Ordered, func() {
 		}).Should(Succeed())
 	})
 })
+
+var _ = Describe("Sync from a storage service that stops answering", Ordered, func() {
+	var (
+		hung       *hangingStore
+		hungLoc    *cairnv1.BackupStorageLocation
+		fine       *storage.Filesystem
+		hungBackup = "from-a-hung-bucket"
+	)
+
+	BeforeAll(func() {
+		_, def := createDefaultLocation("sync-hung-default")
+		ensureNamespace("sync-hung-data")
+		createObject(configMap("sync-hung-data", "settings", nil))
+		var hungFS *storage.Filesystem
+		hungFS, hungLoc = syncedLocation("sync-hung", time.Second, cairnv1.AccessModeReadOnly, nil)
+		hung = &hangingStore{ObjectStore: hungFS}
+		fine, _ = syncedLocation("sync-fine", time.Second, cairnv1.AccessModeReadOnly, nil)
+		DeferCleanup(deleteAllBackups)
+		// Every storage call of a pass gives up after 2 s; the hung one is retried with backoff.
+		stop := startManager(controller.Config{StorageTimeout: 2 * time.Second,
+			WrapStore: func(bsl *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+				if bsl.Name == "sync-hung" {
+					return hung
+				}
+				return s
+			}})
+		DeferCleanup(func() { stop() })
+		DeferCleanup(hung.answer)
+		for _, loc := range []*cairnv1.BackupStorageLocation{def, hungLoc} {
+			eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		}
+	})
+
+	It("holds only its own pass: other locations sync and backups run while it hangs, and it syncs once storage answers", func() {
+		commitElsewhere(hung.ObjectStore, operatorNamespace, hungBackup, "uid-hung", cairnv1.BackupSpec{})
+		hung.hang(false)
+		Eventually(hung.waitingCalls).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 1))
+
+		commitElsewhere(fine, operatorNamespace, "from-a-fine-bucket", "uid-fine", cairnv1.BackupSpec{})
+		eventuallySynced(operatorNamespace, "from-a-fine-bucket")
+		createBackup(operatorNamespace, "made-while-hung", cairnv1.BackupSpec{IncludedNamespaces: []string{"sync-hung-data"}})
+		waitPhase("made-while-hung", cairnv1.BackupPhaseCompleted)
+		Expect(findBackup(operatorNamespace, hungBackup)).To(BeNil(), "the hung location's passes fail, and are retried")
+
+		hung.answer()
+		Expect(eventuallySynced(operatorNamespace, hungBackup).Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
+	})
+})
