@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -374,13 +375,24 @@ func (r *SyncReconciler) recordSynced(ctx context.Context, pass *syncPass) error
 	if !pass.plan.Changed() && last != nil && pass.now.Sub(last.Time) < lastSyncedRefresh {
 		return nil
 	}
-	old := pass.bsl.DeepCopy()
 	now := metav1.NewTime(pass.now)
-	pass.bsl.Status.LastSyncedTime = &now
-	if err := r.Status().Patch(ctx, pass.bsl, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	return nil
+	bsl := pass.bsl
+	// The storage location reconciler writes the rest of this status: a conflict with it is
+	// retried on the fresh object, never by overwriting its write.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if bsl == nil {
+			bsl = &cairnv1.BackupStorageLocation{}
+			if err := r.Get(ctx, client.ObjectKeyFromObject(pass.bsl), bsl); err != nil {
+				return err
+			}
+		}
+		old := bsl.DeepCopy()
+		bsl.Status.LastSyncedTime = &now
+		err := r.Status().Patch(ctx, bsl, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}))
+		bsl = nil
+		return err
+	})
+	return client.IgnoreNotFound(err)
 }
 
 // SetupWithManager registers the reconciler for locations: created, changed (such as their
