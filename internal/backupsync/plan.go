@@ -108,8 +108,12 @@ func Decide(in Input) Plan {
 				"backup %s/%s of the cluster, which has not run yet, holds the name", b.Namespace, b.Name)})
 			p.Unclaimed = append(p.Unclaimed, key)
 		case !belongsTo(b, in.Location):
+			where := "in no storage location"
+			if l := locationOf(b); l != "" {
+				where = "in storage location " + l
+			}
 			p.Conflicts = append(p.Conflicts, Conflict{Stored: c, Message: fmt.Sprintf(
-				"backup %s/%s of the cluster, in storage location %s, holds the name", b.Namespace, b.Name, locationOf(b))})
+				"backup %s/%s of the cluster, %s, holds the name", b.Namespace, b.Name, where)})
 			p.Unclaimed = append(p.Unclaimed, key)
 		}
 	}

@@ -125,8 +125,9 @@ func TestDecide(t *testing.T) {
 				pending("synced-elsewhere", "other"),
 				backup("a", "new", "", ""),
 				backup("a", "queued", cairnv1.BackupPhaseQueued, loc),
+				backup("a", "refused", cairnv1.BackupPhaseFailedValidation, ""), // the queue refused it: no location
 			},
-			committed:  []storage.CommittedBackup{stored("a", "elsewhere"), stored("a", "synced-elsewhere"), stored("a", "new"), stored("a", "queued")},
+			committed:  []storage.CommittedBackup{stored("a", "elsewhere"), stored("a", "synced-elsewhere"), stored("a", "new"), stored("a", "queued"), stored("a", "refused")},
 			namespaces: []string{"a"},
 			want: Plan{
 				Conflicts: []Conflict{
@@ -134,8 +135,9 @@ func TestDecide(t *testing.T) {
 					{Stored: stored("a", "synced-elsewhere"), Message: "backup a/synced-elsewhere of the cluster, in storage location other, holds the name"},
 					{Stored: stored("a", "new"), Message: "backup a/new of the cluster, which has not run yet, holds the name"},
 					{Stored: stored("a", "queued"), Message: "backup a/queued of the cluster, which has not run yet, holds the name"},
+					{Stored: stored("a", "refused"), Message: "backup a/refused of the cluster, in no storage location, holds the name"},
 				},
-				Unclaimed: []types.NamespacedName{key("a", "elsewhere"), key("a", "synced-elsewhere"), key("a", "new"), key("a", "queued")},
+				Unclaimed: []types.NamespacedName{key("a", "elsewhere"), key("a", "synced-elsewhere"), key("a", "new"), key("a", "queued"), key("a", "refused")},
 			},
 		},
 		{
