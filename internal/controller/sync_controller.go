@@ -228,7 +228,7 @@ func (r *SyncReconciler) apply(ctx context.Context, pass *syncPass) error {
 }
 
 // readMarker reads a committed backup's marker within the storage timeout; ok is false when it
-// is gone.
+// is gone, or is not a marker (skipped and reported: one bad object never stops the pass).
 func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c storage.CommittedBackup) (m storage.BackupMetadata, ok bool, err error) {
 	err = r.stores.call(ctx, func(ctx context.Context) (err error) {
 		m, err = storage.ReadMetadata(ctx, pass.store, pass.store.Layout.Backup(c.Namespace, c.Name))
@@ -236,6 +236,9 @@ func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c stora
 	})
 	switch {
 	case errors.Is(err, storage.ErrNotCommitted):
+		return m, false, nil
+	case errors.Is(err, storage.ErrBadMetadata):
+		pass.skip("%s/%s (%v)", c.Namespace, c.Name, err)
 		return m, false, nil
 	case err != nil:
 		return m, false, fmt.Errorf("reading the commit marker of %s/%s in storage location %s: %w", c.Namespace, c.Name, pass.bsl.Name, err)

@@ -250,12 +250,32 @@ var _ = Describe("Sync from storage", Ordered, func() {
 		data.Close()
 		// A team's backup whose spec selects another namespace.
 		commitElsewhere(store, "sync-team", "greedy", uidA, cairnv1.BackupSpec{IncludedNamespaces: []string{"kube-system"}})
+		// Something that is not a marker at all.
+		Expect(store.Put(suiteCtx, storage.Layout{}.Backup("sync-team", "garbage").Metadata, strings.NewReader("not a marker"))).To(Succeed())
+		written := metav1.NewTime(time.Now().Truncate(time.Second))
 		commitElsewhere(store, "sync-team", "honest", uidA, cairnv1.BackupSpec{})
 
 		eventuallySynced("sync-team", "honest")
+		// The pass that made it went to its end (it wrote lastSyncedTime): the refused ones
+		// did not stop it.
+		Eventually(func(g Gomega) {
+			var got cairnv1.BackupStorageLocation
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
+			g.Expect(got.Status.LastSyncedTime).NotTo(BeNil())
+			g.Expect(got.Status.LastSyncedTime.Time).To(BeTemporally(">=", written.Time))
+		}).Should(Succeed())
 		Consistently(func() []*cairnv1.Backup {
-			return []*cairnv1.Backup{findBackup("sync-team", "liar"), findBackup("sync-team", "greedy")}
-		}).WithTimeout(3 * time.Second).Should(Equal([]*cairnv1.Backup{nil, nil}))
+			return []*cairnv1.Backup{findBackup("sync-team", "liar"), findBackup("sync-team", "greedy"), findBackup("sync-team", "garbage")}
+		}).WithTimeout(3 * time.Second).Should(Equal([]*cairnv1.Backup{nil, nil, nil}))
+		Eventually(func() string {
+			var notes []string
+			for _, e := range eventsFor(bsl) {
+				if e.Reason == "SyncSkipped" {
+					notes = append(notes, e.Note)
+				}
+			}
+			return strings.Join(notes, "\n")
+		}).Should(And(ContainSubstring("sync-team/garbage"), ContainSubstring("sync-team/greedy"), ContainSubstring("sync-team/liar")))
 		Expect(findBackup("sync-elsewhere", "liar")).To(BeNil(), "the namespace does not exist, and nothing is written elsewhere")
 	})
 

@@ -59,6 +59,9 @@ var (
 	ErrNotCommitted = errors.New("backup is not committed: it has no metadata object")
 	// ErrChecksumMismatch means an archive's bytes do not match its metadata.
 	ErrChecksumMismatch = errors.New("archive checksum mismatch")
+	// ErrBadMetadata means the object under a backup's metadata key is not a commit marker
+	// Cairn can read: not JSON of one, or larger than MaxMetadataSize.
+	ErrBadMetadata = errors.New("not a readable commit marker")
 )
 
 // ArchiveDigest is the checksum and size of an uploaded archive.
@@ -102,6 +105,11 @@ func WriteMetadata(ctx context.Context, s ObjectStore, keys BackupKeys, m Backup
 	return s.Put(ctx, keys.Metadata, bytes.NewReader(data))
 }
 
+// MaxMetadataSize bounds the commit marker a reader accepts: the largest a Backup's spec and
+// labels can make it is far below, and a larger object under that key (written by something
+// else than Cairn) is refused rather than read into memory.
+const MaxMetadataSize = 1 << 20
+
 // ReadMetadata reads the commit marker; ErrNotCommitted when the backup has none.
 func ReadMetadata(ctx context.Context, s ObjectStore, keys BackupKeys) (BackupMetadata, error) {
 	var m BackupMetadata
@@ -113,8 +121,15 @@ func ReadMetadata(ctx context.Context, s ObjectStore, keys BackupKeys) (BackupMe
 		return m, err
 	}
 	defer rc.Close()
-	if err := json.NewDecoder(rc).Decode(&m); err != nil {
-		return m, fmt.Errorf("decoding %s: %w", keys.Metadata, err)
+	data, err := io.ReadAll(io.LimitReader(rc, MaxMetadataSize+1))
+	switch {
+	case err != nil:
+		return m, fmt.Errorf("reading %s: %w", keys.Metadata, err)
+	case len(data) > MaxMetadataSize:
+		return m, fmt.Errorf("%s: %w: larger than %d bytes", keys.Metadata, ErrBadMetadata, MaxMetadataSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%s: %w: %w", keys.Metadata, ErrBadMetadata, err)
 	}
 	return m, nil
 }

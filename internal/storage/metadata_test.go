@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -118,5 +119,20 @@ func TestListCommitted(t *testing.T) {
 	empty, err := storage.ListCommitted(ctx, newFilesystem(t), storage.Layout{})
 	if err != nil || len(empty) != 0 {
 		t.Errorf("ListCommitted of an empty location = %v, %v; want nothing", empty, err)
+	}
+}
+
+// A marker larger than any Backup could make is refused, not read into memory; a marker that
+// is not JSON is an error, never a crash.
+func TestReadMetadataRefusesWhatIsNotAMarker(t *testing.T) {
+	s, ctx := newFilesystem(t), context.Background()
+	big, notJSON := storage.Layout{}.Backup("ns", "big"), storage.Layout{}.Backup("ns", "garbage")
+	mustPut(t, s, big.Metadata, `{"name":"`+strings.Repeat("x", storage.MaxMetadataSize)+`"}`)
+	mustPut(t, s, notJSON.Metadata, "not json")
+	if _, err := storage.ReadMetadata(ctx, s, big); !errors.Is(err, storage.ErrBadMetadata) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("ReadMetadata of a huge marker = %v, want it refused", err)
+	}
+	if _, err := storage.ReadMetadata(ctx, s, notJSON); !errors.Is(err, storage.ErrBadMetadata) {
+		t.Errorf("ReadMetadata of garbage = %v, want ErrBadMetadata", err)
 	}
 }

@@ -105,7 +105,6 @@ func writesSince(before, after map[string]float64, resources ...string) float64 
 	return total
 }
 
-
 // BenchmarkSync2000 puts 2,000 committed backups (each with the six objects a backup stores,
 // in 20 namespaces) into a filesystem location, creates that location in a cluster that has
 // none of them, and reports the time until all 2,000 Backup objects are Completed, and the API
