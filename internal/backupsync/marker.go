@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"time"
 
@@ -144,10 +145,35 @@ func DataCondition(found bool, location string, generation int64, now time.Time)
 	return c
 }
 
+// checkPhase refuses a marker whose backup is not restorable, or whose status the API server
+// would refuse (a marker Cairn did not write).
 func checkPhase(m storage.BackupMetadata) error {
 	switch cairnv1.BackupPhase(m.Phase) {
 	case cairnv1.BackupPhaseCompleted, cairnv1.BackupPhasePartiallyFailed:
-		return nil
+	default:
+		return fmt.Errorf("its commit marker has phase %q, not Completed or PartiallyFailed", m.Phase)
 	}
-	return fmt.Errorf("its commit marker has phase %q, not Completed or PartiallyFailed", m.Phase)
+	switch {
+	case len(m.ArchiveSHA256) > maxSHA256Length || len(m.UID) > maxUIDLength || len(m.FormatVersion) > maxUIDLength:
+		return fmt.Errorf("its commit marker's checksum, UID or format version is too long")
+	case !fitsInt32(m.Warnings, m.Errors, m.OperationsAttempted, m.OperationsCompleted, m.OperationsFailed) ||
+		m.TotalItems < 0 || m.ItemsBackedUp < 0 || m.ArchiveSize < 0:
+		return fmt.Errorf("its commit marker's counts are out of range")
+	}
+	return nil
+}
+
+// The bounds of the status fields a marker fills (the CRD's).
+const (
+	maxSHA256Length = 64
+	maxUIDLength    = 128
+)
+
+func fitsInt32(counts ...int) bool {
+	for _, n := range counts {
+		if n < 0 || n > math.MaxInt32 {
+			return false
+		}
+	}
+	return true
 }

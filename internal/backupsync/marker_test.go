@@ -142,6 +142,10 @@ func TestObjectRefuses(t *testing.T) {
 		{name: "a team's backup of cluster-scoped resources", stored: at,
 			marker:  func(m *storage.BackupMetadata) { m.Spec = json.RawMessage(`{"includeClusterResources": true}`) },
 			wantErr: "its spec breaks the tenancy rule in namespace team"},
+		{name: "a checksum longer than a SHA-256", stored: at, marker: func(m *storage.BackupMetadata) { m.ArchiveSHA256 = strings.Repeat("a", 65) },
+			wantErr: "too long"},
+		{name: "a negative count", stored: at, marker: func(m *storage.BackupMetadata) { m.Warnings = -1 }, wantErr: "out of range"},
+		{name: "a count beyond int32", stored: at, marker: func(m *storage.BackupMetadata) { m.Errors = 1 << 40 }, wantErr: "out of range"},
 		{name: "a key that cannot be a Backup's name", stored: storage.CommittedBackup{Namespace: "team", Name: "../x"},
 			marker: func(m *storage.BackupMetadata) { m.Name = "../x" }, wantErr: `not a Backup's name "../x"`},
 	}

@@ -28,6 +28,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -275,9 +276,38 @@ func (r *SyncReconciler) create(ctx context.Context, pass *syncPass, c storage.C
 		return fmt.Errorf("creating backup %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	pass.made()
+	status.Conditions[0].ObservedGeneration = b.Generation
+	return r.writeStatus(ctx, pass, b, status)
+}
+
+// writeStatus writes a synced backup's terminal status. One the API server refuses (a marker
+// Cairn did not write) ends the backup in FailedValidation with its message, and the pass goes
+// on.
+func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cairnv1.Backup, status cairnv1.BackupStatus) error {
+	old := b.Status.DeepCopy()
+	err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) { *s = status })
+	if err != nil {
+		b.Status = *old // as the API server still has it, for the next write's patch
+	}
+	if apierrors.IsInvalid(err) {
+		pass.skip("%s/%s (%v)", b.Namespace, b.Name, err)
+		return r.refuse(ctx, pass, b, err)
+	}
+	return client.IgnoreNotFound(err)
+}
+
+// refuse ends a synced backup that cannot be shown as its marker says in FailedValidation.
+func (r *SyncReconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Backup, problem error) error {
+	now := metav1.NewTime(pass.now)
+	message := fmt.Sprintf("cannot be synced from storage location %s: %v", pass.bsl.Name, problem)
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Sync", "Backup %s", message)
 	return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
-		status.Conditions[0].ObservedGeneration = b.Generation
-		*s = status
+		*s = cairnv1.BackupStatus{
+			Phase:               cairnv1.BackupPhaseFailedValidation,
+			StorageLocation:     pass.bsl.Name,
+			ValidationErrors:    queue.CapValidationErrors([]string{message}),
+			CompletionTimestamp: &now,
+		}
 	}))
 }
 
@@ -298,19 +328,9 @@ func (r *SyncReconciler) complete(ctx context.Context, pass *syncPass, b *cairnv
 		status, problem = backupsync.Status(m, pass.bsl.Name, b.Generation, pass.now)
 	}
 	if problem != nil {
-		now := metav1.NewTime(pass.now)
-		message := fmt.Sprintf("cannot be synced from storage location %s: %v", pass.bsl.Name, problem)
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Sync", "Backup %s", message)
-		return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
-			s.Phase = cairnv1.BackupPhaseFailedValidation
-			s.StorageLocation = pass.bsl.Name
-			s.ValidationErrors = []string{message}
-			s.CompletionTimestamp = &now
-		}))
+		return r.refuse(ctx, pass, b, problem)
 	}
-	return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
-		*s = status
-	}))
+	return r.writeStatus(ctx, pass, b, status)
 }
 
 // markData sets a backup's DataAvailable condition: False, with a Warning event, when its
