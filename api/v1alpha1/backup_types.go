@@ -379,6 +379,14 @@ type BackupStatus struct {
 	// +optional
 	DeletionAttempts int32 `json:"deletionAttempts,omitempty"`
 
+	// OriginUID is, for a backup synced from storage (annotation cairn.dev/synced-from), the
+	// UID of the Backup object that wrote its data, as its commit marker records it: the data
+	// under this backup's name is this backup's only while the marker carries this UID.
+	// Unset for a backup this cluster wrote (its own UID is the one).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	OriginUID string `json:"originUID,omitempty"`
+
 	// Conditions are the backup's observed conditions (Queued, Cancelled).
 	// +optional
 	// +listType=map
@@ -462,4 +470,33 @@ type BackupList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Backup `json:"items"`
+}
+
+// Sync from storage (DESIGN.md section 11, docs/disaster-recovery.md).
+const (
+	// SyncedFromAnnotation names the storage location a Backup was synced from. A Backup in
+	// phase "" with it is owned by the sync reconciler, which writes its terminal status from
+	// the commit marker; the queue never runs it.
+	SyncedFromAnnotation = "cairn.dev/synced-from"
+	// StorageLocationLabel names the storage location of a backup synced from storage.
+	StorageLocationLabel = "cairn.dev/storage-location"
+
+	// BackupConditionDataAvailable is False (reason NotFoundInStorage) on a Completed or
+	// PartiallyFailed backup whose commit marker is gone from its storage location: it cannot
+	// be restored, and deleting it touches no storage. It goes back to True when the data
+	// reappears.
+	BackupConditionDataAvailable = "DataAvailable"
+	// ReasonNotFoundInStorage: the backup's commit marker is not in its storage location.
+	ReasonNotFoundInStorage = "NotFoundInStorage"
+	// ReasonFoundInStorage: the backup's commit marker is in its storage location.
+	ReasonFoundInStorage = "FoundInStorage"
+	// ReasonNameConflict: a committed backup of another Backup object holds the name.
+	ReasonNameConflict = "NameConflict"
+)
+
+// IsSyncPending reports whether the backup was created by the sync reconciler and waits for it
+// to write its status: phase "" with the annotation cairn.dev/synced-from. No other reconciler
+// acts on such a backup.
+func (b *Backup) IsSyncPending() bool {
+	return b.Status.Phase == "" && b.Annotations[SyncedFromAnnotation] != ""
 }

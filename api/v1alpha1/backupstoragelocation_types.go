@@ -118,6 +118,16 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && (duration(self) == duration('0s') || duration(self) >= duration('1s')) && duration(self) <= duration('87600h')",message="validationFrequency must be 0s (off) or a duration from 1s to 87600h (10 years), such as 1m or 1h"
 	ValidationFrequency *metav1.Duration `json:"validationFrequency,omitempty"`
+
+	// BackupSyncPeriod is how often the location's committed backups are synced into the
+	// cluster (docs/disaster-recovery.md): Backup objects are created for those the cluster
+	// lacks, and backups whose data is gone are marked DataAvailable=False. 0s turns sync off;
+	// else from 1s to 87600h. Unset means the manager's --backup-sync-period (1m unless changed).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && (duration(self) == duration('0s') || duration(self) >= duration('1s')) && duration(self) <= duration('87600h')",message="backupSyncPeriod must be 0s (off) or a duration from 1s to 87600h (10 years), such as 1m or 1h"
+	BackupSyncPeriod *metav1.Duration `json:"backupSyncPeriod,omitempty"`
 }
 
 // BackupStorageLocationStatus is the result of the location's last validation.
@@ -131,6 +141,11 @@ type BackupStorageLocationStatus struct {
 	// LastValidationTime is when the location was last checked.
 	// +optional
 	LastValidationTime *metav1.Time `json:"lastValidationTime,omitempty"`
+	// LastSyncedTime is when the location's committed backups were last synced into the
+	// cluster. A pass that changes nothing refreshes it at most every few minutes, so that an
+	// idle sync costs no API writes.
+	// +optional
+	LastSyncedTime *metav1.Time `json:"lastSyncedTime,omitempty"`
 	// Conditions are the location's observed conditions (DefaultConflict).
 	// +optional
 	// +listType=map
@@ -148,6 +163,7 @@ type BackupStorageLocationStatus struct {
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="Access",type=string,JSONPath=`.spec.accessMode`
 // +kubebuilder:printcolumn:name="Last Validated",type=date,JSONPath=`.status.lastValidationTime`
+// +kubebuilder:printcolumn:name="Last Synced",type=date,JSONPath=`.status.lastSyncedTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BackupStorageLocation struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -220,6 +220,7 @@ const (
 	ttlMessage                  = "ttl must be 0s (never expire) or a duration from 1s to 87600h (10 years)"
 	itemOperationTimeoutMessage = "itemOperationTimeout must be a duration from 1s to 87600h (10 years)"
 	validationFrequencyMessage  = "validationFrequency must be 0s (off) or a duration from 1s to 87600h (10 years)"
+	backupSyncPeriodMessage     = "backupSyncPeriod must be 0s (off) or a duration from 1s to 87600h (10 years)"
 )
 
 // worstParseableDuration is the largest sum the duration rules' pattern lets through within
@@ -323,6 +324,10 @@ var _ = Describe("Bad input refused at admission", func() {
 		Entry("a validationFrequency under a second", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"500ms"}`, validationFrequencyMessage),
 		Entry("a validationFrequency of a nanosecond", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"1ns"}`, validationFrequencyMessage),
 		Entry("a negative validationFrequency", "", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"-1m"}`, validationFrequencyMessage),
+		Entry("a backupSyncPeriod under a second", "", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"500ms"}`, backupSyncPeriodMessage),
+		Entry("a negative backupSyncPeriod", "", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"-1m"}`, backupSyncPeriodMessage),
+		Entry("a backupSyncPeriod over ten years", "", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"87601h"}`, backupSyncPeriodMessage),
+		Entry("a backupSyncPeriod in days", "", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"1d"}`, backupSyncPeriodMessage),
 		Entry("a prefix that is ..", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":".."}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
 		Entry("a prefix that starts with ../", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"../other"}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
 		Entry("a prefix with a .. segment inside", "", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"a/../b"}}`, "objectStorage.prefix must not have a '.' or '..' path segment"),
@@ -377,6 +382,9 @@ var _ = Describe("Limits accepted at admission", func() {
 		Entry("validationFrequency 0s (off)", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"0s"}`),
 		Entry("validationFrequency 1s", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"1s"}`),
 		Entry("validationFrequency of ten years", `{"provider":"filesystem","config":{"path":"/d"},"validationFrequency":"87600h"}`),
+		Entry("backupSyncPeriod 0s (off)", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"0s"}`),
+		Entry("backupSyncPeriod 1s", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"1s"}`),
+		Entry("backupSyncPeriod of ten years", `{"provider":"filesystem","config":{"path":"/d"},"backupSyncPeriod":"87600h"}`),
 		Entry("a nested prefix with a trailing slash", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"clusters/eu-1/"}}`),
 		Entry("a prefix whose segments only contain dots", `{"provider":"s3","objectStorage":{"bucket":"backups","prefix":"v1..2/.hidden/a.b_c"}}`),
 		Entry("a prefix of 256 characters", fmt.Sprintf(`{"provider":"s3","objectStorage":{"bucket":"backups","prefix":%q}}`, longName(256))),

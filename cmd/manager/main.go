@@ -82,6 +82,7 @@ func run(args []string) int {
 		RestoreNamespaceTimeout:    opts.restoreNamespaceWait,
 		RestoreScratchDir:          opts.restoreScratchDir,
 		DefaultBackupTTL:           opts.defaultBackupTTL,
+		BackupSyncPeriod:           &opts.backupSyncPeriod,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

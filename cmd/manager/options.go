@@ -36,6 +36,7 @@ type options struct {
 	restoreNamespaceWait time.Duration
 	restoreScratchDir    string
 	defaultBackupTTL     time.Duration
+	backupSyncPeriod     time.Duration
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -83,6 +84,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Where restores unpack their backup's archive while they run (default: the system's temporary directory); it needs room for the largest archive, uncompressed.")
 	fs.DurationVar(&o.defaultBackupTTL, "default-backup-ttl", cairnv1.DefaultBackupTTL,
 		"How long a backup without spec.ttl is kept before it expires and is deleted (a backup's ttl: 0s keeps it forever).")
+	fs.DurationVar(&o.backupSyncPeriod, "backup-sync-period", controller.DefaultBackupSyncPeriod,
+		"How often the committed backups of a storage location without spec.backupSyncPeriod are synced into the cluster (0s: never).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -133,6 +136,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.defaultBackupTTL <= 0 {
 		return o, fmt.Errorf("invalid value %s for --default-backup-ttl: must be greater than zero (a backup's own ttl: 0s keeps it forever)", o.defaultBackupTTL)
+	}
+	if o.backupSyncPeriod < 0 {
+		return o, fmt.Errorf("invalid value %s for --backup-sync-period: must be 0s (off) or more", o.backupSyncPeriod)
 	}
 	priorities, err := restore.ParsePriorities(o.restorePriorities)
 	if err != nil {

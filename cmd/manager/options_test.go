@@ -31,6 +31,9 @@ func TestParseOptions(t *testing.T) {
 				if o.defaultBackupTTL != 720*time.Hour {
 					t.Errorf("default backup ttl = %s, want 720h", o.defaultBackupTTL)
 				}
+				if o.backupSyncPeriod != time.Minute {
+					t.Errorf("backup sync period = %s, want 1m", o.backupSyncPeriod)
+				}
 				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
 					t.Errorf("defaults = %+v", o)
 				}
@@ -43,7 +46,8 @@ func TestParseOptions(t *testing.T) {
 				"--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s",
 				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h",
 				"--concurrent-restores=2", "--restore-worker-count=16", "--restore-resource-priorities=namespaces,configmaps,deployments.apps",
-				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h"},
+				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
+				"--backup-sync-period=0s"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -69,6 +73,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero storage timeout", args: []string{"--storage-timeout=0s"}, wantErr: "invalid value 0s for --storage-timeout: must be greater than zero"},
 		{name: "zero backoff", args: []string{"--retry-backoff-min=0s"}, wantErr: "invalid value 0s for --retry-backoff-min: must be greater than zero"},
 		{name: "backoff max below min", args: []string{"--retry-backoff-min=30s", "--retry-backoff-max=10s"}, wantErr: "invalid value 10s for --retry-backoff-max: must be at least --retry-backoff-min (30s)"},
+		{name: "negative backup sync period", args: []string{"--backup-sync-period=-1s"}, wantErr: "invalid value -1s for --backup-sync-period: must be 0s (off) or more"},
 		{name: "zero default backup ttl", args: []string{"--default-backup-ttl=0s"}, wantErr: "invalid value 0s for --default-backup-ttl: must be greater than zero"},
 		{name: "negative default backup ttl", args: []string{"--default-backup-ttl=-1h"}, wantErr: "--default-backup-ttl: must be greater than zero"},
 		{name: "zero phase timeout", args: []string{"--phase-timeout=0s"}, wantErr: "invalid value 0s for --phase-timeout: must be greater than zero"},

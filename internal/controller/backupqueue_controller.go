@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -56,7 +57,8 @@ const (
 var queueRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "backup-queue"}}
 
 // BackupQueueReconciler is the queue of backups and restores (DESIGN.md sections 3 and 9): one
-// line for both kinds. It owns the phases New (and "") and Queued of both: it validates new
+// line for both kinds. It owns the phases New (and "", but for a backup with the annotation
+// cairn.dev/synced-from, which the sync reconciler owns) and Queued of both: it validates new
 // backups and restores (→ FailedValidation) or queues them (→ Queued, with
 // status.queuePosition), moves queued ones that may run to ReadyToStart, fails cancelled or
 // deleted ones (→ Failed), and keeps the positions of the rest at 1..n in queue order with a
@@ -86,6 +88,9 @@ type BackupQueueReconciler struct {
 	Gate interface {
 		Wait(ctx context.Context) error
 	}
+	// Catalog holds the names committed in each location that no backup of the cluster stands
+	// for (written by the sync reconciler): a new backup that takes one fails validation.
+	Catalog *backupsync.Catalog
 
 	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
 	// staleSince (the first such pass since positions were last exact) pace the coalesced
@@ -286,6 +291,9 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 				}
 			}
 		case cairnv1.BackupPhaseNew, cairnv1.BackupPhaseQueued:
+			if b.IsSyncPending() {
+				continue // made by the sync from storage, which owns it (DESIGN.md section 11)
+			}
 			waiting = append(waiting, b)
 		}
 	}
@@ -311,6 +319,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 			loc := x.Status.StorageLocation
 			if x.EffectivePhase() == cairnv1.BackupPhaseNew && !leavesQueue(x) {
 				c.validationErrors, loc = queue.Validate(x, r.Namespace, locations.Items)
+				c.validationErrors = append(c.validationErrors, syncNameConflict(r.Catalog, x, loc, locations.Items)...)
 			}
 			c.entry = r.entry(x, loc)
 			pass.waiting = append(pass.waiting, c)
@@ -752,13 +761,16 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // ending), a cancel, a deletion request, and any update of a New backup.
 func queueTrigger() predicate.Predicate {
 	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return true },
+		CreateFunc: func(e event.CreateEvent) bool {
+			b, ok := e.Object.(*cairnv1.Backup)
+			return !ok || !b.IsSyncPending() // the sync's, not the queue's
+		},
 		DeleteFunc: func(event.DeleteEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, ok1 := e.ObjectOld.(*cairnv1.Backup)
 			cur, ok2 := e.ObjectNew.(*cairnv1.Backup)
-			if !ok1 || !ok2 {
-				return false
+			if !ok1 || !ok2 || old.IsSyncPending() || cur.IsSyncPending() {
+				return false // the sync's, from start to end
 			}
 			return old.Status.Phase != cur.Status.Phase ||
 				old.Spec.Cancel != cur.Spec.Cancel ||

@@ -82,6 +82,9 @@ type deletionInput struct {
 	// HasData: the backup started (status.startTimestamp), so it may have written data to its
 	// location. One that never started wrote nothing, and its location may be the very reason.
 	HasData bool
+	// DataMissing: sync from storage found the backup's commit marker gone from its location
+	// (DataAvailable=False): deleting it needs no storage call.
+	DataMissing bool
 	// Record is this process's map entry for the backup, if any.
 	Record *deletionRecord
 	// NextAttempt is status.nextDeletionAttempt.
@@ -110,7 +113,7 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 		return stepWait, ""
 	case in.KeepData:
 		return stepRelease, ""
-	case in.Phase.IsTerminal() && !in.HasData:
+	case in.Phase.IsTerminal() && (!in.HasData || in.DataMissing):
 		return stepRelease, ""
 	case in.Phase.IsTerminal() && in.ReadBy != "":
 		return stepWaitForRestore, fmt.Sprintf("waiting for restore %s to end before deleting", in.ReadBy)

@@ -30,6 +30,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -92,6 +93,7 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&b, cairnv1.BackupDataFinalizer),
 		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
 		HasData:     b.Status.StartTimestamp != nil,
+		DataMissing: dataMissing(&b), // sync from storage: the data is gone, nothing to delete
 		NextAttempt: b.Status.NextDeletionAttempt,
 		Now:         r.Clock.Now(),
 	}
@@ -269,7 +271,7 @@ func (r *DeletionReconciler) ownsData(ctx context.Context, store storage.ObjectS
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading the backup's metadata: %w", err)
-	case meta.UID != string(b.UID):
+	case meta.UID != backupsync.DataUID(b): // a synced backup's data is its origin's
 		return fmt.Errorf("the data under %s belongs to another Backup object (UID %s), so it was not deleted; set the annotation %s=\"true\" to delete only this Backup object",
 			keys.Dir, meta.UID, cairnv1.KeepDataAnnotation)
 	}

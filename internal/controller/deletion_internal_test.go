@@ -46,6 +46,8 @@ func TestNextDeletionStep(t *testing.T) {
 		{name: "never started: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailed, Deleted: true}, want: stepRelease},
 		{name: "never queued: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseFailedValidation, Deleted: true}, want: stepRelease},
 		{name: "keep-data", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, KeepData: true}, want: stepRelease},
+		{name: "data found gone from storage by the sync: nothing to delete", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, DataMissing: true}, want: stepRelease},
+		{name: "data found gone, and a restore reads it: nothing to wait for", in: deletionInput{Phase: cairnv1.BackupPhasePartiallyFailed, Deleted: true, HasData: true, DataMissing: true, ReadBy: "r1"}, want: stepRelease},
 		{name: "keep-data while this process still deletes: wait for it", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, KeepData: true, Record: running}, want: stepWait},
 		{name: "waiting for a slot", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: waiting}, want: stepWait},
 		{name: "stale terminal read while waiting for a slot", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: waiting}, want: stepWait},

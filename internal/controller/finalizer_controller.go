@@ -29,6 +29,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -155,13 +156,9 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 		return r.toCancelled(ctx, b)
 	}
 	now := r.Clock.Now()
-	meta := storage.BackupMetadata{
-		FormatVersion: archive.FormatVersion, Namespace: b.Namespace, Name: b.Name, UID: string(b.UID),
-		Phase: string(final), ArchiveSHA256: digest.SHA256, ArchiveSize: digest.Size,
-		CompletionTimestamp: now, Warnings: int(b.Status.Warnings) + len(warnings), Errors: int(b.Status.Errors),
-	}
-	if b.Status.StartTimestamp != nil {
-		meta.StartTimestamp = b.Status.StartTimestamp.Time
+	meta, err := backupsync.Marker(b, final, archive.FormatVersion, digest, now, int(b.Status.Warnings)+len(warnings))
+	if err != nil {
+		return permanent(err)
 	}
 	if err := r.stores.call(ctx, func(ctx context.Context) error { return storage.WriteMetadata(ctx, store, keys, meta) }); err != nil {
 		return err

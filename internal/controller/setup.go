@@ -20,6 +20,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -40,7 +41,7 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
-	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc"); empty
+	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc", "sync"); empty
 	// means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
@@ -84,6 +85,9 @@ type Config struct {
 	// DefaultBackupTTL is how long a backup without spec.ttl is kept (--default-backup-ttl); 0
 	// means cairnv1.DefaultBackupTTL.
 	DefaultBackupTTL time.Duration
+	// BackupSyncPeriod is how often a location without spec.backupSyncPeriod is synced from
+	// storage (--backup-sync-period): 0 never; nil means DefaultBackupSyncPeriod.
+	BackupSyncPeriod *time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -142,6 +146,13 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout}
+	// The names committed in each location that no backup of the cluster stands for: the sync
+	// writes them, the queue checks new backups against them.
+	catalog := &backupsync.Catalog{}
+	syncPeriod := DefaultBackupSyncPeriod
+	if cfg.BackupSyncPeriod != nil {
+		syncPeriod = *cfg.BackupSyncPeriod
+	}
 	reconcilers := []struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -155,6 +166,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Clock:              cfg.Clock,
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
+			Catalog:            catalog,
 		}},
 		{"backup", &BackupReconciler{
 			Client:            mgr.GetClient(),
@@ -267,6 +279,16 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-gc"),
 			Gate:      recovery,
+		}},
+		{"sync", &SyncReconciler{
+			Client:        mgr.GetClient(),
+			Namespace:     cfg.Namespace,
+			DefaultPeriod: syncPeriod,
+			stores:        st,
+			Clock:         cfg.Clock,
+			Recorder:      mgr.GetEventRecorder("cairn-sync"),
+			Gate:          recovery,
+			Catalog:       catalog,
 		}},
 	}
 	for _, rc := range reconcilers {

@@ -67,6 +67,13 @@ func startManager(cfg controller.Config) (stop func()) {
 	if cfg.ItemBlockWorkerCount == 0 {
 		cfg.ItemBlockWorkerCount = 2
 	}
+	if cfg.BackupSyncPeriod == nil {
+		// Sync from storage makes Backup objects of whatever a location holds, in any
+		// namespace: only the tests that set it (sync_test.go), or a location's own
+		// spec.backupSyncPeriod, turn it on.
+		off := time.Duration(0)
+		cfg.BackupSyncPeriod = &off
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Cache:                  controller.CacheOptions(operatorNamespace),

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/queue"
 )
@@ -22,7 +23,8 @@ type ValidationFacts struct {
 // as messages for status.validationErrors (bound them with queue.CapValidationErrors): its
 // filters and the tenancy rule (the backup's own checks, queue.ValidateFilters), its
 // namespace mapping (a team maps nothing to another namespace), its backup (exists in the
-// restore's namespace, Completed or PartiallyFailed, not being deleted) and the backup's
+// restore's namespace, Completed or PartiallyFailed, not being deleted, its data not found gone
+// from storage by the sync, DataAvailable=False) and the backup's
 // storage location (exists, not Unavailable). It is a pure function: the queue calls it on new
 // restores, and the restore reconciler again when a restore starts.
 func Validate(rs *cairnv1.Restore, operatorNamespace string, facts ValidationFacts) []string {
@@ -57,6 +59,9 @@ func validateBackup(rs *cairnv1.Restore, operatorNamespace string, facts Validat
 	case b.Status.Phase != cairnv1.BackupPhaseCompleted && b.Status.Phase != cairnv1.BackupPhasePartiallyFailed:
 		phase := b.EffectivePhase()
 		return []string{fmt.Sprintf("backup %s is %s: only Completed or PartiallyFailed backups can be restored", b.Name, phase)}
+	}
+	if message, missing := backupsync.DataMissing(b); missing {
+		return []string{fmt.Sprintf("backup %s cannot be restored: %s", b.Name, message)}
 	}
 	bsl := findLocation(facts.Locations, b.Status.StorageLocation)
 	switch {

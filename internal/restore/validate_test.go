@@ -121,6 +121,15 @@ func TestValidate(t *testing.T) {
 		tests = append(tests, validateCase{name: "backup " + string(phase), namespace: admin, backup: backupIn(admin, phase, "default"),
 			wantErrs: []string{fmt.Sprintf("backup b is %s: only Completed or PartiallyFailed backups can be restored", phase)}})
 	}
+	orphan := completed(team)
+	orphan.Status.Conditions = []metav1.Condition{{Type: cairnv1.BackupConditionDataAvailable, Status: metav1.ConditionFalse,
+		Reason: cairnv1.ReasonNotFoundInStorage, Message: "The backup's data is not in storage location default any more"}}
+	found := completed(team)
+	found.Status.Conditions = []metav1.Condition{{Type: cairnv1.BackupConditionDataAvailable, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonFoundInStorage}}
+	tests = append(tests,
+		validateCase{name: "a backup whose data sync found gone from storage", namespace: team, backup: orphan,
+			wantErrs: []string{"backup b cannot be restored: The backup's data is not in storage location default any more"}},
+		validateCase{name: "a backup whose data sync found in storage", namespace: team, backup: found})
 	tests = append(tests, validateCase{name: "backup with no phase yet", namespace: admin, backup: backupIn(admin, "", "default"),
 		wantErrs: []string{"backup b is New: only Completed or PartiallyFailed backups can be restored"}})
 

@@ -10,18 +10,23 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 	"time"
 )
 
 // BackupMetadata is the commit marker of a backup: the object written last, without which a
 // backup is never restorable nor shown as complete. It records the archive's checksum, which
-// every reader verifies.
+// every reader verifies, and everything a cluster that syncs the location needs to show the
+// backup as the cluster that wrote it did (DESIGN.md section 11): its spec and labels, its
+// final status, and the UID of the Backup object that wrote it. Fields added later are
+// optional: a marker written before them still loads, with them empty.
 type BackupMetadata struct {
 	// FormatVersion is the version of the archive format.
 	FormatVersion string `json:"formatVersion"`
 	Namespace     string `json:"namespace"`
 	Name          string `json:"name"`
-	UID           string `json:"uid,omitempty"`
+	// UID is the UID of the Backup object that wrote the backup (its origin).
+	UID string `json:"uid,omitempty"`
 	// Phase is the backup's terminal phase: Completed or PartiallyFailed.
 	Phase string `json:"phase"`
 	// ArchiveSHA256 is the hex SHA-256 of the archive object.
@@ -32,6 +37,21 @@ type BackupMetadata struct {
 	CompletionTimestamp time.Time `json:"completionTimestamp,omitzero"`
 	Warnings            int       `json:"warnings"`
 	Errors              int       `json:"errors"`
+
+	// Spec is the backup's spec as JSON (a Cairn BackupSpec; storage does not read it).
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// Labels are the Backup object's labels (its schedule's, for one).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Expiration is when the backup expires; zero for one that never does.
+	Expiration time.Time `json:"expiration,omitzero"`
+	// TotalItems and ItemsBackedUp are the backup's final progress.
+	TotalItems    int64 `json:"totalItems,omitempty"`
+	ItemsBackedUp int64 `json:"itemsBackedUp,omitempty"`
+	// OperationsAttempted, OperationsCompleted and OperationsFailed count its async plugin
+	// operations.
+	OperationsAttempted int `json:"operationsAttempted,omitempty"`
+	OperationsCompleted int `json:"operationsCompleted,omitempty"`
+	OperationsFailed    int `json:"operationsFailed,omitempty"`
 }
 
 var (
@@ -39,6 +59,9 @@ var (
 	ErrNotCommitted = errors.New("backup is not committed: it has no metadata object")
 	// ErrChecksumMismatch means an archive's bytes do not match its metadata.
 	ErrChecksumMismatch = errors.New("archive checksum mismatch")
+	// ErrBadMetadata means the object under a backup's metadata key is not a commit marker
+	// Cairn can read: not JSON of one, or larger than MaxMetadataSize.
+	ErrBadMetadata = errors.New("not a readable commit marker")
 )
 
 // ArchiveDigest is the checksum and size of an uploaded archive.
@@ -82,6 +105,11 @@ func WriteMetadata(ctx context.Context, s ObjectStore, keys BackupKeys, m Backup
 	return s.Put(ctx, keys.Metadata, bytes.NewReader(data))
 }
 
+// MaxMetadataSize bounds the commit marker a reader accepts: the largest a Backup's spec and
+// labels can make it is far below, and a larger object under that key (written by something
+// else than Cairn) is refused rather than read into memory.
+const MaxMetadataSize = 1 << 20
+
 // ReadMetadata reads the commit marker; ErrNotCommitted when the backup has none.
 func ReadMetadata(ctx context.Context, s ObjectStore, keys BackupKeys) (BackupMetadata, error) {
 	var m BackupMetadata
@@ -93,10 +121,47 @@ func ReadMetadata(ctx context.Context, s ObjectStore, keys BackupKeys) (BackupMe
 		return m, err
 	}
 	defer rc.Close()
-	if err := json.NewDecoder(rc).Decode(&m); err != nil {
-		return m, fmt.Errorf("decoding %s: %w", keys.Metadata, err)
+	data, err := io.ReadAll(io.LimitReader(rc, MaxMetadataSize+1))
+	switch {
+	case err != nil:
+		return m, fmt.Errorf("reading %s: %w", keys.Metadata, err)
+	case len(data) > MaxMetadataSize:
+		return m, fmt.Errorf("%s: %w: larger than %d bytes", keys.Metadata, ErrBadMetadata, MaxMetadataSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%s: %w: %w", keys.Metadata, ErrBadMetadata, err)
 	}
 	return m, nil
+}
+
+// CommittedBackup names a backup whose commit marker is in a location.
+type CommittedBackup struct {
+	Namespace, Name string
+}
+
+// ListCommitted lists the backups committed in a location: those whose directory
+// (<prefix>/backups/<namespace>/<name>/) holds the commit marker. It makes one List call,
+// whatever the number of backups; an archive without a marker is never listed. Keys of any
+// other shape under backups/ are not backups and are left out. The names are as stored: a
+// caller that makes objects of them checks them first.
+func ListCommitted(ctx context.Context, s ObjectStore, l Layout) ([]CommittedBackup, error) {
+	dir := l.BackupsDir()
+	keys, err := s.List(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	var committed []CommittedBackup
+	for _, key := range keys {
+		parts := strings.Split(strings.TrimPrefix(key, dir), "/")
+		if len(parts) != 3 || parts[2] != MetadataFileName || parts[0] == "" || parts[1] == "" {
+			continue
+		}
+		if l.Backup(parts[0], parts[1]).Metadata != key {
+			continue // a segment such as ".." that the layout would not make
+		}
+		committed = append(committed, CommittedBackup{Namespace: parts[0], Name: parts[1]})
+	}
+	return committed, nil
 }
 
 // OpenArchive opens a committed backup's archive. The reader verifies the archive against the

@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// A synced backup whose status the API server refuses (a marker Cairn did not write) ends in
+// FailedValidation saying why, and the pass goes on with the others to its end.
+func TestSyncPassGoesOnWhenAStatusIsRefused(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	dir := t.TempDir()
+	fs, err := storage.NewFilesystem(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fine", "refused"} {
+		keys := storage.Layout{}.Backup("team", name)
+		origin := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: types.UID("origin-" + name)}}
+		m, err := backupsync.Marker(origin, cairnv1.BackupPhaseCompleted, "1.1.0", storage.ArchiveDigest{SHA256: "abc", Size: 1}, clk.Now(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := storage.WriteMetadata(ctx, fs, keys, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "dr", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, AccessMode: cairnv1.AccessModeReadOnly,
+			Config: map[string]string{cairnv1.ConfigKeyPath: dir}, BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}},
+		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
+	team := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	scheme := testScheme(t)
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bsl, team).
+		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if b, ok := obj.(*cairnv1.Backup); ok && b.Name == "refused" && b.Status.Phase == cairnv1.BackupPhaseCompleted {
+					return apierrors.NewInvalid(schema.GroupKind{Group: "cairn.dev", Kind: "Backup"}, b.Name,
+						field.ErrorList{field.TooLong(field.NewPath("status", "formatVersion"), "", 16)})
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
+	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
+		stores: stores{client: c, namespace: "cairn-system"}, Clock: clk, Recorder: events.NewFakeRecorder(100),
+		Gate: openGate{}, Catalog: &backupsync.Catalog{}}
+
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bsl)})
+	if err != nil || res.RequeueAfter != time.Hour {
+		t.Fatalf("Reconcile = %+v, %v; want the next pass in an hour", res, err)
+	}
+	var fine, refused cairnv1.Backup
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "fine"}, &fine); err != nil {
+		t.Fatal(err)
+	}
+	if fine.Status.Phase != cairnv1.BackupPhaseCompleted || fine.Status.OriginUID != "origin-fine" {
+		t.Errorf("fine: status %+v, want Completed from its marker", fine.Status)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "refused"}, &refused); err != nil {
+		t.Fatal(err)
+	}
+	if refused.Status.Phase != cairnv1.BackupPhaseFailedValidation || refused.Status.StorageLocation != "dr" ||
+		len(refused.Status.ValidationErrors) != 1 || !strings.Contains(refused.Status.ValidationErrors[0], "status.formatVersion") {
+		t.Errorf("refused: status %+v, want FailedValidation with the API server's message", refused.Status)
+	}
+	var got cairnv1.BackupStorageLocation
+	if err := c.Get(ctx, client.ObjectKeyFromObject(bsl), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastSyncedTime == nil {
+		t.Error("the pass did not reach its end: no lastSyncedTime")
+	}
+}
