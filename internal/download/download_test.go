@@ -117,8 +117,8 @@ func newFixture(t *testing.T) *fixture {
 	big := make([]byte, 3<<20)
 	_, _ = rand.Read(big)
 	for key, data := range map[string][]byte{
-		"backups/team-a/b1/b1.tar.gz": []byte("team a's archive"),
-		"backups/team-b/b1/b1.tar.gz": []byte("team b's archive"),
+		"backups/team-a/b1/b1.tar.gz":   []byte("team a's archive"),
+		"backups/team-b/b1/b1.tar.gz":   []byte("team b's archive"),
 		"backups/team-a/big/big.tar.gz": big,
 	} {
 		if err := fs.Put(context.Background(), key, bytes.NewReader(data)); err != nil {
