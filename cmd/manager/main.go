@@ -82,6 +82,8 @@ func run(args []string) int {
 		RestoreNamespaceTimeout:    opts.restoreNamespaceWait,
 		RestoreScratchDir:          opts.restoreScratchDir,
 		DefaultBackupTTL:           opts.defaultBackupTTL,
+		DownloadBindAddress:        opts.downloadAddr,
+		DownloadURLBase:            opts.downloadURLBase,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -36,6 +37,8 @@ type options struct {
 	restoreNamespaceWait time.Duration
 	restoreScratchDir    string
 	defaultBackupTTL     time.Duration
+	downloadAddr         string
+	downloadURLBase      string
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -83,6 +86,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Where restores unpack their backup's archive while they run (default: the system's temporary directory); it needs room for the largest archive, uncompressed.")
 	fs.DurationVar(&o.defaultBackupTTL, "default-backup-ttl", cairnv1.DefaultBackupTTL,
 		"How long a backup without spec.ttl is kept before it expires and is deleted (a backup's ttl: 0s keeps it forever).")
+	fs.StringVar(&o.downloadAddr, "download-bind-address", ":8086",
+		"Address of the download server that serves filesystem locations' files to signed DownloadRequest URLs; 0 disables it.")
+	fs.StringVar(&o.downloadURLBase, "download-url-base", "",
+		"The URL clients reach the download server by, such as https://cairn-downloads.example.com (default: http://localhost:<port>, for kubectl port-forward).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -97,6 +104,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q: the manager takes only flags", fs.Arg(0))
+	}
+	if o.downloadURLBase != "" {
+		u, err := url.Parse(o.downloadURLBase)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return o, fmt.Errorf("invalid value %q for --download-url-base: must be an http or https URL without a query", o.downloadURLBase)
+		}
 	}
 	if o.concurrentBackups < 1 {
 		return o, fmt.Errorf("invalid value %d for --concurrent-backups: must be at least 1", o.concurrentBackups)

@@ -20,6 +20,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -40,7 +41,8 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
-	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc"); empty
+	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc",
+	// "downloadrequest"); empty
 	// means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
@@ -84,6 +86,14 @@ type Config struct {
 	// DefaultBackupTTL is how long a backup without spec.ttl is kept (--default-backup-ttl); 0
 	// means cairnv1.DefaultBackupTTL.
 	DefaultBackupTTL time.Duration
+	// DownloadBindAddress is where the download server for filesystem locations listens
+	// (--download-bind-address); "" or "0" runs none.
+	DownloadBindAddress string
+	// DownloadURLBase is how clients reach the download server (--download-url-base); ""
+	// means http://<the bound address>.
+	DownloadURLBase string
+	// DownloadRequestTTL is how long a download URL works; 0 means DefaultDownloadRequestTTL.
+	DownloadRequestTTL time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -142,6 +152,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout}
+	signer, downloadBase, err := startDownloadServer(mgr, cfg, st)
+	if err != nil {
+		return err
+	}
 	reconcilers := []struct {
 		name string
 		r    interface{ SetupWithManager(ctrl.Manager) error }
@@ -268,6 +282,15 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:  mgr.GetEventRecorder("cairn-gc"),
 			Gate:      recovery,
 		}},
+		{"downloadrequest", &DownloadRequestReconciler{
+			Client:       mgr.GetClient(),
+			Namespace:    cfg.Namespace,
+			Clock:        cfg.Clock,
+			Signer:       signer,
+			DownloadBase: downloadBase,
+			TTL:          cfg.DownloadRequestTTL,
+			stores:       st,
+		}},
 	}
 	for _, rc := range reconcilers {
 		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
@@ -278,6 +301,30 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// startDownloadServer binds the download server when cfg asks for one and adds it to mgr,
+// which serves on every replica; it returns the signer of its URLs and the base clients reach
+// it by (nil and "" without a server). The signing key is new in every process: a URL works
+// until its manager restarts, at most for its ten minutes.
+func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores) (*download.Signer, string, error) {
+	if cfg.DownloadBindAddress == "" || cfg.DownloadBindAddress == "0" {
+		return nil, "", nil
+	}
+	signer, err := download.NewRandomSigner()
+	if err != nil {
+		return nil, "", err
+	}
+	srv, err := download.Listen(cfg.DownloadBindAddress, cfg.DownloadURLBase)
+	if err != nil {
+		return nil, "", err
+	}
+	srv.Signer, srv.Open, srv.Clock = signer, st.openForDownload, cfg.Clock
+	srv.Log = mgr.GetLogger().WithName("download")
+	if err := mgr.Add(srv); err != nil {
+		return nil, "", fmt.Errorf("adding the download server: %w", err)
+	}
+	return signer, srv.Base(), nil
 }
 
 // CacheOptions limits the manager's cache to what Cairn reads: storage locations and Secrets
