@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -105,7 +106,7 @@ func newBackupCreateCommand(e *env) *cobra.Command {
 			return e.followBackup(b)
 		},
 	}
-	o.backupFlags.add(cmd.Flags())
+	o.add(cmd.Flags())
 	cmd.Flags().StringVar(&o.fromSchedule, "from-schedule", "", "Create the backup from this schedule's template (no other backup flags).")
 	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the backup object, k=v comma-separated.")
 	cmd.Flags().BoolVarP(&o.wait, "wait", "w", false, "Wait until the backup is finished, showing its progress; exit 0 only if it Completed.")
@@ -338,7 +339,7 @@ func (e *env) waitGone(obj client.Object, list client.ObjectList, status func(cl
 		}
 		return false
 	})
-	if err == errGone || apierrors.IsNotFound(err) {
+	if errors.Is(err, errGone) || apierrors.IsNotFound(err) {
 		return nil
 	}
 	if ctx.Err() != nil {

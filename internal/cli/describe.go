@@ -30,8 +30,8 @@ func (d describer) line(indent int, key, format string, args ...any) {
 	fmt.Fprintf(d.w, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, fmt.Sprintf(format, args...))
 }
 
-func (d describer) section(indent int, title string) {
-	fmt.Fprintf(d.w, "%s%s:\n", strings.Repeat("  ", indent), title)
+func (d describer) section(title string) {
+	fmt.Fprintf(d.w, "%s:\n", title)
 }
 
 // when is a time and how long ago or until it is.
@@ -130,7 +130,7 @@ func (d describer) conditions(conds []metav1.Condition) {
 	if len(conds) == 0 {
 		return
 	}
-	d.section(0, "Conditions")
+	d.section("Conditions")
 	for _, c := range conds {
 		d.line(1, c.Type, "%s, %s: %s (%s)", c.Status, c.Reason, c.Message, until(&c.LastTransitionTime, d.now))
 	}
@@ -170,7 +170,7 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 	d.line(0, "Labels", "%s", labelsString(b.Labels))
 	d.line(0, "Phase", "%s", phaseLine(string(b.EffectivePhase()), b.Status.QueuePosition, b.Status.Conditions, b.Status.FailureReason))
 	if len(b.Status.ValidationErrors) > 0 {
-		d.section(0, "Validation errors")
+		d.section("Validation errors")
 		for _, v := range b.Status.ValidationErrors {
 			fmt.Fprintf(tw, "  - %s\n", v)
 		}
@@ -198,7 +198,7 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 	}
 	d.line(0, "Warnings", "%d", b.Status.Warnings)
 	d.line(0, "Errors", "%d", b.Status.Errors)
-	d.section(0, "Spec")
+	d.section("Spec")
 	d.backupSpec(1, b.Spec)
 	d.conditions(b.Status.Conditions)
 	if err := tw.Flush(); err != nil {
@@ -325,7 +325,7 @@ func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
 	d.line(0, "Labels", "%s", labelsString(r.Labels))
 	d.line(0, "Phase", "%s", phaseLine(string(r.EffectivePhase()), r.Status.QueuePosition, r.Status.Conditions, r.Status.FailureReason))
 	if len(r.Status.ValidationErrors) > 0 {
-		d.section(0, "Validation errors")
+		d.section("Validation errors")
 		for _, v := range r.Status.ValidationErrors {
 			fmt.Fprintf(tw, "  - %s\n", v)
 		}
@@ -349,7 +349,7 @@ func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
 	d.line(0, "Operations", "%s", operationsLine(r.Status.RestoreItemOperationsAttempted, r.Status.RestoreItemOperationsCompleted, r.Status.RestoreItemOperationsFailed))
 	d.line(0, "Warnings", "%d", r.Status.Warnings)
 	d.line(0, "Errors", "%d", r.Status.Errors)
-	d.section(0, "Spec")
+	d.section("Spec")
 	d.filters(r.Spec.Filters())
 	if len(r.Spec.NamespaceMapping) > 0 {
 		var pairs []string
@@ -420,7 +420,7 @@ func (e *env) describeSchedule(s *cairnv1.Schedule) error {
 	}
 	d.line(0, "Next backup", "%s", next)
 	d.line(0, "Owns its backups", "%t", s.Spec.UseOwnerReferencesInBackup)
-	d.section(0, "Backup template")
+	d.section("Backup template")
 	d.backupSpec(1, s.Spec.Template)
 	d.conditions(s.Status.Conditions)
 	return tw.Flush()

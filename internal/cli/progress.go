@@ -120,10 +120,10 @@ func bar(done, total int64) string {
 		done = total
 	}
 	filled := int(done * barWidth / total)
-	switch {
-	case filled == barWidth:
+	switch filled {
+	case barWidth:
 		return "[" + strings.Repeat("=", barWidth) + "]"
-	case filled == 0:
+	case 0:
 		return "[>" + strings.Repeat(" ", barWidth-1) + "]"
 	}
 	return "[" + strings.Repeat("=", filled-1) + ">" + strings.Repeat(" ", barWidth-filled) + "]"

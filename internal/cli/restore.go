@@ -91,7 +91,7 @@ func newRestoreCreateCommand(e *env) *cobra.Command {
 			return e.followRestore(r)
 		},
 	}
-	o.restoreFlags.add(cmd.Flags())
+	o.add(cmd.Flags())
 	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the restore object, k=v comma-separated.")
 	cmd.Flags().BoolVarP(&o.wait, "wait", "w", false, "Wait until the restore is finished, showing its progress; exit 0 only if it Completed.")
 	return cmd

@@ -70,7 +70,7 @@ func newScheduleCreateCommand(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	o.scheduleFlags.add(cmd.Flags())
+	o.add(cmd.Flags())
 	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the schedule object, k=v comma-separated.")
 	return cmd
 }

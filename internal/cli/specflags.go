@@ -79,7 +79,7 @@ func (f *filterFlags) add(fs *pflag.FlagSet, what string) {
 	fs.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "Resources not to "+what+", comma-separated.")
 	optionalBoolVar(fs, &f.includeClusterResources, "include-cluster-resources",
 		"Whether to "+what+" cluster-scoped resources (default: only those that namespaced items need, such as the PVs of PVCs).")
-	fs.StringVarP(&f.selector, "selector", "l", "", "Only items whose labels match this selector (app=web,tier!=cache).")
+	fs.StringVarP(&f.selector, "selector", "l", "", "Only items whose labels match this selector (app=web,tier notin (cache)).")
 	fs.StringVar(&f.orSelector, "or-selector", "", `Only items that match at least one of these selectors, separated by " or " (app=web or app=db).`)
 }
 

@@ -53,7 +53,7 @@ func watchUntil(ctx context.Context, c client.WithWatch, obj client.Object, list
 			}
 			return err
 		}
-		finished, err := drain(w, done)
+		finished, err := drain(ctx, w, done)
 		w.Stop()
 		if finished || err != nil {
 			return err
@@ -64,9 +64,19 @@ func watchUntil(ctx context.Context, c client.WithWatch, obj client.Object, list
 	}
 }
 
-// drain reads one watch: finished when done said true or the object went.
-func drain(w watch.Interface, done func(client.Object) bool) (bool, error) {
-	for ev := range w.ResultChan() {
+// drain reads one watch until it ends: finished when done said true or the object went.
+func drain(ctx context.Context, w watch.Interface, done func(client.Object) bool) (bool, error) {
+	for {
+		var ev watch.Event
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			ev = e
+		}
 		switch ev.Type {
 		case watch.Deleted:
 			return true, errGone
@@ -79,7 +89,6 @@ func drain(w watch.Interface, done func(client.Object) bool) (bool, error) {
 			return false, nil // e.g. the version is too old: start again from a fresh Get
 		}
 	}
-	return false, nil
 }
 
 // backupObservation is what the progress printer shows of a backup.

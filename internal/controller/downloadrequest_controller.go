@@ -72,29 +72,30 @@ func decideDownloadRequest(status cairnv1.DownloadRequestStatus, now time.Time) 
 }
 
 // downloadKey is the object key of a target's file in a location with layout: the target's
-// name is always taken in namespace, the request's own.
-func downloadKey(layout storage.Layout, namespace string, target cairnv1.DownloadTarget) (string, error) {
+// name is always taken in namespace, the request's own. known is false for a kind this
+// manager does not know.
+func downloadKey(layout storage.Layout, namespace string, target cairnv1.DownloadTarget) (key string, known bool) {
 	b := layout.Backup(namespace, target.Name)
 	r := layout.Restore(namespace, target.Name)
 	switch target.Kind {
 	case cairnv1.DownloadTargetBackupLog:
-		return b.Logs, nil
+		return b.Logs, true
 	case cairnv1.DownloadTargetBackupContents:
-		return b.Archive, nil
+		return b.Archive, true
 	case cairnv1.DownloadTargetBackupResults:
-		return b.Results, nil
+		return b.Results, true
 	case cairnv1.DownloadTargetBackupResourceList:
-		return b.ResourceList, nil
+		return b.ResourceList, true
 	case cairnv1.DownloadTargetBackupItemOperations:
-		return b.ItemOperations, nil
+		return b.ItemOperations, true
 	case cairnv1.DownloadTargetRestoreLog:
-		return r.Logs, nil
+		return r.Logs, true
 	case cairnv1.DownloadTargetRestoreResults:
-		return r.Results, nil
+		return r.Results, true
 	case cairnv1.DownloadTargetRestoreResourceList:
-		return r.ResourceList, nil
+		return r.ResourceList, true
 	}
-	return "", fmt.Errorf("unknown target kind %q", target.Kind)
+	return "", false
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=downloadrequests,verbs=get;list;watch;delete
@@ -168,9 +169,9 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 	if err != nil {
 		return "", "", err
 	}
-	key, err := downloadKey(store.Layout, dr.Namespace, target)
-	if err != nil {
-		return "", err.Error(), nil
+	key, known := downloadKey(store.Layout, dr.Namespace, target)
+	if !known {
+		return "", fmt.Sprintf("unknown target kind %q", target.Kind), nil
 	}
 	var exists bool
 	if err := r.stores.call(ctx, func(ctx context.Context) (err error) { exists, err = store.Exists(ctx, key); return err }); err != nil {

@@ -55,12 +55,12 @@ func TestDownloadKey(t *testing.T) {
 		{cairnv1.DownloadTargetRestoreResourceList, "cluster-a/restores/team-a/x/x-resource-list.json.gz"},
 	}
 	for _, tt := range tests {
-		got, err := downloadKey(layout, "team-a", cairnv1.DownloadTarget{Kind: tt.kind, Name: "x"})
-		if err != nil || got != tt.want {
-			t.Errorf("downloadKey(%s) = %q, %v; want %q", tt.kind, got, err, tt.want)
+		got, known := downloadKey(layout, "team-a", cairnv1.DownloadTarget{Kind: tt.kind, Name: "x"})
+		if !known || got != tt.want {
+			t.Errorf("downloadKey(%s) = %q, %v; want %q", tt.kind, got, known, tt.want)
 		}
 	}
-	if _, err := downloadKey(layout, "team-a", cairnv1.DownloadTarget{Kind: "Secrets", Name: "x"}); err == nil {
+	if _, known := downloadKey(layout, "team-a", cairnv1.DownloadTarget{Kind: "Secrets", Name: "x"}); known {
 		t.Error("an unknown kind got a key")
 	}
 }
