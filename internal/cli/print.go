@@ -154,7 +154,7 @@ func locationTable(items []cairnv1.BackupStorageLocation, now time.Time) table {
 }
 
 // printStructured prints obj (an object or a list) as JSON or YAML, with its apiVersion and
-// kind, and those of its items.
+// kind, and those of its items; managed fields are left out, as kubectl does.
 func (e *env) printStructured(obj runtime.Object) error {
 	scheme := Scheme()
 	setKind := func(o runtime.Object) error {
@@ -163,6 +163,9 @@ func (e *env) printStructured(obj runtime.Object) error {
 			return err
 		}
 		o.GetObjectKind().SetGroupVersionKind(gvk)
+		if m, err := meta.Accessor(o); err == nil {
+			m.SetManagedFields(nil)
+		}
 		return nil
 	}
 	if err := setKind(obj); err != nil {
