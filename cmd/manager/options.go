@@ -39,6 +39,7 @@ type options struct {
 	defaultBackupTTL     time.Duration
 	downloadAddr         string
 	downloadURLBase      string
+	downloadKeyFile      string
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -90,6 +91,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Address of the download server that serves filesystem locations' files to signed DownloadRequest URLs; 0 disables it.")
 	fs.StringVar(&o.downloadURLBase, "download-url-base", "",
 		"The URL clients reach the download server by, such as https://cairn-downloads.example.com (default: http://localhost:<port>, for kubectl port-forward).")
+	fs.StringVar(&o.downloadKeyFile, "download-signing-key-file", "",
+		"A file holding the key (at least 32 bytes) that signs download URLs, the same for every replica (such as a mounted Secret); default: a random key per process, so a URL works only on the replica that answered its DownloadRequest.")
 	o.zap.BindFlags(fs)
 	return fs
 }

@@ -47,7 +47,8 @@ func TestParseOptions(t *testing.T) {
 				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h",
 				"--concurrent-restores=2", "--restore-worker-count=16", "--restore-resource-priorities=namespaces,configmaps,deployments.apps",
 				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
-				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn"},
+				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
+				"--download-signing-key-file=/keys/download"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -56,7 +57,7 @@ func TestParseOptions(t *testing.T) {
 					phaseTimeout: 2 * time.Hour, concurrentRestores: 2, restoreWorkerCount: 16,
 					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
 					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour,
-					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn"}
+					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download"}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)

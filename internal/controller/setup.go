@@ -92,6 +92,9 @@ type Config struct {
 	// DownloadURLBase is how clients reach the download server (--download-url-base); ""
 	// means http://<the bound address>.
 	DownloadURLBase string
+	// DownloadSigningKey signs the download server's URLs (--download-signing-key-file); nil
+	// means a random key of this process.
+	DownloadSigningKey []byte
 	// DownloadRequestTTL is how long a download URL works; 0 means DefaultDownloadRequestTTL.
 	DownloadRequestTTL time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
@@ -305,13 +308,19 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 
 // startDownloadServer binds the download server when cfg asks for one and adds it to mgr,
 // which serves on every replica; it returns the signer of its URLs and the base clients reach
-// it by (nil and "" without a server). The signing key is new in every process: a URL works
-// until its manager restarts, at most for its ten minutes.
+// it by (nil and "" without a server). Without cfg.DownloadSigningKey the key is new in every
+// process: a URL works only on the replica that signed it, until it restarts.
 func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores) (*download.Signer, string, error) {
 	if cfg.DownloadBindAddress == "" || cfg.DownloadBindAddress == "0" {
 		return nil, "", nil
 	}
-	signer, err := download.NewRandomSigner()
+	var signer *download.Signer
+	var err error
+	if cfg.DownloadSigningKey != nil {
+		signer, err = download.NewSigner(cfg.DownloadSigningKey)
+	} else {
+		signer, err = download.NewRandomSigner()
+	}
 	if err != nil {
 		return nil, "", err
 	}

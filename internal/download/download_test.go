@@ -257,3 +257,19 @@ func TestListenBase(t *testing.T) {
 		}
 	}
 }
+
+func TestSignersWithOneKeyAgree(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, download.KeySize)
+	a, err := download.NewSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := download.NewSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := download.Object{Location: "default", Key: "backups/a/b/b.tar.gz", Expires: now.Add(time.Minute)}
+	if _, err := b.Verify(query(t, a.URL("http://replica-a:8086", obj)), now); err != nil {
+		t.Errorf("a replica with the same key refused the URL: %v", err)
+	}
+}
