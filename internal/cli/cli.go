@@ -209,12 +209,8 @@ func NewRootCommand(name string, streams genericiooptions.IOStreams) *cobra.Comm
 }
 
 func newRootCommand(name string, e *env) *cobra.Command {
-	use := "cairn"
-	if strings.HasPrefix(filepath.Base(name), "kubectl-") {
-		use = "kubectl cairn"
-	}
 	root := &cobra.Command{
-		Use:   use,
+		Use:   "cairn",
 		Short: "Back up and restore Kubernetes namespaces with Cairn",
 		Long: `cairn creates, follows and reads Cairn's backups, restores and schedules.
 
@@ -223,6 +219,10 @@ It talks only to the Kubernetes API, with kubectl's configuration (--kubeconfig,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	if strings.HasPrefix(filepath.Base(name), "kubectl-") {
+		// Run by kubectl as a plugin: help and completion say `kubectl cairn`.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cairn"}
+	}
 	root.SetIn(e.streams.In)
 	root.SetOut(e.streams.Out)
 	root.SetErr(e.streams.ErrOut)
@@ -230,7 +230,12 @@ It talks only to the Kubernetes API, with kubectl's configuration (--kubeconfig,
 	root.PersistentFlags().StringVar(&e.operatorNamespace, "cairn-namespace", DefaultOperatorNamespace,
 		"The namespace Cairn runs in, which holds the storage locations.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
-	root.AddCommand(newBackupCommand(e), newRestoreCommand(e), newScheduleCommand(e), newLocationCommand(e), newVersionCommand(e))
+	root.AddCommand(
+		withNameCompletion(e, newBackupCommand(e), backupList, false),
+		withNameCompletion(e, newRestoreCommand(e), restoreList, false),
+		withNameCompletion(e, newScheduleCommand(e), scheduleList, false),
+		withNameCompletion(e, newLocationCommand(e), locationList, true),
+		newVersionCommand(e))
 	return root
 }
 

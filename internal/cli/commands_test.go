@@ -242,3 +242,53 @@ func TestOutputFormats(t *testing.T) {
 		t.Errorf("describe -o yaml: exit %d, output %q", got, out)
 	}
 }
+
+func TestSetDefaultLocation(t *testing.T) {
+	loc := func(name string, isDefault bool) *cairnv1.BackupStorageLocation {
+		return &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultOperatorNamespace, Name: name},
+			Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: isDefault}}
+	}
+	e, out, errOut := testEnv(t, loc("a", true), loc("b", false), loc("c", true))
+	e.flags.Namespace = nil // locations live in --cairn-namespace
+	if got := run(e, "location", "set-default", "b"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	c, _ := e.client()
+	for name, want := range map[string]bool{"a": false, "b": true, "c": false} {
+		var l cairnv1.BackupStorageLocation
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: DefaultOperatorNamespace, Name: name}, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Spec.Default != want {
+			t.Errorf("location %s: default = %t, want %t", name, l.Spec.Default, want)
+		}
+	}
+	if !strings.Contains(out.String(), "Storage location b is the default.") {
+		t.Errorf("output: %s", out)
+	}
+}
+
+func TestNameCompletion(t *testing.T) {
+	e, out, errOut := testEnv(t,
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nightly-1"}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nightly-2"}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "weekly"}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "nightly-3"}})
+	if got := run(e, "__complete", "backup", "describe", "night"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if strings.Join(lines[:len(lines)-1], ",") != "nightly-1,nightly-2" {
+		t.Errorf("completions = %q, want nightly-1 and nightly-2 of namespace team-a", out)
+	}
+}
+
+func TestKubectlPluginName(t *testing.T) {
+	e, _, _ := testEnv(t)
+	if got := newRootCommand("/usr/local/bin/kubectl-cairn", e).DisplayName(); got != "kubectl cairn" {
+		t.Errorf("DisplayName = %q, want kubectl cairn", got)
+	}
+	if got := newRootCommand("cairn", e).DisplayName(); got != "cairn" {
+		t.Errorf("DisplayName = %q, want cairn", got)
+	}
+}

@@ -92,6 +92,8 @@ func newRestoreCreateCommand(e *env) *cobra.Command {
 		},
 	}
 	o.add(cmd.Flags())
+	_ = cmd.RegisterFlagCompletionFunc("from-backup", completeNames(e, backupList, false))
+	_ = cmd.RegisterFlagCompletionFunc("from-schedule", completeNames(e, scheduleList, false))
 	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the restore object, k=v comma-separated.")
 	cmd.Flags().BoolVarP(&o.wait, "wait", "w", false, "Wait until the restore is finished, showing its progress; exit 0 only if it Completed.")
 	return cmd

@@ -260,5 +260,19 @@ var _ = Describe("The cairn CLI", func() {
 		Expect(out).To(MatchRegexp(`Client: \S+`))
 		Expect(out).To(ContainSubstring("Kubernetes: v" + testenv.KubeVersion))
 		Expect(out).To(ContainSubstring("Cairn API: cairn.dev/v1alpha1"))
+
+		By("running as the kubectl plugin kubectl-cairn")
+		plugins := GinkgoT().TempDir()
+		Expect(os.Symlink(cairnBinary(), filepath.Join(plugins, "kubectl-cairn"))).To(Succeed())
+		cmd = exec.Command(kubectlBinary(), "cairn", "version", "--kubeconfig", kubeconfig)
+		cmd.Env = []string{"HOME=" + GinkgoT().TempDir(), "PATH=" + plugins}
+		plugin, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(plugin))
+		Expect(string(plugin)).To(ContainSubstring("Cairn API: cairn.dev/v1alpha1"))
+		cmd = exec.Command(kubectlBinary(), "cairn", "--help")
+		cmd.Env = []string{"HOME=" + GinkgoT().TempDir(), "PATH=" + plugins}
+		plugin, err = cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(plugin))
+		Expect(string(plugin)).To(ContainSubstring("kubectl cairn [command]"))
 	})
 })
