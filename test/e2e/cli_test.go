@@ -16,6 +16,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -33,8 +35,14 @@ type cairnResult struct {
 // cairn runs bin/cairn with the suite's kubeconfig; its output is not a terminal.
 func cairn(args ...string) cairnResult {
 	GinkgoHelper()
+	return cairnWith(kubeconfig, args...)
+}
+
+// cairnWith runs bin/cairn with a kubeconfig.
+func cairnWith(config string, args ...string) cairnResult {
+	GinkgoHelper()
 	Expect(cairnBinary()).To(BeAnExistingFile(), "run 'make build' first")
-	cmd := exec.Command(cairnBinary(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(cairnBinary(), append([]string{"--kubeconfig", config}, args...)...)
 	cmd.Dir = GinkgoT().TempDir()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -243,6 +251,28 @@ var _ = Describe("The cairn CLI", func() {
 		r = cairn("--as", user, "-n", ns, "backup", "describe", "nope")
 		Expect(r.code).To(Equal(1))
 		Expect(r.stderr).To(Equal("Error: backup \"nope\" not found in namespace " + ns + "\n"))
+	})
+
+	It("says Cairn is not installed on a cluster without its CRDs", func() {
+		bare := &envtest.Environment{BinaryAssetsDirectory: testenv.AssetsDir()}
+		_, err := bare.Start()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(bare.Stop()).To(Succeed()) })
+		user, err := bare.AddUser(envtest.User{Name: "e2e-cli-bare", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		data, err := user.KubeConfig()
+		Expect(err).NotTo(HaveOccurred())
+		config := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+		Expect(os.WriteFile(config, data, 0o600)).To(Succeed())
+
+		for _, args := range [][]string{{"backup", "get"}, {"backup", "create", "b1", "--wait"}, {"schedule", "describe", "s"}} {
+			r := cairnWith(config, append([]string{"-n", "default"}, args...)...)
+			Expect(r.code).To(Equal(1), "%v", args)
+			Expect(r.stderr).To(Equal("Error: the cluster does not know Cairn's resources (cairn.dev/v1alpha1): is Cairn installed?\n"), "%v", args)
+		}
+		r := cairnWith(config, "version")
+		Expect(r.code).To(Equal(0))
+		Expect(r.stdout).To(ContainSubstring("Cairn API: not installed"))
 	})
 
 	It("says what is wrong without a kubeconfig, and reports the versions", func() {
