@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 
@@ -152,6 +151,20 @@ func phaseLine(phase string, position int32, conds []metav1.Condition, failure s
 	return phase
 }
 
+// humanBytes is a size as people read it: 768 B, 1.5 KiB, 2.0 GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
 func operationsLine(attempted, completed, failed int32) string {
 	if attempted == 0 {
 		return "none"
@@ -194,7 +207,7 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 	d.line(0, "Progress", "%s", progress)
 	d.line(0, "Operations", "%s", operationsLine(b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsCompleted, b.Status.BackupItemOperationsFailed))
 	if b.Status.ArchiveSHA256 != "" {
-		d.line(0, "Archive", "%s, SHA-256 %s", resource.NewQuantity(b.Status.ArchiveSize, resource.BinarySI), b.Status.ArchiveSHA256)
+		d.line(0, "Archive", "%s, SHA-256 %s", humanBytes(b.Status.ArchiveSize), b.Status.ArchiveSHA256)
 	}
 	d.line(0, "Warnings", "%d", b.Status.Warnings)
 	d.line(0, "Errors", "%d", b.Status.Errors)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -119,4 +120,26 @@ func TestDescribeBackupGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "describe-queued-backup.golden", out.Bytes())
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 768: "768 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 20: "5.0 MiB", 3 << 30: "3.0 GiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestResultsGroupedByNamespace(t *testing.T) {
+	var buf bytes.Buffer
+	writeBackupResults(&buf, backup.Results{
+		Warnings: []backup.ItemResult{
+			{Item: "configmaps/web/settings", Message: "label value truncated"},
+			{Item: "persistentvolumes/pv-1", Message: "no snapshot class"},
+			{Item: "secrets/api/token", Message: "skipped by an action"},
+			{Item: "pods.metrics.k8s.io/web/x", Message: "not listable"},
+		},
+	})
+	writeResourceList(&buf, "Resources", map[string][]string{"configmaps": {"web/b", "web/a"}, "namespaces": {"web"}})
+	golden(t, "results.golden", buf.Bytes())
 }
