@@ -208,7 +208,11 @@ func newBackupLogsCommand(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.fetchGzip(context.Background(), b.Namespace, b.Name, cairnv1.DownloadTargetBackupLog, e.streams.Out)
+			err = e.fetchGzip(context.Background(), b.Namespace, b.Name, cairnv1.DownloadTargetBackupLog, e.streams.Out)
+			if err != nil && !b.Status.Phase.IsTerminal() {
+				return fmt.Errorf("%w (the backup is %s: its log is stored when it ends)", err, b.EffectivePhase())
+			}
+			return err
 		},
 	}
 }
