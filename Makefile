@@ -28,6 +28,10 @@ ENVTEST_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-$(shell go env GOOS)-$(shell go env
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
 export KUBE_VERSION ETCD_VERSION
 
+# The version the binaries report (cairn version): the git description of the checkout.
+CAIRN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+CAIRN_VERSION_VAR := github.com/cairn-backup/cairn/internal/cli.Version
+
 # Test packages: unit and envtest tests live next to the code; e2e drives built binaries.
 GO_TEST_FLAGS ?= -count=1
 E2E_TIMEOUT ?= 15m
@@ -76,8 +80,9 @@ verify: generate manifests ## Fail when generated files are stale.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager.
+build: ## Build bin/manager and bin/cairn (the CLI).
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X $(CAIRN_VERSION_VAR)=$(CAIRN_VERSION)" -o $(BIN)/cairn ./cmd/cairn
 
 ##@ Test
 
@@ -114,7 +119,8 @@ local-down: ## Stop the local control plane started by local-up.
 run-local: local-up build ## local-up, then run the operator in the foreground against it.
 	@echo "export KUBECONFIG=$(ROOT)/bin/local/kubeconfig"
 	KUBECONFIG=$(ROOT)/bin/local/kubeconfig $(BIN)/manager --namespace cairn-system \
-		--metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081
+		--metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
+		--download-bind-address 127.0.0.1:18086
 
 ##@ Tools
 

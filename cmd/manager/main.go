@@ -66,6 +66,13 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "manager: cannot create the manager: %v\n", err)
 		return 1
 	}
+	var downloadKey []byte
+	if opts.downloadKeyFile != "" {
+		if downloadKey, err = os.ReadFile(opts.downloadKeyFile); err != nil {
+			fmt.Fprintf(os.Stderr, "manager: cannot read --download-signing-key-file: %v\n", err)
+			return 1
+		}
+	}
 	if err := controller.SetupWithManager(mgr, controller.Config{
 		Namespace:                  opts.namespace,
 		ConcurrentBackups:          opts.concurrentBackups,
@@ -83,6 +90,9 @@ func run(args []string) int {
 		RestoreScratchDir:          opts.restoreScratchDir,
 		DefaultBackupTTL:           opts.defaultBackupTTL,
 		BackupSyncPeriod:           &opts.backupSyncPeriod,
+		DownloadBindAddress:        opts.downloadAddr,
+		DownloadURLBase:            opts.downloadURLBase,
+		DownloadSigningKey:         downloadKey,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

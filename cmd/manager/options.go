@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ type options struct {
 	restoreScratchDir    string
 	defaultBackupTTL     time.Duration
 	backupSyncPeriod     time.Duration
+	downloadAddr         string
+	downloadURLBase      string
+	downloadKeyFile      string
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -86,6 +90,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"How long a backup without spec.ttl is kept before it expires and is deleted (a backup's ttl: 0s keeps it forever).")
 	fs.DurationVar(&o.backupSyncPeriod, "backup-sync-period", controller.DefaultBackupSyncPeriod,
 		"How often the committed backups of a storage location without spec.backupSyncPeriod are synced into the cluster (0s: never).")
+	fs.StringVar(&o.downloadAddr, "download-bind-address", ":8086",
+		"Address of the download server that serves filesystem locations' files to signed DownloadRequest URLs; 0 disables it.")
+	fs.StringVar(&o.downloadURLBase, "download-url-base", "",
+		"The URL clients reach the download server by, such as https://cairn-downloads.example.com (default: http://localhost:<port>, for kubectl port-forward).")
+	fs.StringVar(&o.downloadKeyFile, "download-signing-key-file", "",
+		"A file holding the key (at least 32 bytes) that signs download URLs, the same for every replica (such as a mounted Secret); default: a random key per process, so a URL works only on the replica that answered its DownloadRequest.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -100,6 +110,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q: the manager takes only flags", fs.Arg(0))
+	}
+	if o.downloadURLBase != "" {
+		u, err := url.Parse(o.downloadURLBase)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return o, fmt.Errorf("invalid value %q for --download-url-base: must be an http or https URL without a query", o.downloadURLBase)
+		}
 	}
 	if o.concurrentBackups < 1 {
 		return o, fmt.Errorf("invalid value %d for --concurrent-backups: must be at least 1", o.concurrentBackups)

@@ -34,6 +34,9 @@ func TestParseOptions(t *testing.T) {
 				if o.backupSyncPeriod != time.Minute {
 					t.Errorf("backup sync period = %s, want 1m", o.backupSyncPeriod)
 				}
+				if o.downloadAddr != ":8086" || o.downloadURLBase != "" {
+					t.Errorf("download defaults = %q %q, want :8086 and none", o.downloadAddr, o.downloadURLBase)
+				}
 				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
 					t.Errorf("defaults = %+v", o)
 				}
@@ -47,7 +50,9 @@ func TestParseOptions(t *testing.T) {
 				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h",
 				"--concurrent-restores=2", "--restore-worker-count=16", "--restore-resource-priorities=namespaces,configmaps,deployments.apps",
 				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
-				"--backup-sync-period=0s"},
+				"--backup-sync-period=0s",
+				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
+				"--download-signing-key-file=/keys/download"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -55,7 +60,8 @@ func TestParseOptions(t *testing.T) {
 					backoffMin: 2 * time.Second, backoffMax: 20 * time.Second, storageTimeout: 9 * time.Second,
 					phaseTimeout: 2 * time.Hour, concurrentRestores: 2, restoreWorkerCount: 16,
 					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
-					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour}
+					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour,
+					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download"}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -82,6 +88,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero namespace wait", args: []string{"--restore-namespace-timeout=0s"}, wantErr: "--restore-namespace-timeout: must be greater than zero"},
 		{name: "empty priority", args: []string{"--restore-resource-priorities=namespaces,,pods"}, wantErr: `invalid value "namespaces,,pods" for --restore-resource-priorities`},
 		{name: "no priorities", args: []string{"--restore-resource-priorities="}, wantErr: "--restore-resource-priorities"},
+		{name: "download URL base without a scheme", args: []string{"--download-url-base=cairn:8086"}, wantErr: `invalid value "cairn:8086" for --download-url-base`},
+		{name: "download URL base with a query", args: []string{"--download-url-base=http://cairn:8086/?a=b"}, wantErr: "--download-url-base: must be an http or https URL without a query"},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}

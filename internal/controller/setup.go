@@ -21,6 +21,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -41,7 +42,8 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
-	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc", "sync"); empty
+	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc", "sync",
+	// "downloadrequest"); empty
 	// means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
@@ -88,6 +90,17 @@ type Config struct {
 	// BackupSyncPeriod is how often a location without spec.backupSyncPeriod is synced from
 	// storage (--backup-sync-period): 0 never; nil means DefaultBackupSyncPeriod.
 	BackupSyncPeriod *time.Duration
+	// DownloadBindAddress is where the download server for filesystem locations listens
+	// (--download-bind-address); "" or "0" runs none.
+	DownloadBindAddress string
+	// DownloadURLBase is how clients reach the download server (--download-url-base); ""
+	// means http://<the bound address>.
+	DownloadURLBase string
+	// DownloadSigningKey signs the download server's URLs (--download-signing-key-file); nil
+	// means a random key of this process.
+	DownloadSigningKey []byte
+	// DownloadRequestTTL is how long a download URL works; 0 means DefaultDownloadRequestTTL.
+	DownloadRequestTTL time.Duration
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
@@ -152,6 +165,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	syncPeriod := DefaultBackupSyncPeriod
 	if cfg.BackupSyncPeriod != nil {
 		syncPeriod = *cfg.BackupSyncPeriod
+	}
+	signer, downloadBase, err := startDownloadServer(mgr, cfg, st)
+	if err != nil {
+		return err
 	}
 	reconcilers := []struct {
 		name string
@@ -290,6 +307,15 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:          recovery,
 			Catalog:       catalog,
 		}},
+		{"downloadrequest", &DownloadRequestReconciler{
+			Client:       mgr.GetClient(),
+			Namespace:    cfg.Namespace,
+			Clock:        cfg.Clock,
+			Signer:       signer,
+			DownloadBase: downloadBase,
+			TTL:          cfg.DownloadRequestTTL,
+			stores:       st,
+		}},
 	}
 	for _, rc := range reconcilers {
 		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
@@ -300,6 +326,36 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// startDownloadServer binds the download server when cfg asks for one and adds it to mgr,
+// which serves on every replica; it returns the signer of its URLs and the base clients reach
+// it by (nil and "" without a server). Without cfg.DownloadSigningKey the key is new in every
+// process: a URL works only on the replica that signed it, until it restarts.
+func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores) (*download.Signer, string, error) {
+	if cfg.DownloadBindAddress == "" || cfg.DownloadBindAddress == "0" {
+		return nil, "", nil
+	}
+	var signer *download.Signer
+	var err error
+	if cfg.DownloadSigningKey != nil {
+		signer, err = download.NewSigner(cfg.DownloadSigningKey)
+	} else {
+		signer, err = download.NewRandomSigner()
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	srv, err := download.Listen(cfg.DownloadBindAddress, cfg.DownloadURLBase)
+	if err != nil {
+		return nil, "", err
+	}
+	srv.Signer, srv.Open, srv.Clock = signer, st.openForDownload, cfg.Clock
+	srv.Log = mgr.GetLogger().WithName("download")
+	if err := mgr.Add(srv); err != nil {
+		return nil, "", fmt.Errorf("adding the download server: %w", err)
+	}
+	return signer, srv.Base(), nil
 }
 
 // CacheOptions limits the manager's cache to what Cairn reads: storage locations and Secrets

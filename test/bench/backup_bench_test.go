@@ -102,7 +102,7 @@ func startBackupCluster(b *testing.B, concurrency int, args ...string) *backupCl
 	})
 	probe := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
 	m := &process{cmd: exec.Command(managerBin, append([]string{"--kubeconfig", kubeconfig, "--namespace", operatorNamespace,
-		"--concurrent-backups", strconv.Itoa(concurrency), "--metrics-bind-address", "0", "--health-probe-bind-address", probe}, args...)...)}
+		"--concurrent-backups", strconv.Itoa(concurrency), "--metrics-bind-address", "0", "--download-bind-address", "0", "--health-probe-bind-address", probe}, args...)...)}
 	m.cmd.Stdout, m.cmd.Stderr = &m.log, &m.log
 	if err := m.cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -138,20 +138,23 @@ type managerProcess struct {
 	log         *syncBuffer
 	probeAddr   string
 	metricsAddr string
-	exited      chan struct{}
+	// downloadAddr is where the download server listens; DownloadRequest URLs point there.
+	downloadAddr string
+	exited       chan struct{}
 }
 
 // startManager runs bin/manager against the test cluster and waits until /readyz answers.
 func startManager(extraArgs ...string) *managerProcess {
 	GinkgoHelper()
 	m := &managerProcess{
-		log:         &syncBuffer{},
-		probeAddr:   fmt.Sprintf("127.0.0.1:%d", freePort()),
-		metricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort()),
-		exited:      make(chan struct{}),
+		log:          &syncBuffer{},
+		probeAddr:    fmt.Sprintf("127.0.0.1:%d", freePort()),
+		metricsAddr:  fmt.Sprintf("127.0.0.1:%d", freePort()),
+		downloadAddr: fmt.Sprintf("127.0.0.1:%d", freePort()),
+		exited:       make(chan struct{}),
 	}
 	args := append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address", m.probeAddr,
-		"--metrics-bind-address", m.metricsAddr}, extraArgs...)
+		"--metrics-bind-address", m.metricsAddr, "--download-bind-address", m.downloadAddr}, extraArgs...)
 	m.cmd = exec.Command(managerBinary(), args...)
 	m.cmd.Stdout = m.log
 	m.cmd.Stderr = m.log

@@ -1,0 +1,384 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+var cancelPatch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
+
+func newBackupCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "backup", Aliases: []string{"backups"}, Short: "Create, follow, read and delete backups"}
+	cmd.AddCommand(newBackupCreateCommand(e), withOutput(e, newBackupGetCommand(e)), withOutput(e, newBackupDescribeCommand(e)), newBackupLogsCommand(e),
+		newBackupDownloadCommand(e), newBackupDeleteCommand(e), newBackupCancelCommand(e))
+	return cmd
+}
+
+// backupCreateOptions are `backup create`'s flags.
+type backupCreateOptions struct {
+	backupFlags
+	fromSchedule string
+	labels       map[string]string
+	wait         bool
+}
+
+// backup is the Backup the options say, in namespace; template is the schedule's spec with
+// --from-schedule.
+func (o *backupCreateOptions) backup(name, namespace string, template *cairnv1.Schedule) (*cairnv1.Backup, error) {
+	labels, err := parseLabels(o.labels)
+	if err != nil {
+		return nil, err
+	}
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+	if template != nil {
+		b.Spec = *template.Spec.Template.DeepCopy()
+		if b.Labels == nil {
+			b.Labels = map[string]string{}
+		}
+		b.Labels[cairnv1.ScheduleNameLabel] = template.Name
+		return b, nil
+	}
+	b.Spec, err = o.spec()
+	return b, err
+}
+
+func newBackupCreateCommand(e *env) *cobra.Command {
+	o := &backupCreateOptions{}
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a backup",
+		Example: `  cairn backup create nightly-web -n team-a --wait
+  cairn backup create all --include-namespaces '*' --exclude-resources secrets --ttl 72h -n cairn-system
+  cairn backup create now --from-schedule daily -n team-a`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.fromSchedule != "" {
+				for _, f := range []string{"include-namespaces", "exclude-namespaces", "include-resources", "exclude-resources",
+					"include-cluster-resources", "selector", "or-selector", "storage-location", "ttl", "item-operation-timeout", "snapshot-volumes"} {
+					if cmd.Flags().Changed(f) {
+						return usageErrorf("--%s cannot be used with --from-schedule: the backup takes the schedule's template", f)
+					}
+				}
+			}
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
+			var schedule *cairnv1.Schedule
+			if o.fromSchedule != "" {
+				schedule = &cairnv1.Schedule{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.fromSchedule}, schedule); err != nil {
+					return notFound(err, "schedule", o.fromSchedule, ns)
+				}
+			}
+			b, err := o.backup(args[0], ns, schedule)
+			if err != nil {
+				return err
+			}
+			if err := c.Create(ctx, b); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("backup %q already exists in namespace %s", b.Name, ns)
+				}
+				return err
+			}
+			if !o.wait {
+				e.printf("Backup %s created in namespace %s.\nFollow it with `cairn backup describe %s -n %s`, or create it with --wait.\n", b.Name, ns, b.Name, ns)
+				return nil
+			}
+			e.printf("Backup %s created in namespace %s; waiting for it to finish (Ctrl-C stops waiting, not the backup).\n", b.Name, ns)
+			return e.followBackup(b)
+		},
+	}
+	o.add(cmd.Flags())
+	cmd.Flags().StringVar(&o.fromSchedule, "from-schedule", "", "Create the backup from this schedule's template (no other backup flags).")
+	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the backup object, k=v comma-separated.")
+	cmd.Flags().BoolVarP(&o.wait, "wait", "w", false, "Wait until the backup is finished, showing its progress; exit 0 only if it Completed.")
+	return cmd
+}
+
+func newBackupGetCommand(e *env) *cobra.Command {
+	var selector string
+	cmd := &cobra.Command{
+		Use:   "get [NAME...]",
+		Short: "List backups",
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			list := &cairnv1.BackupList{}
+			if len(args) > 0 {
+				for _, name := range args {
+					var b cairnv1.Backup
+					if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+						return notFound(err, "backup", name, ns)
+					}
+					list.Items = append(list.Items, b)
+				}
+			} else {
+				opts := []client.ListOption{client.InNamespace(ns)}
+				if selector != "" {
+					sel, err := metav1.ParseToLabelSelector(selector)
+					if err != nil {
+						return usageErrorf("invalid --selector: %v", err)
+					}
+					s, err := metav1.LabelSelectorAsSelector(sel)
+					if err != nil {
+						return usageErrorf("invalid --selector: %v", err)
+					}
+					opts = append(opts, client.MatchingLabelsSelector{Selector: s})
+				}
+				if err := c.List(context.Background(), list, opts...); err != nil {
+					return err
+				}
+			}
+			return e.printList(list, backupTable(list.Items, e.clock.Now()), ns)
+		},
+	}
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "Only backups whose labels match this selector.")
+	return cmd
+}
+
+// getBackup reads one backup of namespace, saying so when there is none.
+func (e *env) getBackup(name string) (*cairnv1.Backup, error) {
+	ns, err := e.namespace()
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	var b cairnv1.Backup
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+		return nil, notFound(err, "backup", name, ns)
+	}
+	return &b, nil
+}
+
+func newBackupDescribeCommand(e *env) *cobra.Command {
+	var details bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a backup in detail: why it waits, its progress, operations, warnings and errors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			b, err := e.getBackup(args[0])
+			if err != nil {
+				return err
+			}
+			if e.output == "json" || e.output == "yaml" {
+				return e.printStructured(b)
+			}
+			return e.describeBackup(b, details)
+		},
+	}
+	cmd.Flags().BoolVar(&details, "details", false, "Also list the backed-up resources and every warning and error (read from storage).")
+	return cmd
+}
+
+func newBackupLogsCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print a backup's log",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			b, err := e.getBackup(args[0])
+			if err != nil {
+				return err
+			}
+			err = e.fetchGzip(context.Background(), b.Namespace, b.Name, cairnv1.DownloadTargetBackupLog, e.streams.Out)
+			if err != nil && !b.Status.Phase.IsTerminal() {
+				return fmt.Errorf("%w (the backup is %s: its log is stored when it ends)", err, b.EffectivePhase())
+			}
+			return err
+		},
+	}
+}
+
+func newBackupDownloadCommand(e *env) *cobra.Command {
+	var output string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "download NAME",
+		Short: "Download a backup's archive (a tar.gz of JSON files), checking its SHA-256",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			b, err := e.getBackup(args[0])
+			if err != nil {
+				return err
+			}
+			path := output
+			if path == "" {
+				path = b.Name + ".tar.gz"
+			}
+			if _, err := os.Stat(path); err == nil && !force {
+				return fmt.Errorf("%s already exists: remove it or pass --force", path)
+			}
+			ctx := context.Background()
+			url, err := e.requestURL(ctx, b.Namespace, b.Name, cairnv1.DownloadTargetBackupContents)
+			if err != nil {
+				return err
+			}
+			body, err := e.open(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer body.Close()
+			digest, err := saveVerified(body, path, b.Status.ArchiveSHA256)
+			if err != nil {
+				return err
+			}
+			if b.Status.ArchiveSHA256 == "" {
+				e.printf("Backup %s downloaded to %s (SHA-256 %s, not verified: the backup records no checksum).\n", b.Name, path, digest)
+				return nil
+			}
+			e.printf("Backup %s downloaded to %s; its SHA-256 %s matches the backup's.\n", b.Name, path, digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "The file to save the archive to (default NAME.tar.gz).")
+	cmd.Flags().BoolVar(&force, "force", false, "Overwrite the file if it exists.")
+	return cmd
+}
+
+// confirm asks on the terminal whether to go on; without a terminal it refuses, so that a
+// script must say --confirm.
+func (e *env) confirm(question string) (bool, error) {
+	if !e.terminal {
+		return false, usageErrorf("%s: pass --confirm to do it without a question", question)
+	}
+	e.printf("%s [y/N] ", question)
+	answer, err := bufio.NewReader(e.streams.In).ReadString('\n')
+	if err != nil && answer == "" {
+		return false, nil
+	}
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	return answer == "y" || answer == "yes", nil
+}
+
+func newBackupDeleteCommand(e *env) *cobra.Command {
+	var confirmed, wait bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete backups and their data in storage",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			if !confirmed {
+				ok, err := e.confirm(fmt.Sprintf("Delete backup(s) %s in namespace %s and their data in storage?", strings.Join(args, ", "), ns))
+				if err != nil || !ok {
+					return err
+				}
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+				if err := c.Delete(context.Background(), b); err != nil {
+					return notFound(err, "backup", name, ns)
+				}
+				if !wait {
+					e.printf("Backup %s is being deleted; its data is removed first.\n", name)
+					continue
+				}
+				e.printf("Backup %s is being deleted; waiting until its data is gone.\n", name)
+				if err := e.waitGone(b, &cairnv1.BackupList{}, func(o client.Object) string {
+					if cur, ok := o.(*cairnv1.Backup); ok && cur.Status.Phase == cairnv1.BackupPhaseDeletionFailed {
+						return "deletion failed, retrying: " + cur.Status.LastDeletionError
+					}
+					return ""
+				}); err != nil {
+					return err
+				}
+				e.printf("Backup %s deleted.\n", name)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
+	cmd.Flags().BoolVarP(&wait, "wait", "w", false, "Wait until the data is deleted and the backup is gone.")
+	return cmd
+}
+
+// waitGone watches obj until it is deleted, printing what status says on the way.
+func (e *env) waitGone(obj client.Object, list client.ObjectList, status func(client.Object) string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, stop := e.interrupt(context.Background())
+	defer stop()
+	last := ""
+	err = watchUntil(ctx, c, obj, list, func(o client.Object) bool {
+		if s := status(o); s != "" && s != last {
+			e.printf("%s\n", s)
+			last = s
+		}
+		return false
+	})
+	if errors.Is(err, errGone) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		e.errorf("Stopped waiting; the deletion goes on.\n")
+		return withCode(ExitDetached, nil)
+	}
+	return err
+}
+
+func newBackupCancelCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel NAME...",
+		Short: "Cancel backups: a running one stops within seconds and its partial data is removed",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+				if err := c.Patch(context.Background(), b, cancelPatch); err != nil {
+					return notFound(err, "backup", name, ns)
+				}
+				if b.Status.Phase.IsTerminal() {
+					e.printf("Backup %s already ended %s: nothing to cancel.\n", name, b.Status.Phase)
+					continue
+				}
+				e.printf("Backup %s is being cancelled.\n", name)
+			}
+			return nil
+		},
+	}
+}

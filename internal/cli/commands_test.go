@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+// run runs the cairn command line args in e and returns the exit code.
+func run(e *env, args ...string) int {
+	return execute(newRootCommand("cairn", e), args, e.streams)
+}
+
+// withStatusesAfterCreate makes e's fake API server play the manager: once the CLI watches
+// the Backup or Restore it created, its status goes through phases (in a goroutine). (The
+// fake client's watch does not replay changes since a resource version, as the API server
+// does: changes are made only once the watch runs.)
+func withStatusesAfterCreate(t *testing.T, e *env, phases ...string) {
+	t.Helper()
+	base := fake.NewClientBuilder().WithScheme(Scheme()).WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.Restore{})
+	done := make(chan struct{})
+	var created client.Object
+	started := false
+	t.Cleanup(func() {
+		if started {
+			<-done
+		}
+	})
+	c := base.WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			created = obj
+			return c.Create(ctx, obj, opts...)
+		},
+		Watch: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+			w, err := c.Watch(ctx, list, opts...)
+			if err != nil || started {
+				return w, err
+			}
+			started = true
+			obj := created
+			go func() {
+				defer close(done)
+				for i, phase := range phases {
+					switch o := obj.DeepCopyObject().(type) {
+					case *cairnv1.Backup:
+						_ = c.Get(ctx, client.ObjectKeyFromObject(o), o)
+						o.Status.Phase = cairnv1.BackupPhase(phase)
+						o.Status.Progress = cairnv1.NewBackupProgress(int64(i), int64(len(phases)-1))
+						if phase == "Failed" {
+							o.Status.FailureReason = "the storage location is unavailable"
+						}
+						_ = c.Status().Update(ctx, o)
+					case *cairnv1.Restore:
+						_ = c.Get(ctx, client.ObjectKeyFromObject(o), o)
+						o.Status.Phase = cairnv1.RestorePhase(phase)
+						_ = c.Status().Update(ctx, o)
+					}
+				}
+			}()
+			return w, nil
+		},
+	}).Build()
+	e.newClient = func() (client.WithWatch, error) { return c, nil }
+}
+
+func TestCreateWaitExitCodes(t *testing.T) {
+	tests := []struct {
+		final string
+		want  int
+	}{
+		{"Completed", ExitOK},
+		{"PartiallyFailed", ExitPartiallyFailed},
+		{"Failed", ExitFailed},
+		{"FailedValidation", ExitFailed},
+	}
+	for _, tt := range tests {
+		t.Run("backup "+tt.final, func(t *testing.T) {
+			e, out, errOut := testEnv(t)
+			withStatusesAfterCreate(t, e, "Queued", "InProgress", tt.final)
+			if got := run(e, "backup", "create", "b1", "--wait"); got != tt.want {
+				t.Fatalf("exit code = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.want, out, errOut)
+			}
+			if !strings.Contains(out.String(), tt.final+"\n") && !strings.Contains(out.String(), tt.final+":") {
+				t.Errorf("the final phase is not shown:\n%s", out)
+			}
+			if tt.final == "Failed" && !strings.Contains(errOut.String(), "backup b1 ended Failed: the storage location is unavailable") {
+				t.Errorf("the reason is not printed:\n%s", errOut)
+			}
+		})
+		t.Run("restore "+tt.final, func(t *testing.T) {
+			e, out, errOut := testEnv(t)
+			withStatusesAfterCreate(t, e, "InProgress", tt.final)
+			if got := run(e, "restore", "create", "r1", "--from-backup", "b1", "--wait"); got != tt.want {
+				t.Fatalf("exit code = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.want, out, errOut)
+			}
+		})
+	}
+}
+
+func TestWaitDetachesOnInterrupt(t *testing.T) {
+	e, _, errOut := testEnv(t)
+	withStatusesAfterCreate(t, e, "Queued")
+	e.interrupt = func(ctx context.Context) (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel() // Ctrl-C at once
+		return ctx, cancel
+	}
+	if got := run(e, "backup", "create", "b1", "--wait"); got != ExitDetached {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, ExitDetached, errOut)
+	}
+	if !strings.Contains(errOut.String(), "cancel it with `cairn backup cancel b1 -n team-a`") {
+		t.Errorf("stderr does not say how to cancel:\n%s", errOut)
+	}
+}
+
+func TestUsageExitCodes(t *testing.T) {
+	for _, args := range [][]string{
+		{"backup", "create"},
+		{"backup", "create", "b1", "--bogus"},
+		{"backup", "get", "-o", "xml"},
+		{"backup", "create", "b1", "--ttl", "soon"},
+		{"backup", "create", "b1", "--from-schedule", "s", "--ttl", "1h"},
+		{"restore", "create", "r1"},
+		{"schedule", "create", "s1"},
+		{"frobnicate"},
+	} {
+		e, _, errOut := testEnv(t)
+		if got := run(e, args...); got != ExitUsage {
+			t.Errorf("%v: exit code = %d, want %d (%s)", args, got, ExitUsage, errOut)
+		}
+	}
+}
+
+func TestCreateFromSchedule(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "daily"},
+		Spec: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{IncludedResources: []string{"configmaps"}}}}
+	e, _, errOut := testEnv(t, s)
+	if got := run(e, "backup", "create", "now", "--from-schedule", "daily"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	c, _ := e.client()
+	var b cairnv1.Backup
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "now"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Labels[cairnv1.ScheduleNameLabel] != "daily" || len(b.Spec.IncludedResources) != 1 {
+		t.Errorf("backup = %+v %+v", b.Labels, b.Spec)
+	}
+}
+
+func TestErrorsAPersonCanActOn(t *testing.T) {
+	gr := schema.GroupResource{Group: "cairn.dev", Resource: "backups"}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{name: "no kubeconfig", err: errNoConfig, want: "no cluster configuration: set KUBECONFIG, pass --kubeconfig, or run inside a cluster"},
+		{name: "CRDs not installed", err: &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "cairn.dev", Kind: "Backup"}, SearchedVersions: []string{"v1alpha1"}},
+			want: "is Cairn installed?"},
+		{name: "RBAC", err: apierrors.NewForbidden(gr, "", errors.New(`User "bob" cannot list resource "backups" in API group "cairn.dev" in the namespace "team-b"`)),
+			want: `permission denied: backups.cairn.dev is forbidden: User "bob" cannot list resource "backups" in API group "cairn.dev" in the namespace "team-b"`},
+		{name: "no such backup", err: notFound(apierrors.NewNotFound(gr, "b9"), "backup", "b9", "team-a"), want: `backup "b9" not found in namespace team-a`},
+	}
+	for _, tt := range tests {
+		if got := explain(tt.err); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: explain = %q, want it to contain %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestGetNotFoundAndForbidden(t *testing.T) {
+	e, _, errOut := testEnv(t)
+	if got := run(e, "backup", "describe", "nope"); got != ExitError || !strings.Contains(errOut.String(), `backup "nope" not found in namespace team-a`) {
+		t.Errorf("describe of a missing backup: exit %d, stderr %q", got, errOut)
+	}
+	e, _, errOut = testEnv(t)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "cairn.dev", Resource: "backups"}, "", errors.New(`User "bob" cannot list resource "backups"`))
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return forbidden
+		},
+	}).Build()
+	e.newClient = func() (client.WithWatch, error) { return c, nil }
+	if got := run(e, "backup", "get"); got != ExitError || !strings.Contains(errOut.String(), `permission denied: backups.cairn.dev is forbidden: User "bob" cannot list resource "backups"`) {
+		t.Errorf("a forbidden list: exit %d, stderr %q", got, errOut)
+	}
+}
+
+func TestPhaseExitCode(t *testing.T) {
+	for phase, want := range map[string]int{"Completed": ExitOK, "PartiallyFailed": ExitPartiallyFailed, "Failed": ExitFailed, "FailedValidation": ExitFailed} {
+		if got := phaseExitCode(phase); got != want {
+			t.Errorf("phaseExitCode(%s) = %d, want %d", phase, got, want)
+		}
+	}
+}
+
+func TestSaveVerified(t *testing.T) {
+	dir := t.TempDir()
+	const sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" // sha256("hello")
+	path := filepath.Join(dir, "b1.tar.gz")
+	if _, err := saveVerified(strings.NewReader("hello"), path, sum); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "hello" {
+		t.Errorf("saved %q", data)
+	}
+	bad := filepath.Join(dir, "b2.tar.gz")
+	if _, err := saveVerified(strings.NewReader("hellO"), bad, sum); err == nil || !strings.Contains(err.Error(), "archive checksum mismatch") {
+		t.Fatalf("err = %v, want a checksum mismatch", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("a mismatching download left files behind: %v", entries)
+	}
+}
+
+func TestOutputFormats(t *testing.T) {
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "b1"}}
+	for format, want := range map[string]string{"json": `"kind": "BackupList"`, "yaml": "kind: BackupList", "table": "NAME"} {
+		e, out, errOut := testEnv(t, b)
+		if got := run(e, "backup", "get", "-o", format); got != ExitOK || !strings.Contains(out.String(), want) {
+			t.Errorf("-o %s: exit %d, output %q, stderr %q", format, got, out, errOut)
+		}
+	}
+	e, out, _ := testEnv(t, b)
+	if got := run(e, "backup", "describe", "b1", "-o", "yaml"); got != ExitOK || !strings.Contains(out.String(), "kind: Backup\n") {
+		t.Errorf("describe -o yaml: exit %d, output %q", got, out)
+	}
+}
+
+func TestSetDefaultLocation(t *testing.T) {
+	loc := func(name string, isDefault bool) *cairnv1.BackupStorageLocation {
+		return &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultOperatorNamespace, Name: name},
+			Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: isDefault}}
+	}
+	e, out, errOut := testEnv(t, loc("a", true), loc("b", false), loc("c", true))
+	e.flags.Namespace = nil // locations live in --cairn-namespace
+	if got := run(e, "location", "set-default", "b"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	c, _ := e.client()
+	for name, want := range map[string]bool{"a": false, "b": true, "c": false} {
+		var l cairnv1.BackupStorageLocation
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: DefaultOperatorNamespace, Name: name}, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Spec.Default != want {
+			t.Errorf("location %s: default = %t, want %t", name, l.Spec.Default, want)
+		}
+	}
+	if !strings.Contains(out.String(), "Storage location b is the default.") {
+		t.Errorf("output: %s", out)
+	}
+}
+
+func TestNameCompletion(t *testing.T) {
+	e, out, errOut := testEnv(t,
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nightly-1"}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nightly-2"}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "weekly"}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "nightly-3"}})
+	if got := run(e, "__complete", "backup", "describe", "night"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if strings.Join(lines[:len(lines)-1], ",") != "nightly-1,nightly-2" {
+		t.Errorf("completions = %q, want nightly-1 and nightly-2 of namespace team-a", out)
+	}
+}
+
+func TestKubectlPluginName(t *testing.T) {
+	e, _, _ := testEnv(t)
+	if got := newRootCommand("/usr/local/bin/kubectl-cairn", e).DisplayName(); got != "kubectl cairn" {
+		t.Errorf("DisplayName = %q, want kubectl cairn", got)
+	}
+	if got := newRootCommand("cairn", e).DisplayName(); got != "cairn" {
+		t.Errorf("DisplayName = %q, want cairn", got)
+	}
+}

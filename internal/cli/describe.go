@@ -1,0 +1,440 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/restore"
+)
+
+// describer writes "Key:  value" lines, aligned, and indented sections.
+type describer struct {
+	w   io.Writer
+	now time.Time
+}
+
+func (d describer) line(indent int, key, format string, args ...any) {
+	fmt.Fprintf(d.w, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, fmt.Sprintf(format, args...))
+}
+
+func (d describer) section(title string) {
+	fmt.Fprintf(d.w, "%s:\n", title)
+}
+
+// when is a time and how long ago or until it is.
+func (d describer) when(t *metav1.Time) string {
+	if t == nil || t.IsZero() {
+		return "<none>"
+	}
+	return fmt.Sprintf("%s (%s)", t.UTC().Format(time.RFC3339), until(t, d.now))
+}
+
+func orNone(items []string) string {
+	if len(items) == 0 {
+		return "<none>"
+	}
+	return strings.Join(items, ", ")
+}
+
+func orAll(items []string) string {
+	if len(items) == 0 {
+		return "*"
+	}
+	return strings.Join(items, ", ")
+}
+
+func tristate(b *bool, unset string) string {
+	if b == nil {
+		return unset
+	}
+	if *b {
+		return "yes"
+	}
+	return "no"
+}
+
+func selectorString(s *metav1.LabelSelector) string {
+	if s == nil {
+		return "<none>"
+	}
+	return metav1.FormatLabelSelector(s)
+}
+
+func orSelectors(ss []*metav1.LabelSelector) string {
+	if len(ss) == 0 {
+		return "<none>"
+	}
+	var parts []string
+	for _, s := range ss {
+		parts = append(parts, metav1.FormatLabelSelector(s))
+	}
+	return strings.Join(parts, " or ")
+}
+
+func labelsString(l map[string]string) string {
+	if len(l) == 0 {
+		return "<none>"
+	}
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (d describer) filters(f cairnv1.ItemFilters) {
+	d.line(1, "Included namespaces", "%s", orAll(f.IncludedNamespaces))
+	d.line(1, "Excluded namespaces", "%s", orNone(f.ExcludedNamespaces))
+	d.line(1, "Included resources", "%s", orAll(f.IncludedResources))
+	d.line(1, "Excluded resources", "%s", orNone(f.ExcludedResources))
+	d.line(1, "Cluster-scoped resources", "%s", tristate(f.IncludeClusterResources, "only those namespaced items need"))
+	d.line(1, "Label selector", "%s", selectorString(f.LabelSelector))
+	d.line(1, "Or label selectors", "%s", orSelectors(f.OrLabelSelectors))
+}
+
+func (d describer) backupSpec(indent int, s cairnv1.BackupSpec) {
+	d.filters(s.Filters())
+	location := s.StorageLocation
+	if location == "" {
+		location = "<the default>"
+	}
+	d.line(indent, "Storage location", "%s", location)
+	ttl := "the manager's default"
+	if s.TTL != nil {
+		ttl = s.TTL.Duration.String()
+	}
+	d.line(indent, "TTL", "%s", ttl)
+	d.line(indent, "Snapshot volumes", "%s", tristate(s.SnapshotVolumes, "yes, where a VolumeSnapshotClass exists"))
+	d.line(indent, "Item operation timeout", "%s", s.GetItemOperationTimeout())
+}
+
+func (d describer) conditions(conds []metav1.Condition) {
+	if len(conds) == 0 {
+		return
+	}
+	d.section("Conditions")
+	for _, c := range conds {
+		d.line(1, c.Type, "%s, %s: %s (%s)", c.Status, c.Reason, c.Message, until(&c.LastTransitionTime, d.now))
+	}
+}
+
+// phaseLine is the phase with why it is there: the queue position and the Queued condition,
+// or the failure.
+func phaseLine(phase string, position int32, conds []metav1.Condition, failure string) string {
+	if position > 0 {
+		line := fmt.Sprintf("%s (position %d in the queue)", phase, position)
+		if c := meta.FindStatusCondition(conds, cairnv1.BackupConditionQueued); c != nil && c.Status == metav1.ConditionTrue && c.Message != "" {
+			line += ": " + c.Message
+		}
+		return line
+	}
+	if failure != "" {
+		return phase + ": " + failure
+	}
+	return phase
+}
+
+// humanBytes is a size as people read it: 768 B, 1.5 KiB, 2.0 GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func operationsLine(attempted, completed, failed int32) string {
+	if attempted == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d of %d completed, %d failed", completed, attempted, failed)
+}
+
+// describeBackup writes what a person wants to know about a backup. Its warnings and errors
+// come from the results file when there are any (and with --details, the list of what it
+// holds); a file that cannot be read is said, not fatal.
+func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
+	tw := printers.GetNewTabWriter(e.streams.Out)
+	d := describer{w: tw, now: e.clock.Now()}
+	d.line(0, "Name", "%s", b.Name)
+	d.line(0, "Namespace", "%s", b.Namespace)
+	d.line(0, "Labels", "%s", labelsString(b.Labels))
+	d.line(0, "Phase", "%s", phaseLine(string(b.EffectivePhase()), b.Status.QueuePosition, b.Status.Conditions, b.Status.FailureReason))
+	if len(b.Status.ValidationErrors) > 0 {
+		d.section("Validation errors")
+		for _, v := range b.Status.ValidationErrors {
+			fmt.Fprintf(tw, "  - %s\n", v)
+		}
+	}
+	if b.Status.LastDeletionError != "" {
+		d.line(0, "Last deletion error", "%s (next attempt %s)", b.Status.LastDeletionError, d.when(b.Status.NextDeletionAttempt))
+	}
+	d.line(0, "Created", "%s", d.when(&b.CreationTimestamp))
+	d.line(0, "Started", "%s", d.when(b.Status.StartTimestamp))
+	d.line(0, "Completed", "%s", d.when(b.Status.CompletionTimestamp))
+	d.line(0, "Expiration", "%s", d.when(b.Status.Expiration))
+	location := b.Status.StorageLocation
+	if location == "" {
+		location = "<not chosen yet>"
+	}
+	d.line(0, "Storage location", "%s", location)
+	progress := "<not started>"
+	if p := b.Status.Progress; p != nil {
+		progress = fmt.Sprintf("%d of %d items backed up", p.ItemsBackedUp, p.TotalItems)
+	}
+	d.line(0, "Progress", "%s", progress)
+	d.line(0, "Operations", "%s", operationsLine(b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsCompleted, b.Status.BackupItemOperationsFailed))
+	if b.Status.ArchiveSHA256 != "" {
+		d.line(0, "Archive", "%s, SHA-256 %s", humanBytes(b.Status.ArchiveSize), b.Status.ArchiveSHA256)
+	}
+	d.line(0, "Warnings", "%d", b.Status.Warnings)
+	d.line(0, "Errors", "%d", b.Status.Errors)
+	d.section("Spec")
+	d.backupSpec(1, b.Spec)
+	d.conditions(b.Status.Conditions)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if b.Status.Phase.IsTerminal() && (details || b.Status.Warnings+b.Status.Errors > 0) {
+		var results backup.Results
+		if err := e.readJSON(ctx, b.Namespace, b.Name, cairnv1.DownloadTargetBackupResults, &results); err != nil {
+			e.printf("\nWarnings and errors: cannot read the results file: %v\n", err)
+		} else {
+			e.printf("\n")
+			writeBackupResults(e.streams.Out, results)
+		}
+	}
+	if details && b.Status.Phase.IsTerminal() {
+		var list map[string][]string
+		if err := e.readJSON(ctx, b.Namespace, b.Name, cairnv1.DownloadTargetBackupResourceList, &list); err != nil {
+			e.printf("\nResources: cannot read the resource list: %v\n", err)
+		} else {
+			e.printf("\n")
+			writeResourceList(e.streams.Out, "Resources", list)
+		}
+	}
+	return nil
+}
+
+// readJSON reads a gzipped JSON file of a backup or restore into v.
+func (e *env) readJSON(ctx context.Context, namespace, name string, kind cairnv1.DownloadTargetKind, v any) error {
+	var buf bytes.Buffer
+	if err := e.fetchGzip(ctx, namespace, name, kind, &buf); err != nil {
+		return err
+	}
+	return json.Unmarshal(buf.Bytes(), v)
+}
+
+// namespaceOfItem is the namespace in a backup result's item ("configmaps/team-a/x"), or ""
+// for a cluster-scoped one ("persistentvolumes/pv-1").
+func namespaceOfItem(item string) string {
+	parts := strings.Split(item, "/")
+	if len(parts) == 3 {
+		return parts[1]
+	}
+	return ""
+}
+
+// groupMessages groups a backup's results by namespace ("" for cluster-scoped items).
+func groupMessages(results []backup.ItemResult) restore.Messages {
+	var m restore.Messages
+	for _, r := range results {
+		msg := r.Item + ": " + r.Message
+		ns := namespaceOfItem(r.Item)
+		if ns == "" {
+			m.Cluster = append(m.Cluster, msg)
+			continue
+		}
+		if m.Namespaces == nil {
+			m.Namespaces = map[string][]string{}
+		}
+		m.Namespaces[ns] = append(m.Namespaces[ns], msg)
+	}
+	return m
+}
+
+func writeBackupResults(w io.Writer, r backup.Results) {
+	writeMessages(w, "Errors", groupMessages(r.Errors))
+	writeMessages(w, "Warnings", groupMessages(r.Warnings))
+}
+
+// writeMessages writes warnings or errors grouped by namespace, namespaces in order.
+func writeMessages(w io.Writer, title string, m restore.Messages) {
+	if len(m.Cluster) == 0 && len(m.Namespaces) == 0 {
+		fmt.Fprintf(w, "%s: none\n", title)
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	if len(m.Cluster) > 0 {
+		fmt.Fprintf(w, "  Cluster-scoped:\n")
+		for _, msg := range m.Cluster {
+			fmt.Fprintf(w, "    %s\n", msg)
+		}
+	}
+	namespaces := make([]string, 0, len(m.Namespaces))
+	for ns := range m.Namespaces {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	for _, ns := range namespaces {
+		fmt.Fprintf(w, "  Namespace %s:\n", ns)
+		for _, msg := range m.Namespaces[ns] {
+			fmt.Fprintf(w, "    %s\n", msg)
+		}
+	}
+}
+
+// writeResourceList writes "resource.group: ns/a, ns/b" lines, in order.
+func writeResourceList(w io.Writer, title string, list map[string][]string) {
+	fmt.Fprintf(w, "%s:\n", title)
+	if len(list) == 0 {
+		fmt.Fprintf(w, "  none\n")
+		return
+	}
+	kinds := make([]string, 0, len(list))
+	for k := range list {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		items := append([]string(nil), list[k]...)
+		sort.Strings(items)
+		fmt.Fprintf(w, "  %s:\n", k)
+		for _, it := range items {
+			fmt.Fprintf(w, "    - %s\n", it)
+		}
+	}
+}
+
+// describeRestore writes what a person wants to know about a restore.
+func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
+	tw := printers.GetNewTabWriter(e.streams.Out)
+	d := describer{w: tw, now: e.clock.Now()}
+	d.line(0, "Name", "%s", r.Name)
+	d.line(0, "Namespace", "%s", r.Namespace)
+	d.line(0, "Labels", "%s", labelsString(r.Labels))
+	d.line(0, "Phase", "%s", phaseLine(string(r.EffectivePhase()), r.Status.QueuePosition, r.Status.Conditions, r.Status.FailureReason))
+	if len(r.Status.ValidationErrors) > 0 {
+		d.section("Validation errors")
+		for _, v := range r.Status.ValidationErrors {
+			fmt.Fprintf(tw, "  - %s\n", v)
+		}
+	}
+	source := r.Spec.BackupName
+	if source == "" {
+		source = fmt.Sprintf("the newest Completed backup of schedule %s", r.Spec.ScheduleName)
+		if r.Status.BackupName != "" {
+			source = fmt.Sprintf("%s (from schedule %s)", r.Status.BackupName, r.Spec.ScheduleName)
+		}
+	}
+	d.line(0, "Backup", "%s", source)
+	d.line(0, "Created", "%s", d.when(&r.CreationTimestamp))
+	d.line(0, "Started", "%s", d.when(r.Status.StartTimestamp))
+	d.line(0, "Completed", "%s", d.when(r.Status.CompletionTimestamp))
+	progress := "<not started>"
+	if p := r.Status.Progress; p != nil {
+		progress = fmt.Sprintf("%d of %d items restored", p.ItemsRestored, p.TotalItems)
+	}
+	d.line(0, "Progress", "%s", progress)
+	d.line(0, "Operations", "%s", operationsLine(r.Status.RestoreItemOperationsAttempted, r.Status.RestoreItemOperationsCompleted, r.Status.RestoreItemOperationsFailed))
+	d.line(0, "Warnings", "%d", r.Status.Warnings)
+	d.line(0, "Errors", "%d", r.Status.Errors)
+	d.section("Spec")
+	d.filters(r.Spec.Filters())
+	if len(r.Spec.NamespaceMapping) > 0 {
+		var pairs []string
+		for from, to := range r.Spec.NamespaceMapping {
+			pairs = append(pairs, from+" → "+string(to))
+		}
+		sort.Strings(pairs)
+		d.line(1, "Namespace mappings", "%s", strings.Join(pairs, ", "))
+	}
+	d.line(1, "Existing resources", "%s", r.Spec.GetExistingResourcePolicy())
+	d.line(1, "Restore volumes", "%s", tristate(r.Spec.RestorePVs, "yes"))
+	d.line(1, "Preserve node ports", "%s", tristate(r.Spec.PreserveNodePorts, "no"))
+	d.conditions(r.Status.Conditions)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if r.Status.Phase.IsTerminal() && r.Status.StorageLocation != "" && (details || r.Status.Warnings+r.Status.Errors > 0) {
+		var results restore.Results
+		if err := e.readJSON(ctx, r.Namespace, r.Name, cairnv1.DownloadTargetRestoreResults, &results); err != nil {
+			e.printf("\nWarnings and errors: cannot read the results file: %v\n", err)
+		} else {
+			e.printf("\n")
+			writeMessages(e.streams.Out, "Errors", results.Errors)
+			writeMessages(e.streams.Out, "Warnings", results.Warnings)
+		}
+	}
+	if details && r.Status.Phase.IsTerminal() && r.Status.StorageLocation != "" {
+		var list restore.ResourceList
+		if err := e.readJSON(ctx, r.Namespace, r.Name, cairnv1.DownloadTargetRestoreResourceList, &list); err != nil {
+			e.printf("\nResources: cannot read the resource list: %v\n", err)
+		} else {
+			outcomes := make([]string, 0, len(list))
+			for o := range list {
+				outcomes = append(outcomes, string(o))
+			}
+			sort.Strings(outcomes)
+			for _, o := range outcomes {
+				e.printf("\n")
+				writeResourceList(e.streams.Out, "Resources "+o, list[restore.Outcome(o)])
+			}
+		}
+	}
+	return nil
+}
+
+// describeSchedule writes a schedule: when it runs, its last and next runs, its template.
+func (e *env) describeSchedule(s *cairnv1.Schedule) error {
+	tw := printers.GetNewTabWriter(e.streams.Out)
+	d := describer{w: tw, now: e.clock.Now()}
+	d.line(0, "Name", "%s", s.Name)
+	d.line(0, "Namespace", "%s", s.Namespace)
+	d.line(0, "Labels", "%s", labelsString(s.Labels))
+	phase := string(s.EffectivePhase())
+	if len(s.Status.ValidationErrors) > 0 {
+		phase += ": " + strings.Join(s.Status.ValidationErrors, "; ")
+	}
+	d.line(0, "Phase", "%s", phase)
+	d.line(0, "Schedule", "%s", s.Spec.Schedule)
+	d.line(0, "Paused", "%t", s.Spec.Paused)
+	d.line(0, "Last backup", "%s", d.when(s.Status.LastBackup))
+	if s.Status.LastSkipped != nil {
+		d.line(0, "Last skipped", "%s", d.when(s.Status.LastSkipped))
+	}
+	next := d.when(s.Status.NextBackup)
+	if s.Spec.Paused {
+		next = "<paused>"
+	}
+	d.line(0, "Next backup", "%s", next)
+	d.line(0, "Owns its backups", "%t", s.Spec.UseOwnerReferencesInBackup)
+	d.section("Backup template")
+	d.backupSpec(1, s.Spec.Template)
+	d.conditions(s.Status.Conditions)
+	return tw.Flush()
+}

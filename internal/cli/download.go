@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+// requestURL asks the manager for a URL of one file of a backup or restore in namespace: it
+// creates a DownloadRequest, waits (by a watch) for the answer, and deletes the request.
+func (e *env) requestURL(ctx context.Context, namespace, name string, kind cairnv1.DownloadTargetKind) (string, error) {
+	c, err := e.client()
+	if err != nil {
+		return "", err
+	}
+	dr := &cairnv1.DownloadRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: downloadRequestPrefix(name, kind)},
+		Spec:       cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: kind, Name: name}},
+	}
+	if err := c.Create(ctx, dr); err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Delete(context.Background(), dr) }()
+	ctx, cancel := context.WithTimeout(ctx, e.requestTimeout)
+	defer cancel()
+	err = watchUntil(ctx, c, dr, &cairnv1.DownloadRequestList{}, func(o client.Object) bool {
+		cur, ok := o.(*cairnv1.DownloadRequest)
+		if ok {
+			dr.Status = cur.Status
+		}
+		return ok && (cur.Status.Phase == cairnv1.DownloadRequestPhaseProcessed || cur.Status.Phase == cairnv1.DownloadRequestPhaseFailed)
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "", fmt.Errorf("the Cairn manager did not answer DownloadRequest %s/%s within %s: is it running?", namespace, dr.Name, e.requestTimeout)
+	}
+	if err != nil {
+		return "", err
+	}
+	if dr.Status.Phase == cairnv1.DownloadRequestPhaseFailed {
+		return "", errors.New(dr.Status.Message)
+	}
+	return dr.Status.DownloadURL, nil
+}
+
+// downloadRequestPrefix is the generateName of a request: the target's name and the kind, cut
+// to leave room for the random suffix.
+func downloadRequestPrefix(name string, kind cairnv1.DownloadTargetKind) string {
+	prefix := name + "-" + strings.ToLower(string(kind))
+	if len(prefix) > 200 {
+		prefix = prefix[:200]
+	}
+	return prefix + "-"
+}
+
+// open fetches a download URL; the caller closes the body.
+func (e *env) open(ctx context.Context, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("downloading: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("downloading: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return resp.Body, nil
+}
+
+// fetchGzip reads a gzipped file of a backup or restore (logs, results, lists) into w.
+func (e *env) fetchGzip(ctx context.Context, namespace, name string, kind cairnv1.DownloadTargetKind, w io.Writer) error {
+	url, err := e.requestURL(ctx, namespace, name, kind)
+	if err != nil {
+		return err
+	}
+	body, err := e.open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	zr, err := gzip.NewReader(body)
+	if err != nil {
+		return fmt.Errorf("reading the %s: %w", kind, err)
+	}
+	if _, err := io.Copy(w, zr); err != nil {
+		return fmt.Errorf("reading the %s: %w", kind, err)
+	}
+	return zr.Close()
+}
+
+// saveVerified streams r into path and checks its SHA-256 against want (hex) on the way: the
+// file appears under path only when it matches (or when there is nothing to check against,
+// want ""). It returns the digest.
+func saveVerified(r io.Reader, path, want string) (string, error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+		_ = tmp.Close()
+		return "", fmt.Errorf("downloading: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want != "" && !strings.EqualFold(got, want) {
+		return got, fmt.Errorf("archive checksum mismatch: the download has SHA-256 %s, the backup records %s; nothing was saved", got, want)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return got, err
+	}
+	return got, nil
+}

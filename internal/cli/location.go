@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+func newLocationCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "location", Aliases: []string{"locations", "backup-location"}, Short: "Manage backup storage locations (in Cairn's namespace)"}
+	cmd.AddCommand(withOutput(e, newLocationGetCommand(e)), newLocationCreateCommand(e), newLocationSetDefaultCommand(e))
+	return cmd
+}
+
+func newLocationGetCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get [NAME...]",
+		Short: "List storage locations",
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns := e.locationNamespace()
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			list := &cairnv1.BackupStorageLocationList{}
+			if len(args) == 0 {
+				if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+					return err
+				}
+			}
+			for _, name := range args {
+				var l cairnv1.BackupStorageLocation
+				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &l); err != nil {
+					return notFound(err, "storage location", name, ns)
+				}
+				list.Items = append(list.Items, l)
+			}
+			return e.printList(list, locationTable(list.Items, e.clock.Now()), ns)
+		},
+	}
+}
+
+// locationCreateOptions are `location create`'s flags.
+type locationCreateOptions struct {
+	provider, bucket, prefix string
+	config                   map[string]string
+	credential               string
+	isDefault                bool
+	accessMode               string
+}
+
+// location is the BackupStorageLocation the options say.
+func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.BackupStorageLocation, error) {
+	bsl := &cairnv1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProvider(o.provider), Config: o.config,
+			Default: o.isDefault, AccessMode: cairnv1.AccessMode(o.accessMode)},
+	}
+	switch bsl.Spec.Provider {
+	case cairnv1.StorageProviderFilesystem, cairnv1.StorageProviderS3:
+	default:
+		return nil, usageErrorf("invalid --provider %q: want filesystem or s3", o.provider)
+	}
+	switch bsl.Spec.AccessMode {
+	case "", cairnv1.AccessModeReadWrite, cairnv1.AccessModeReadOnly:
+	default:
+		return nil, usageErrorf("invalid --access-mode %q: want ReadWrite or ReadOnly", o.accessMode)
+	}
+	if o.bucket != "" || o.prefix != "" {
+		bsl.Spec.ObjectStorage = &cairnv1.ObjectStorage{Bucket: o.bucket, Prefix: o.prefix}
+	}
+	if o.credential != "" {
+		secret, key, ok := strings.Cut(o.credential, "=")
+		if !ok || secret == "" || key == "" {
+			return nil, usageErrorf("invalid --credential %q: want SECRET=KEY", o.credential)
+		}
+		bsl.Spec.Credential = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
+	}
+	return bsl, nil
+}
+
+func newLocationCreateCommand(e *env) *cobra.Command {
+	o := &locationCreateOptions{}
+	cmd := &cobra.Command{
+		Use:   "create NAME --provider filesystem|s3",
+		Short: "Create a storage location",
+		Example: `  cairn location create local --provider filesystem --config path=/var/lib/cairn --default
+  cairn location create s3 --provider s3 --bucket backups --prefix cluster-a \
+      --config region=eu-west-1,endpoint=https://s3.example.com --credential cairn-s3=cloud`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			bsl, err := o.location(args[0], e.locationNamespace())
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Create(context.Background(), bsl); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("storage location %q already exists in namespace %s", bsl.Name, bsl.Namespace)
+				}
+				return err
+			}
+			e.printf("Storage location %s created in namespace %s; `cairn location get %s` shows when it is Available.\n", bsl.Name, bsl.Namespace, bsl.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.provider, "provider", "", "filesystem or s3.")
+	cmd.Flags().StringVar(&o.bucket, "bucket", "", "The s3 bucket.")
+	cmd.Flags().StringVar(&o.prefix, "prefix", "", "The prefix (directory) under which Cairn keeps its objects.")
+	cmd.Flags().StringToStringVar(&o.config, "config", nil, "Provider settings, k=v comma-separated: path (filesystem); region, endpoint, publicURL, forcePathStyle, insecureSkipTLSVerify, profile (s3).")
+	cmd.Flags().StringVar(&o.credential, "credential", "", "The Secret and key holding the s3 credentials file, SECRET=KEY.")
+	cmd.Flags().BoolVar(&o.isDefault, "default", false, "Make it the location of backups that name none.")
+	cmd.Flags().StringVar(&o.accessMode, "access-mode", "", "ReadWrite (default) or ReadOnly (restores only, as for a second cluster).")
+	return cmd
+}
+
+func newLocationSetDefaultCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-default NAME",
+		Short: "Make a location the default and every other one not",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns := e.locationNamespace()
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
+			var target cairnv1.BackupStorageLocation
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, &target); err != nil {
+				return notFound(err, "storage location", args[0], ns)
+			}
+			var list cairnv1.BackupStorageLocationList
+			if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			// The new default first: there is never a moment without one.
+			if err := c.Patch(ctx, &target, defaultPatch(true)); err != nil {
+				return err
+			}
+			for i := range list.Items {
+				l := &list.Items[i]
+				if l.Name != target.Name && l.Spec.Default {
+					if err := c.Patch(ctx, l, defaultPatch(false)); err != nil {
+						return err
+					}
+					e.printf("Storage location %s is no longer the default.\n", l.Name)
+				}
+			}
+			e.printf("Storage location %s is the default.\n", target.Name)
+			return nil
+		},
+	}
+}
+
+func defaultPatch(isDefault bool) client.Patch {
+	return client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"default":%t}}`, isDefault)))
+}

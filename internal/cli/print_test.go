@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
+
+func at(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func backups() []cairnv1.Backup {
+	return []cairnv1.Backup{
+		{ObjectMeta: metav1.ObjectMeta{Name: "nightly-20261123030000", CreationTimestamp: ago(9 * time.Hour)},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "default", Expiration: at(29*24*time.Hour + 15*time.Hour),
+				Progress: cairnv1.NewBackupProgress(1204, 1204), Warnings: 2}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "web", CreationTimestamp: ago(90 * time.Second)},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseInProgress, StorageLocation: "s3", Progress: cairnv1.NewBackupProgress(45, 100)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "db", CreationTimestamp: ago(30 * time.Second)},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseQueued, QueuePosition: 1, StorageLocation: "s3"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "new", CreationTimestamp: ago(time.Second)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "broken", CreationTimestamp: ago(3 * 24 * time.Hour)},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseFailed, FailureReason: "Backup cancelled by user", Errors: 1}},
+	}
+}
+
+func TestTables(t *testing.T) {
+	restores := []cairnv1.Restore{
+		{ObjectMeta: metav1.ObjectMeta{Name: "web-x7k2p", CreationTimestamp: ago(5 * time.Minute)}, Spec: cairnv1.RestoreSpec{BackupName: "web"},
+			Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted, Progress: cairnv1.NewRestoreProgress(80, 80), Warnings: 1}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "latest", CreationTimestamp: ago(20 * time.Second)}, Spec: cairnv1.RestoreSpec{ScheduleName: "nightly"},
+			Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseQueued, QueuePosition: 2}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "resolved", CreationTimestamp: ago(2 * time.Hour)}, Spec: cairnv1.RestoreSpec{ScheduleName: "nightly"},
+			Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseFailedValidation, BackupName: "nightly-20261123030000", FailureReason: "backup is not committed"}},
+	}
+	schedules := []cairnv1.Schedule{
+		{ObjectMeta: metav1.ObjectMeta{Name: "nightly", CreationTimestamp: ago(40 * 24 * time.Hour)},
+			Spec:   cairnv1.ScheduleSpec{Schedule: "0 3 * * *", Template: cairnv1.BackupSpec{StorageLocation: "s3"}},
+			Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhaseEnabled, LastBackup: at(-9 * time.Hour), NextBackup: at(15 * time.Hour)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "hourly", CreationTimestamp: ago(time.Hour)},
+			Spec:   cairnv1.ScheduleSpec{Schedule: "@every 1h", Paused: true},
+			Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhasePaused}},
+	}
+	locations := []cairnv1.BackupStorageLocation{
+		{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: ago(100 * 24 * time.Hour)},
+			Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, Config: map[string]string{"path": "/var/lib/cairn"}},
+			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dr", CreationTimestamp: ago(2 * time.Hour)},
+			Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderS3, AccessMode: cairnv1.AccessModeReadOnly,
+				ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups", Prefix: "cluster-a/"}},
+			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseUnavailable, Message: `bucket "backups" does not exist`}},
+	}
+	tests := []struct {
+		name  string
+		table table
+	}{
+		{"backups", backupTable(backups(), now)},
+		{"restores", restoreTable(restores, now)},
+		{"schedules", scheduleTable(schedules, now)},
+		{"locations", locationTable(locations, now)},
+	}
+	for _, tt := range tests {
+		for _, wide := range []bool{false, true} {
+			name := tt.name + ".golden"
+			if wide {
+				name = tt.name + "-wide.golden"
+			}
+			t.Run(name, func(t *testing.T) {
+				var buf bytes.Buffer
+				if err := tt.table.write(&buf, wide); err != nil {
+					t.Fatal(err)
+				}
+				golden(t, name, buf.Bytes())
+			})
+		}
+	}
+}
+
+func TestDescribeBackupGolden(t *testing.T) {
+	b := &cairnv1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team-a", CreationTimestamp: ago(30 * time.Second), Labels: map[string]string{"app": "db"}},
+		Spec:       cairnv1.BackupSpec{IncludedResources: []string{"configmaps"}, TTL: &metav1.Duration{Duration: 72 * time.Hour}},
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseQueued, QueuePosition: 2, StorageLocation: "default",
+			Conditions: []metav1.Condition{{Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonNamespaceOverlap,
+				Message: "namespace team-a overlaps running backup web", LastTransitionTime: ago(20 * time.Second)}}},
+	}
+	e, out, _ := testEnv(t)
+	if err := e.describeBackup(b, false); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "describe-queued-backup.golden", out.Bytes())
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 768: "768 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 20: "5.0 MiB", 3 << 30: "3.0 GiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestResultsGroupedByNamespace(t *testing.T) {
+	var buf bytes.Buffer
+	writeBackupResults(&buf, backup.Results{
+		Warnings: []backup.ItemResult{
+			{Item: "configmaps/web/settings", Message: "label value truncated"},
+			{Item: "persistentvolumes/pv-1", Message: "no snapshot class"},
+			{Item: "secrets/api/token", Message: "skipped by an action"},
+			{Item: "pods.metrics.k8s.io/web/x", Message: "not listable"},
+		},
+	})
+	writeResourceList(&buf, "Resources", map[string][]string{"configmaps": {"web/b", "web/a"}, "namespaces": {"web"}})
+	golden(t, "results.golden", buf.Bytes())
+}

@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+func newRestoreCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "restore", Aliases: []string{"restores"}, Short: "Restore backups and follow restores"}
+	cmd.AddCommand(newRestoreCreateCommand(e), withOutput(e, newRestoreGetCommand(e)), withOutput(e, newRestoreDescribeCommand(e)),
+		newRestoreLogsCommand(e), newRestoreDeleteCommand(e), newRestoreCancelCommand(e))
+	return cmd
+}
+
+// restoreCreateOptions are `restore create`'s flags.
+type restoreCreateOptions struct {
+	restoreFlags
+	labels map[string]string
+	wait   bool
+}
+
+// restoreObject is the Restore the options say; without a name it is named after its source
+// (<backup>-<random>).
+func (o *restoreCreateOptions) restoreObject(name, namespace string) (*cairnv1.Restore, error) {
+	spec, err := o.spec()
+	if err != nil {
+		return nil, err
+	}
+	labels, err := parseLabels(o.labels)
+	if err != nil {
+		return nil, err
+	}
+	r := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}, Spec: spec}
+	if name == "" {
+		source := spec.BackupName
+		if source == "" {
+			source = spec.ScheduleName
+		}
+		if len(source) > 200 {
+			source = source[:200]
+		}
+		r.GenerateName = source + "-"
+	}
+	return r, nil
+}
+
+func newRestoreCreateCommand(e *env) *cobra.Command {
+	o := &restoreCreateOptions{}
+	cmd := &cobra.Command{
+		Use:   "create [NAME] --from-backup BACKUP | --from-schedule SCHEDULE",
+		Short: "Restore a backup",
+		Example: `  cairn restore create --from-backup nightly-web -n team-a --wait
+  cairn restore create copy --from-backup b1 --namespace-mappings web:web-copy --existing-resource-policy update -n cairn-system`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			r, err := o.restoreObject(name, ns)
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Create(context.Background(), r); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("restore %q already exists in namespace %s", r.Name, ns)
+				}
+				return err
+			}
+			if !o.wait {
+				e.printf("Restore %s created in namespace %s.\nFollow it with `cairn restore describe %s -n %s`, or create it with --wait.\n", r.Name, ns, r.Name, ns)
+				return nil
+			}
+			e.printf("Restore %s created in namespace %s; waiting for it to finish (Ctrl-C stops waiting, not the restore).\n", r.Name, ns)
+			return e.followRestore(r)
+		},
+	}
+	o.add(cmd.Flags())
+	_ = cmd.RegisterFlagCompletionFunc("from-backup", completeNames(e, backupList, false))
+	_ = cmd.RegisterFlagCompletionFunc("from-schedule", completeNames(e, scheduleList, false))
+	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the restore object, k=v comma-separated.")
+	cmd.Flags().BoolVarP(&o.wait, "wait", "w", false, "Wait until the restore is finished, showing its progress; exit 0 only if it Completed.")
+	return cmd
+}
+
+func newRestoreGetCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get [NAME...]",
+		Short: "List restores",
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			list := &cairnv1.RestoreList{}
+			if len(args) == 0 {
+				if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+					return err
+				}
+			}
+			for _, name := range args {
+				var r cairnv1.Restore
+				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &r); err != nil {
+					return notFound(err, "restore", name, ns)
+				}
+				list.Items = append(list.Items, r)
+			}
+			return e.printList(list, restoreTable(list.Items, e.clock.Now()), ns)
+		},
+	}
+}
+
+// getRestore reads one restore of the namespace, saying so when there is none.
+func (e *env) getRestore(name string) (*cairnv1.Restore, error) {
+	ns, err := e.namespace()
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	var r cairnv1.Restore
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &r); err != nil {
+		return nil, notFound(err, "restore", name, ns)
+	}
+	return &r, nil
+}
+
+func newRestoreDescribeCommand(e *env) *cobra.Command {
+	var details bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a restore in detail: why it waits, its progress, warnings and errors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			r, err := e.getRestore(args[0])
+			if err != nil {
+				return err
+			}
+			if e.output == "json" || e.output == "yaml" {
+				return e.printStructured(r)
+			}
+			return e.describeRestore(r, details)
+		},
+	}
+	cmd.Flags().BoolVar(&details, "details", false, "Also list what was created, updated and skipped, and every warning and error (read from storage).")
+	return cmd
+}
+
+func newRestoreLogsCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print a restore's log",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			r, err := e.getRestore(args[0])
+			if err != nil {
+				return err
+			}
+			return e.fetchGzip(context.Background(), r.Namespace, r.Name, cairnv1.DownloadTargetRestoreLog, e.streams.Out)
+		},
+	}
+}
+
+func newRestoreDeleteCommand(e *env) *cobra.Command {
+	var confirmed bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete restores and their logs and results in storage (never the restored objects)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			if !confirmed {
+				ok, err := e.confirm(fmt.Sprintf("Delete restore(s) %s in namespace %s?", strings.Join(args, ", "), ns))
+				if err != nil || !ok {
+					return err
+				}
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				if err := c.Delete(context.Background(), &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+					return notFound(err, "restore", name, ns)
+				}
+				e.printf("Restore %s deleted; the objects it restored stay.\n", name)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
+	return cmd
+}
+
+func newRestoreCancelCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel NAME...",
+		Short: "Cancel restores: a running one stops within seconds; what it created stays",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				r := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+				if err := c.Patch(context.Background(), r, cancelPatch); err != nil {
+					return notFound(err, "restore", name, ns)
+				}
+				if r.Status.Phase.IsTerminal() {
+					e.printf("Restore %s already ended %s: nothing to cancel.\n", name, r.Status.Phase)
+					continue
+				}
+				e.printf("Restore %s is being cancelled.\n", name)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,269 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/download"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// DefaultDownloadRequestTTL is how long a download URL works; the request is deleted then.
+const DefaultDownloadRequestTTL = 10 * time.Minute
+
+// downloadRequestWorkers is how many requests are answered at once: each answer is a few API
+// reads and one storage call.
+const downloadRequestWorkers = 4
+
+// DownloadRequestReconciler answers DownloadRequests (DESIGN.md section 12) and owns all their
+// phases. A New request for a file of a backup or restore in its own namespace gets a URL that
+// reads that one file until status.expiration: a presigned GET for an s3 location, a URL
+// signed for the manager's download server for a filesystem one. A request it cannot answer
+// (no such backup or restore in the request's namespace, no such file) is Failed with a
+// message. Answered and failed requests are deleted at their expiration, woken exactly then.
+//
+// A request names only a name: the file is always looked up in the request's own namespace,
+// so a request in namespace A never yields a URL for namespace B's files.
+type DownloadRequestReconciler struct {
+	client.Client
+	// Namespace is the operator's namespace, which holds the storage locations.
+	Namespace string
+	Clock     clock.Clock
+	// Signer signs URLs for the download server at DownloadBase; nil when the manager runs no
+	// download server, and then requests for filesystem locations fail.
+	Signer       *download.Signer
+	DownloadBase string
+	// TTL is how long a URL works; 0 means DefaultDownloadRequestTTL.
+	TTL    time.Duration
+	stores stores
+}
+
+// downloadAction is what the reconciler does with a request.
+type downloadAction string
+
+const (
+	downloadAnswer downloadAction = "Answer"
+	downloadWait   downloadAction = "Wait"
+	downloadDelete downloadAction = "Delete"
+)
+
+// decideDownloadRequest says what to do with a request at now: answer a new one, delete an
+// answered one whose expiration has passed, or wait for it.
+func decideDownloadRequest(status cairnv1.DownloadRequestStatus, now time.Time) (downloadAction, time.Duration) {
+	switch {
+	case status.Phase == "" || status.Phase == cairnv1.DownloadRequestPhaseNew:
+		return downloadAnswer, 0
+	case status.Expiration == nil || !now.Before(status.Expiration.Time):
+		return downloadDelete, 0
+	}
+	return downloadWait, status.Expiration.Sub(now)
+}
+
+// downloadKey is the object key of a target's file in a location with layout: the target's
+// name is always taken in namespace, the request's own. known is false for a kind this
+// manager does not know.
+func downloadKey(layout storage.Layout, namespace string, target cairnv1.DownloadTarget) (key string, known bool) {
+	b := layout.Backup(namespace, target.Name)
+	r := layout.Restore(namespace, target.Name)
+	switch target.Kind {
+	case cairnv1.DownloadTargetBackupLog:
+		return b.Logs, true
+	case cairnv1.DownloadTargetBackupContents:
+		return b.Archive, true
+	case cairnv1.DownloadTargetBackupResults:
+		return b.Results, true
+	case cairnv1.DownloadTargetBackupResourceList:
+		return b.ResourceList, true
+	case cairnv1.DownloadTargetBackupItemOperations:
+		return b.ItemOperations, true
+	case cairnv1.DownloadTargetRestoreLog:
+		return r.Logs, true
+	case cairnv1.DownloadTargetRestoreResults:
+		return r.Results, true
+	case cairnv1.DownloadTargetRestoreResourceList:
+		return r.ResourceList, true
+	}
+	return "", false
+}
+
+// +kubebuilder:rbac:groups=cairn.dev,resources=downloadrequests,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=cairn.dev,resources=downloadrequests/status,verbs=get;patch
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups;restores,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// Reconcile answers one request, or deletes it when it has expired.
+func (r *DownloadRequestReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var dr cairnv1.DownloadRequest
+	if err := r.Get(ctx, req.NamespacedName, &dr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	now := r.Clock.Now()
+	action, after := decideDownloadRequest(dr.Status, now)
+	switch action {
+	case downloadWait:
+		return ctrl.Result{RequeueAfter: after}, nil
+	case downloadDelete:
+		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, &dr, client.Preconditions{UID: &dr.UID}))
+	}
+	ttl := r.ttl()
+	expiration := metav1.NewTime(now.Add(ttl).Truncate(time.Second))
+	url, failure, err := r.answer(ctx, &dr, expiration.Time, expiration.Sub(now))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	old := dr.DeepCopy()
+	dr.Status = cairnv1.DownloadRequestStatus{Phase: cairnv1.DownloadRequestPhaseProcessed, DownloadURL: url, Expiration: &expiration}
+	if failure != "" {
+		dr.Status = cairnv1.DownloadRequestStatus{Phase: cairnv1.DownloadRequestPhaseFailed, Message: failure, Expiration: &expiration}
+	}
+	if err := r.Status().Patch(ctx, &dr, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Answered a download request", "phase", dr.Status.Phase, "message", failure)
+	return ctrl.Result{RequeueAfter: expiration.Sub(now)}, nil
+}
+
+func (r *DownloadRequestReconciler) ttl() time.Duration {
+	if r.TTL <= 0 {
+		return DefaultDownloadRequestTTL
+	}
+	return r.TTL
+}
+
+// answer returns the URL of the request's file, valid until expires (ttl from now), or why
+// there is none (failure); err is a passing fault, retried.
+func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, expires time.Time, ttl time.Duration) (url, failure string, err error) {
+	target := dr.Spec.Target
+	locationName, failure, err := r.targetLocation(ctx, dr.Namespace, target)
+	if failure != "" || err != nil {
+		return "", failure, err
+	}
+	var locations cairnv1.BackupStorageLocationList
+	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
+		return "", "", err
+	}
+	bsl, err := location.Resolve(locations.Items, r.Namespace, locationName)
+	if errors.Is(err, location.ErrMissing) {
+		return "", fmt.Sprintf("the storage location of %s %s does not exist", targetNoun(target.Kind), target.Name), nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	store, err := r.stores.open(ctx, bsl)
+	if errors.Is(err, location.ErrConfig) {
+		return "", fmt.Sprintf("storage location %s cannot be used: ask an administrator to check it", bsl.Name), nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	key, known := downloadKey(store.Layout, dr.Namespace, target)
+	if !known {
+		return "", fmt.Sprintf("unknown target kind %q", target.Kind), nil
+	}
+	var exists bool
+	if err := r.stores.call(ctx, func(ctx context.Context) (err error) { exists, err = store.Exists(ctx, key); return err }); err != nil {
+		return "", "", err
+	}
+	if !exists {
+		return "", fmt.Sprintf("%s %s has no %s file in storage location %s", targetNoun(target.Kind), target.Name, target.Kind, bsl.Name), nil
+	}
+	switch bsl.Spec.Provider {
+	case cairnv1.StorageProviderS3:
+		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
+		if err != nil {
+			return "", "", err
+		}
+		return url, "", nil
+	case cairnv1.StorageProviderFilesystem:
+		if r.Signer == nil {
+			return "", fmt.Sprintf("storage location %s is a filesystem location and the manager runs no download server (--download-bind-address=0)", bsl.Name), nil
+		}
+		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
+	}
+	return "", fmt.Sprintf("storage location %s has provider %q, which gives no downloads", bsl.Name, bsl.Spec.Provider), nil
+}
+
+// targetLocation finds the storage location that holds the target's files: the one its
+// backup was queued for, or the one its restore wrote to. The target is looked up in
+// namespace, the request's own, only.
+func (r *DownloadRequestReconciler) targetLocation(ctx context.Context, namespace string, target cairnv1.DownloadTarget) (name, failure string, err error) {
+	if target.Kind.IsRestoreFile() {
+		var rs cairnv1.Restore
+		err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: target.Name}, &rs)
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Sprintf("restore %s does not exist in namespace %s", target.Name, namespace), nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if rs.Status.StorageLocation == "" {
+			return "", fmt.Sprintf("restore %s has stored no files (phase %s)", target.Name, rs.EffectivePhase()), nil
+		}
+		return rs.Status.StorageLocation, "", nil
+	}
+	var b cairnv1.Backup
+	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: target.Name}, &b)
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Sprintf("backup %s does not exist in namespace %s", target.Name, namespace), nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return b.Status.StorageLocation, "", nil
+}
+
+func targetNoun(kind cairnv1.DownloadTargetKind) string {
+	if kind.IsRestoreFile() {
+		return "restore"
+	}
+	return "backup"
+}
+
+// SetupWithManager registers the reconciler for DownloadRequests.
+func (r *DownloadRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("downloadrequest").
+		For(&cairnv1.DownloadRequest{}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: downloadRequestWorkers}).
+		Complete(r)
+}
+
+// openForDownload opens an object of a filesystem location in the operator's namespace for the
+// download server. The server has verified the signature: the location and key are the ones
+// this manager signed. Anything that is not there (location, object, a key the store refuses)
+// is download.ErrNotFound.
+func (s stores) openForDownload(ctx context.Context, locationName, key string) (io.ReadCloser, error) {
+	var bsl cairnv1.BackupStorageLocation
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: locationName}, &bsl)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("storage location %s: %w", locationName, download.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if bsl.Spec.Provider != cairnv1.StorageProviderFilesystem {
+		return nil, fmt.Errorf("storage location %s is not a filesystem location: %w", locationName, download.ErrNotFound)
+	}
+	store, err := s.open(ctx, &bsl)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := store.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrInvalidKey) {
+		return nil, fmt.Errorf("%s: %w", key, download.ErrNotFound)
+	}
+	return rc, err
+}

@@ -1,0 +1,252 @@
+package controller_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+var downloadCounter int
+
+// downloadFixture is a backup and a restore in each of two team namespaces, with every file of
+// theirs in one storage location, and the download reconciler running.
+type downloadFixture struct {
+	teamA, teamB string
+	store        storage.ObjectStore
+	layout       storage.Layout
+	bsl          *cairnv1.BackupStorageLocation
+}
+
+func newDownloadFixture(spec cairnv1.BackupStorageLocationSpec, store storage.ObjectStore, ttl time.Duration) *downloadFixture {
+	GinkgoHelper()
+	downloadCounter++
+	f := &downloadFixture{
+		teamA: fmt.Sprintf("dl-a-%d", downloadCounter), teamB: fmt.Sprintf("dl-b-%d", downloadCounter),
+		store: store, layout: storage.Layout{Prefix: prefixOf(spec)},
+	}
+	f.bsl = createLocation(spec)
+	for _, ns := range []string{f.teamA, f.teamB} {
+		createObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b1"}}
+		Expect(k8sClient.Create(suiteCtx, b)).To(Succeed())
+		b.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: f.bsl.Name}
+		Expect(k8sClient.Status().Update(suiteCtx, b)).To(Succeed())
+		rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r1"}, Spec: cairnv1.RestoreSpec{BackupName: "b1"}}
+		Expect(k8sClient.Create(suiteCtx, rs)).To(Succeed())
+		rs.Status = cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted, StorageLocation: f.bsl.Name}
+		Expect(k8sClient.Status().Update(suiteCtx, rs)).To(Succeed())
+		for _, kind := range allDownloadKinds {
+			Expect(store.Put(suiteCtx, f.key(ns, kind), strings.NewReader(fileContent(ns, kind)))).To(Succeed())
+		}
+	}
+	DeferCleanup(startManager(controller.Config{Controllers: []string{"downloadrequest"},
+		DownloadBindAddress: "127.0.0.1:0", DownloadRequestTTL: ttl}))
+	return f
+}
+
+func prefixOf(spec cairnv1.BackupStorageLocationSpec) string {
+	if spec.ObjectStorage == nil {
+		return ""
+	}
+	return spec.ObjectStorage.Prefix
+}
+
+var allDownloadKinds = []cairnv1.DownloadTargetKind{
+	cairnv1.DownloadTargetBackupLog, cairnv1.DownloadTargetBackupContents, cairnv1.DownloadTargetBackupResults,
+	cairnv1.DownloadTargetBackupResourceList, cairnv1.DownloadTargetBackupItemOperations,
+	cairnv1.DownloadTargetRestoreLog, cairnv1.DownloadTargetRestoreResults, cairnv1.DownloadTargetRestoreResourceList,
+}
+
+func fileContent(ns string, kind cairnv1.DownloadTargetKind) string {
+	return fmt.Sprintf("the %s of namespace %s", kind, ns)
+}
+
+// key is where the fixture stored a kind's file of namespace ns, from the layout (not from the
+// code under test).
+func (f *downloadFixture) key(ns string, kind cairnv1.DownloadTargetKind) string {
+	b, r := f.layout.Backup(ns, "b1"), f.layout.Restore(ns, "r1")
+	return map[cairnv1.DownloadTargetKind]string{
+		cairnv1.DownloadTargetBackupLog: b.Logs, cairnv1.DownloadTargetBackupContents: b.Archive,
+		cairnv1.DownloadTargetBackupResults: b.Results, cairnv1.DownloadTargetBackupResourceList: b.ResourceList,
+		cairnv1.DownloadTargetBackupItemOperations: b.ItemOperations,
+		cairnv1.DownloadTargetRestoreLog:           r.Logs, cairnv1.DownloadTargetRestoreResults: r.Results,
+		cairnv1.DownloadTargetRestoreResourceList: r.ResourceList,
+	}[kind]
+}
+
+func targetName(kind cairnv1.DownloadTargetKind) string {
+	if kind.IsRestoreFile() {
+		return "r1"
+	}
+	return "b1"
+}
+
+// request creates a DownloadRequest in ns and waits until it is answered.
+func request(ns string, kind cairnv1.DownloadTargetKind, name string) *cairnv1.DownloadRequest {
+	GinkgoHelper()
+	dr := &cairnv1.DownloadRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "dl-"},
+		Spec:       cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: kind, Name: name}},
+	}
+	Expect(k8sClient.Create(suiteCtx, dr)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(dr), dr)).To(Succeed())
+		g.Expect(dr.Status.Phase).To(BeElementOf(cairnv1.DownloadRequestPhaseProcessed, cairnv1.DownloadRequestPhaseFailed))
+	}).Should(Succeed())
+	return dr
+}
+
+func httpGet(u string) (int, string) {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(suiteCtx, http.MethodGet, u, nil)
+	Expect(err).NotTo(HaveOccurred())
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	return resp.StatusCode, string(body)
+}
+
+// tamper moves a URL to team b's copy of the same file, keeping team a's signature.
+func tamper(u, teamA, teamB string) string {
+	GinkgoHelper()
+	Expect(u).To(ContainSubstring(teamA))
+	return strings.ReplaceAll(u, teamA, teamB)
+}
+
+// downloadSpecs are the specs both providers must pass.
+func downloadSpecs(setup func() *downloadFixture) {
+	var f *downloadFixture
+	BeforeEach(func() { f = setup() })
+
+	It("answers every kind with a URL that reads exactly that file until it expires", func() {
+		for _, kind := range allDownloadKinds {
+			dr := request(f.teamA, kind, targetName(kind))
+			Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), "%s: %s", kind, dr.Status.Message)
+			Expect(dr.Status.Expiration).NotTo(BeNil())
+			Expect(dr.Status.Expiration.Time).To(BeTemporally("~", dr.CreationTimestamp.Add(controller.DefaultDownloadRequestTTL), 5*time.Second))
+			status, body := httpGet(dr.Status.DownloadURL)
+			Expect(status).To(Equal(http.StatusOK), "%s: %s", kind, body)
+			Expect(body).To(Equal(fileContent(f.teamA, kind)), "%s", kind)
+		}
+	})
+
+	It("refuses a URL tampered to name another namespace's file", func() {
+		dr := request(f.teamA, cairnv1.DownloadTargetBackupContents, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
+		status, _ := httpGet(tamper(dr.Status.DownloadURL, f.teamA, f.teamB))
+		Expect(status).To(Equal(http.StatusForbidden))
+	})
+
+	It("fails a request for another namespace's backup, a missing target, and a missing file", func() {
+		Expect(k8sClient.Delete(suiteCtx, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: f.teamA, Name: "b1"}})).To(Succeed())
+		// Only team b has a backup b1 now: team a's request must not find it.
+		dr := request(f.teamA, cairnv1.DownloadTargetBackupContents, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
+		Expect(dr.Status.Message).To(Equal("backup b1 does not exist in namespace " + f.teamA))
+		Expect(dr.Status.DownloadURL).To(BeEmpty())
+
+		dr = request(f.teamA, cairnv1.DownloadTargetRestoreLog, "nope")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
+		Expect(dr.Status.Message).To(Equal("restore nope does not exist in namespace " + f.teamA))
+
+		Expect(f.store.Delete(suiteCtx, f.key(f.teamB, cairnv1.DownloadTargetBackupResults))).To(Succeed())
+		dr = request(f.teamB, cairnv1.DownloadTargetBackupResults, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
+		Expect(dr.Status.Message).To(Equal(fmt.Sprintf("backup b1 has no BackupResults file in storage location %s", f.bsl.Name)))
+	})
+}
+
+var _ = Describe("DownloadRequest", func() {
+	Context("on a filesystem location", func() {
+		downloadSpecs(func() *downloadFixture {
+			dir := GinkgoT().TempDir()
+			store, err := storage.NewFilesystem(dir)
+			Expect(err).NotTo(HaveOccurred())
+			return newDownloadFixture(filesystemSpec(dir), store, 0)
+		})
+	})
+
+	Context("on an s3 location", func() {
+		downloadSpecs(func() *downloadFixture {
+			server := testenv.StartS3Server(GinkgoT())
+			server.CreateBucket("backups")
+			downloadCounter++
+			secret := fmt.Sprintf("dl-s3-%d", downloadCounter)
+			createCredentialSecret(secret, server.CredentialsFile())
+			store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
+				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
+			Expect(err).NotTo(HaveOccurred())
+			return newDownloadFixture(s3Spec(server, "backups", secret), store, 0)
+		})
+	})
+
+	It("gives clients outside the cluster an s3 location's publicURL", func() {
+		server := testenv.StartS3Server(GinkgoT())
+		server.CreateBucket("backups")
+		createCredentialSecret("dl-public", server.CredentialsFile())
+		store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
+			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
+		Expect(err).NotTo(HaveOccurred())
+		spec := s3Spec(server, "backups", "dl-public")
+		public := strings.Replace(server.Endpoint(), "127.0.0.1", "localhost", 1)
+		spec.Config[cairnv1.ConfigKeyPublicURL] = public
+		f := newDownloadFixture(spec, store, 0)
+		dr := request(f.teamA, cairnv1.DownloadTargetBackupLog, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
+		Expect(dr.Status.DownloadURL).To(HavePrefix(public + "/"))
+		status, body := httpGet(dr.Status.DownloadURL)
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(body).To(Equal(fileContent(f.teamA, cairnv1.DownloadTargetBackupLog)))
+	})
+
+	It("deletes a request when it expires, and its URL stops working", func() {
+		dir := GinkgoT().TempDir()
+		store, err := storage.NewFilesystem(dir)
+		Expect(err).NotTo(HaveOccurred())
+		f := newDownloadFixture(filesystemSpec(dir), store, 2*time.Second)
+		dr := request(f.teamA, cairnv1.DownloadTargetBackupLog, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
+		failed := request(f.teamA, cairnv1.DownloadTargetBackupLog, "nope")
+		Expect(failed.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
+		status, _ := httpGet(dr.Status.DownloadURL)
+		Expect(status).To(Equal(http.StatusOK))
+
+		for _, req := range []*cairnv1.DownloadRequest{dr, failed} {
+			Eventually(func() bool {
+				err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(req), &cairnv1.DownloadRequest{})
+				return client.IgnoreNotFound(err) == nil && err != nil
+			}).Should(BeTrue(), "request %s is deleted at its expiration", req.Name)
+		}
+		status, body := httpGet(dr.Status.DownloadURL)
+		Expect(status).To(Equal(http.StatusForbidden))
+		Expect(body).To(ContainSubstring("expired"))
+	})
+
+	It("keeps the spec of a request as it was created", func() {
+		ns := "dl-immutable"
+		createObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		dr := &cairnv1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"},
+			Spec: cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: cairnv1.DownloadTargetBackupLog, Name: "b1"}}}
+		Expect(k8sClient.Create(suiteCtx, dr)).To(Succeed())
+		dr.Spec.Target.Name = "b2"
+		Expect(k8sClient.Update(suiteCtx, dr)).To(MatchError(ContainSubstring("spec is immutable")))
+		bad := &cairnv1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y"},
+			Spec: cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: cairnv1.DownloadTargetBackupLog, Name: "../team-b/b1"}}}
+		Expect(k8sClient.Create(suiteCtx, bad)).NotTo(Succeed())
+	})
+})
