@@ -155,6 +155,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Clock:              cfg.Clock,
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
+			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace),
 		}},
 		{"backup", &BackupReconciler{
 			Client:            mgr.GetClient(),
