@@ -20,6 +20,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -40,8 +41,9 @@ type Config struct {
 	Clock clock.Clock
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
-	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc"); empty
-	// means all of them.
+	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc", "readiness"
+	// (the kstatus conditions of every kind), "phaseevents" (an Event and the metrics counters
+	// on every phase change)); empty means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
@@ -269,7 +271,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:  mgr.GetEventRecorder("cairn-gc"),
 			Gate:      recovery,
 		}},
+		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
+		{"phaseevents", &PhaseWatcher{Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("cairn-phase")}},
 	}
+	// The gauges are computed from the cache at every scrape, on every replica.
+	metrics.SetSource(metrics.Source{Reader: mgr.GetCache(), Namespace: cfg.Namespace})
 	for _, rc := range reconcilers {
 		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
 			continue
