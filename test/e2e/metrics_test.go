@@ -22,7 +22,9 @@ var _ = Describe("Observability", func() {
 	It("counts a backup in the metrics, records its phase changes as Events and makes it Ready", func() {
 		const ns = "e2e-metrics"
 		namespaceWithConfigMap(ns)
-		DeferCleanup(func() { _, _, _ = kubectl("delete", "backup", "counted", "stalled", "-n", ns, "--wait=false", "--ignore-not-found") })
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "backup", "counted", "stalled", "-n", ns, "--wait=false", "--ignore-not-found")
+		})
 		before := scrape(manager)
 
 		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
@@ -83,7 +85,9 @@ metadata: {name: before-restart}
 spec: {includedResources: [configmaps]}
 `, "apply", "-n", ns, "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), stderr)
-		DeferCleanup(func() { _, _, _ = kubectl("delete", "backup", "before-restart", "-n", ns, "--wait=false", "--ignore-not-found") })
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "backup", "before-restart", "-n", ns, "--wait=false", "--ignore-not-found")
+		})
 		waitBackupPhase(ns, "before-restart", "Completed")
 		completed := len(strings.Fields(kubectlOK("get", "backups", "-A", "-o", `jsonpath={.items[?(@.status.phase=="Completed")].metadata.name}`)))
 		gauges := scrape(manager)
