@@ -119,7 +119,7 @@ spec: {includedNamespaces: [%s], cancel: true}
 		cluster.kubectlOK("delete", "schedule", "often", "-n", ns)
 	})
 
-	It("backs up but refuses restores, saying why, in rbac.mode backupOnly", func() {
+	It("backs up but refuses restores, saying why, in rbac.mode backupOnly; a second replica takes over", func() {
 		const ns, release, app = "cairn-backuponly", "cairn-backuponly", "helm-app-backuponly"
 		storage := filepath.Join(GinkgoT().TempDir(), "backups")
 		cluster.kubectlOK("create", "namespace", ns)
@@ -151,6 +151,17 @@ spec: {backupName: only}
 		cluster.waitPhase(m, "restore", ns, "refused", "FailedValidation")
 		Expect(cluster.kubectlOK("get", "restore", "refused", "-n", ns, "-o", "jsonpath={.status.validationErrors}")).
 			To(And(ContainSubstring("not allowed to create the resources a restore creates"), ContainSubstring("rbac.mode backupOnly")))
+
+		By("running a second replica, ready on standby, which takes over when the leader stops")
+		standby := cluster.runManagerAsChart(ns, release, release)
+		DeferCleanup(standby.stop)
+		m.stop()
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: after-failover, namespace: %s}
+spec: {includedNamespaces: [%s]}
+`, ns, app))
+		cluster.waitPhase(standby, "backup", ns, "after-failover", "Completed")
 	})
 })
 
