@@ -18,10 +18,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from what helm renders now")
@@ -347,4 +351,88 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestEveryPartRendersValidObjects renders every optional part of the chart at once and decodes
+// each object strictly into its Go type: a misspelt or misplaced field fails here, not at
+// install.
+func TestEveryPartRendersValidObjects(t *testing.T) {
+	out, err := helm(t, "template", "cairn", ".", "--namespace", "cairn-system", "-f", filepath.Join("testdata", "everything.values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := documents(t, out)
+	types := map[string]func() any{
+		"Deployment":               func() any { return &appsv1.Deployment{} },
+		"Service":                  func() any { return &corev1.Service{} },
+		"ServiceAccount":           func() any { return &corev1.ServiceAccount{} },
+		"Secret":                   func() any { return &corev1.Secret{} },
+		"PersistentVolumeClaim":    func() any { return &corev1.PersistentVolumeClaim{} },
+		"PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
+		"ClusterRole":              func() any { return &rbacv1.ClusterRole{} },
+		"ClusterRoleBinding":       func() any { return &rbacv1.ClusterRoleBinding{} },
+		"Role":                     func() any { return &rbacv1.Role{} },
+		"RoleBinding":              func() any { return &rbacv1.RoleBinding{} },
+		"CustomResourceDefinition": func() any { return &apiextensionsv1.CustomResourceDefinition{} },
+		"BackupStorageLocation":    func() any { return &cairnv1.BackupStorageLocation{} },
+		"Schedule":                 func() any { return &cairnv1.Schedule{} },
+		"ServiceMonitor":           nil, // the Prometheus operator's kind: no Go type here
+	}
+	kinds := map[string]int{}
+	for key, doc := range docs {
+		kind := strings.SplitN(key, "/", 2)[0]
+		kinds[kind]++
+		newObj, known := types[kind]
+		if !known {
+			t.Errorf("%s: a kind the test does not know", key)
+			continue
+		}
+		if newObj == nil {
+			continue
+		}
+		if err := yaml.UnmarshalStrict(doc, newObj()); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 1, "ServiceMonitor": 1, "PersistentVolumeClaim": 1} {
+		if kinds[kind] != want {
+			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, want)
+		}
+	}
+
+	var s3 cairnv1.BackupStorageLocation
+	if err := yaml.Unmarshal(docs["BackupStorageLocation/s3"], &s3); err != nil {
+		t.Fatal(err)
+	}
+	if s3.Spec.Credential == nil || s3.Spec.Credential.Name != "cairn-s3-credential" || s3.Spec.AccessMode != cairnv1.AccessModeReadOnly ||
+		s3.Spec.Config[cairnv1.ConfigKeyEndpoint] != "https://s3.example.com" || s3.Spec.ObjectStorage.Prefix != "cluster-a" {
+		t.Errorf("location s3: %+v", s3.Spec)
+	}
+	var minio cairnv1.BackupStorageLocation
+	if err := yaml.Unmarshal(docs["BackupStorageLocation/minio"], &minio); err != nil {
+		t.Fatal(err)
+	}
+	if minio.Spec.Credential == nil || minio.Spec.Credential.Name != "minio-creds" || minio.Spec.Credential.Key != "credentials" {
+		t.Errorf("location minio: credential %+v, want the existing Secret", minio.Spec.Credential)
+	}
+	var secret corev1.Secret
+	if err := yaml.Unmarshal(docs["Secret/cairn-s3-credential"], &secret); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(secret.StringData["cloud"], "aws_access_key_id = a") {
+		t.Errorf("credential Secret: %q", secret.StringData)
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(docs["Deployment/cairn"], &d); err != nil {
+		t.Fatal(err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--restore-resource-priorities=namespaces,persistentvolumeclaims,secrets", "--zap-log-level=debug", "--zap-devel"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "cairn-sa" || *d.Spec.Replicas != 2 {
+		t.Errorf("serviceAccountName %q, replicas %d", d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
+	}
 }

@@ -20,6 +20,11 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
+// syncedFromAnnotation marks a Backup that the sync reconciler made from a backup it found in
+// storage (DESIGN.md section 11); its value is the location. (The sync reconciler's API constant
+// replaces it when both are merged.)
+const syncedFromAnnotation = "cairn.dev/synced-from"
+
 // Label names.
 const (
 	labelSchedule = "schedule"
@@ -78,6 +83,11 @@ var (
 		Help: "Times a deleted backup's data removal failed (entered DeletionFailed); each is retried.",
 	})
 
+	syncImported = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_backup_sync_imported_total",
+		Help: "Backups found in a storage location that the cluster lacked, made into Backup objects by sync, by location.",
+	}, []string{labelLocation})
+
 	restoreAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_restore_attempts_total",
 		Help: "Restores that started running (entered InProgress), by spec.scheduleName (\"\" for a restore of a named backup).",
@@ -113,7 +123,7 @@ var (
 func init() {
 	ctrlmetrics.Registry.MustRegister(
 		backupAttempts, backupSuccesses, backupPartialFailures, backupFailures, backupValidationFailures,
-		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures,
+		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
 		restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
 		restoreDuration, restoreQueueWait,
 		collector,
@@ -125,6 +135,11 @@ func init() {
 func ObserveBackup(old, cur *cairnv1.Backup) {
 	from, to := old.EffectivePhase(), cur.EffectivePhase()
 	if from == to {
+		return
+	}
+	if location, synced := cur.Annotations[syncedFromAnnotation]; synced && from == cairnv1.BackupPhaseNew {
+		// Found in storage and given its status by sync: not a backup that ran here.
+		syncImported.WithLabelValues(location).Inc()
 		return
 	}
 	schedule := cur.Labels[cairnv1.ScheduleNameLabel]

@@ -24,6 +24,12 @@ func backupIn(phase cairnv1.BackupPhase, schedule string) *cairnv1.Backup {
 	return b
 }
 
+// synced marks b as made by sync from location dr.
+func synced(b *cairnv1.Backup) *cairnv1.Backup {
+	b.Annotations = map[string]string{syncedFromAnnotation: "dr"}
+	return b
+}
+
 // histogramCount is how many observations h has.
 func histogramCount(t *testing.T, h prometheus.Observer) uint64 {
 	t.Helper()
@@ -56,6 +62,10 @@ func TestObserveBackup(t *testing.T) {
 		{"the same phase again (a progress write) counts nothing", backupIn(cairnv1.BackupPhaseInProgress, "b"), backupIn(cairnv1.BackupPhaseInProgress, "b"),
 			backupAttempts.WithLabelValues("b"), 0},
 		{"New written over \"\" counts nothing", backupIn("", "c"), backupIn(cairnv1.BackupPhaseNew, "c"), backupAttempts.WithLabelValues("c"), 0},
+		{"a backup found in storage is counted as synced", synced(backupIn("", "d")), synced(backupIn(cairnv1.BackupPhaseCompleted, "d")),
+			syncImported.WithLabelValues("dr"), 1},
+		{"… and not as a success here", synced(backupIn("", "e")), synced(backupIn(cairnv1.BackupPhaseCompleted, "e")),
+			backupSuccesses.WithLabelValues("e"), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
