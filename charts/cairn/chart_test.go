@@ -100,9 +100,13 @@ func documents(t *testing.T, manifest string) map[string][]byte {
 }
 
 func TestLintStrict(t *testing.T) {
-	for _, mode := range []string{"full", "backupOnly"} {
-		if out, err := helm(t, "lint", "--strict", ".", "--set", "rbac.mode="+mode); err != nil {
-			t.Errorf("helm lint --strict (rbac.mode=%s): %v\n%s", mode, err, out)
+	for _, args := range [][]string{
+		{"--set", "rbac.mode=full"},
+		{"--set", "rbac.mode=backupOnly"},
+		{"-f", filepath.Join("testdata", "everything.values.yaml")},
+	} {
+		if out, err := helm(t, append([]string{"lint", "--strict", "."}, args...)...); err != nil {
+			t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
 		}
 	}
 }
