@@ -77,6 +77,7 @@ spec:
   namespaceMapping: {%s: %s-copy}
 `, ns, app, app))
 		cluster.waitPhase(m, "restore", ns, "copy", "Completed")
+		cluster.kubectlOK("wait", "restore/copy", "-n", ns, "--for=condition=Ready", "--timeout=30s")
 		Expect(cluster.kubectlOK("get", "configmap", "settings", "-n", app+"-copy", "-o", "jsonpath={.data.color}")).To(Equal("blue"))
 
 		By("running the schedule from the values")
@@ -149,6 +150,7 @@ metadata: {name: refused, namespace: %s}
 spec: {backupName: only}
 `, ns))
 		cluster.waitPhase(m, "restore", ns, "refused", "FailedValidation")
+		cluster.kubectlOK("wait", "restore/refused", "-n", ns, "--for=condition=Stalled", "--timeout=30s")
 		Expect(cluster.kubectlOK("get", "restore", "refused", "-n", ns, "-o", "jsonpath={.status.validationErrors}")).
 			To(And(ContainSubstring("not allowed to create the resources a restore creates"), ContainSubstring("rbac.mode backupOnly")))
 
