@@ -18,9 +18,13 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 VERSITYGW_VERSION ?= v1.8.0
 KUBE_VERSION ?= 1.36.3
 ETCD_VERSION ?= v3.6.16
+HELM_VERSION ?= v4.3.1
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)
+# The tests run helm from here (charts/cairn's lint, golden and end-to-end tests).
+export HELM
 # A real S3 server for the tests (posix backend, on 127.0.0.1).
 VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
 export VERSITYGW
@@ -54,6 +58,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC from the API markers.
 		output:crd:artifacts:config=test/crds/snapshot
 	# *.k8s.io groups must carry the API approval annotation; upstream's CRDs point at their PR.
 	sed -i '/controller-gen.kubebuilder.io\/version/a\    api-approved.kubernetes.io: "https://github.com/kubernetes-csi/external-snapshotter/pull/814"' test/crds/snapshot/*.yaml
+	# The chart renders the same CRDs and derives its RBAC from the same role (one source).
+	rm -f charts/cairn/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/cairn/files/crds/
+	cp config/rbac/role.yaml charts/cairn/files/rbac/role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods.
@@ -73,9 +81,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files are stale.
-	@if [ -n "$$(git status --porcelain -- api config test/crds)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config test/crds charts/cairn/files)" ]; then \
 		echo "Generated files are stale; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api config test/crds; git diff --stat -- api config test/crds; exit 1; fi
+		git status --porcelain -- api config test/crds charts/cairn/files; git diff --stat -- api config test/crds charts/cairn/files; exit 1; fi
 
 ##@ Build
 
@@ -94,11 +102,19 @@ envtest: ## Build the envtest control-plane binaries into bin/k8s/ (once).
 test: test-unit test-e2e ## Run every test: unit, envtest integration and e2e.
 
 .PHONY: test-unit
-test-unit: envtest versitygw ## Unit and envtest integration tests.
-	go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/...
+test-unit: envtest versitygw helm ## Unit and envtest integration tests, and the chart's tests.
+	go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/... ./charts/...
+
+.PHONY: test-chart
+test-chart: helm ## helm lint --strict, and the chart's golden and schema tests.
+	go test $(GO_TEST_FLAGS) ./charts/...
+
+.PHONY: update-golden
+update-golden: helm ## Rewrite the chart's golden files from what helm template renders now.
+	go test $(GO_TEST_FLAGS) ./charts/... -update
 
 .PHONY: test-e2e
-test-e2e: envtest versitygw build ## End-to-end tests: real manager binary, real kubectl.
+test-e2e: envtest versitygw helm build ## End-to-end tests: real manager binary, real kubectl.
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
 
 .PHONY: bench
@@ -127,6 +143,9 @@ run-local: local-up build ## local-up, then run the operator in the foreground a
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Install the S3 server the tests run.
 
+.PHONY: helm
+helm: $(HELM) ## Install helm (a long compile, once).
+
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.tmp-controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
@@ -135,6 +154,10 @@ $(CONTROLLER_GEN):
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN)/.tmp-golangci-lint go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/.tmp-golangci-lint/golangci-lint $@ && rmdir $(BIN)/.tmp-golangci-lint
+
+$(HELM):
+	GOBIN=$(BIN)/.tmp-helm go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
 
 $(VERSITYGW):
 	GOBIN=$(BIN)/.tmp-versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)

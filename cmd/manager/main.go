@@ -2,10 +2,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"time"
 
 	// Time zone data in the binary, so that a schedule's CRON_TZ=Area/City resolves in a
 	// scratch or distroless image without /usr/share/zoneinfo.
@@ -17,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -101,7 +105,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "manager: cannot add the health check: %v\n", err)
 		return 1
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("cache", cacheSynced(mgr.GetCache())); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot add the ready check: %v\n", err)
 		return 1
 	}
@@ -113,6 +117,23 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// cacheSyncWait bounds how long one readiness probe waits for the informer caches.
+const cacheSyncWait = time.Second
+
+// cacheSynced is the readiness check: ready once the manager's informer caches have synced, so
+// that a pod is not ready (and a rollout does not go on) before it could reconcile anything.
+// Every replica's caches start, leader or not, so a standby is ready to take over.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncWait)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced yet")
+		}
+		return nil
+	}
 }
 
 // restConfig loads the cluster configuration from an explicit kubeconfig, or the usual places.

@@ -91,6 +91,9 @@ type BackupQueueReconciler struct {
 	// Catalog holds the names committed in each location that no backup of the cluster stands
 	// for (written by the sync reconciler): a new backup that takes one fails validation.
 	Catalog *backupsync.Catalog
+	// RestoreAccess, when set, says why the operator may not carry out a new restore ("" when
+	// it may); its answer is one of the restore's validation errors (restorepermission.go).
+	RestoreAccess func(ctx context.Context, rs *cairnv1.Restore) (string, error)
 
 	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
 	// staleSince (the first such pass since positions were last exact) pace the coalesced
@@ -334,6 +337,15 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 						continue // not decided on; the next pass tries again
 					}
 					c.validationErrors = restore.Validate(x, r.Namespace, facts)
+					if r.RestoreAccess != nil { // the operator may be installed to back up only
+						denied, err := r.RestoreAccess(ctx, x)
+						if pass.record(ctx, x, err) != nil {
+							continue
+						}
+						if denied != "" {
+							c.validationErrors = append(c.validationErrors, denied)
+						}
+					}
 					c.backupName, backup = backupName, facts.Backup
 				}
 			}

@@ -495,8 +495,10 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		}
 		Expect(warning.Type).To(Equal(corev1.EventTypeWarning))
 		Expect(warning.Note).To(ContainSubstring("already ended in phase Completed"))
-		Consistently(func() cairnv1.RestoreStatus { return getRestore(operatorNamespace, "rasync-csi-copy").Status }).
-			WithTimeout(time.Second).Should(Equal(before.Status))
+		Consistently(func() cairnv1.RestoreStatus {
+			return ownersRestoreStatus(getRestore(operatorNamespace, "rasync-csi-copy").Status)
+		}).
+			WithTimeout(time.Second).Should(Equal(ownersRestoreStatus(before.Status)))
 		vs, vsc, _, _ := snapshotObjects("rasync-csi-copy", "rasync-csi-copy")
 		Expect(vs).NotTo(BeNil(), "a finished restore's objects are not touched")
 		Expect(vsc).NotTo(BeNil())

@@ -22,6 +22,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/download"
+	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -43,8 +44,8 @@ type Config struct {
 	// Controllers names the reconcilers to run ("queue" (backups and restores), "backup",
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
 	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc", "sync",
-	// "downloadrequest"); empty
-	// means all of them.
+	// "downloadrequest", "readiness" (the kstatus conditions of every kind), "phaseevents" (an
+	// Event and the metrics counters on every phase change)); empty means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
@@ -184,6 +185,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
 			Catalog:            catalog,
+			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace),
 		}},
 		{"backup", &BackupReconciler{
 			Client:            mgr.GetClient(),
@@ -316,7 +318,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			TTL:          cfg.DownloadRequestTTL,
 			stores:       st,
 		}},
+		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
+		{"phaseevents", &PhaseWatcher{Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("cairn-phase")}},
 	}
+	// The gauges are computed from the cache at every scrape, on every replica.
+	metrics.SetSource(metrics.Source{Reader: mgr.GetCache(), Namespace: cfg.Namespace})
 	for _, rc := range reconcilers {
 		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
 			continue

@@ -1,0 +1,442 @@
+// Tests of the Cairn chart with the real helm binary (make helm): lint, the rendered manifests
+// against golden files, the values schema, and the RBAC each mode grants.
+package cairn_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from what helm renders now")
+
+// helmBinary is $HELM (the Makefile sets it), else the Makefile's pinned helm in bin/.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("HELM")
+	if path == "" {
+		path = filepath.Join("..", "..", "bin", "helm-v4.3.1")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no helm at %s: run 'make helm' first", path)
+	}
+	return path
+}
+
+// helm runs helm in the chart's directory and returns its stdout, and stderr as the error.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// No user configuration, repositories or cache leak in.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), errors.New(stderr.String() + err.Error())
+	}
+	return stdout.String(), nil
+}
+
+// render is `helm template` of the chart as release "cairn" in namespace cairn-system.
+func render(t *testing.T, set ...string) string {
+	t.Helper()
+	args := []string{"template", "cairn", ".", "--namespace", "cairn-system"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v", set, err)
+	}
+	return out
+}
+
+// documents splits a rendered release into its objects, each decoded into a map by kind/name.
+func documents(t *testing.T, manifest string) map[string][]byte {
+	t.Helper()
+	docs := map[string][]byte{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("not YAML: %v\n%s", err, doc)
+		}
+		if meta.Kind == "" {
+			continue // a comment-only document
+		}
+		docs[meta.Kind+"/"+meta.Name] = doc
+	}
+}
+
+func TestLintStrict(t *testing.T) {
+	for _, args := range [][]string{
+		{"--set", "rbac.mode=full"},
+		{"--set", "rbac.mode=backupOnly"},
+		{"-f", filepath.Join("testdata", "everything.values.yaml")},
+	} {
+		if out, err := helm(t, append([]string{"lint", "--strict", "."}, args...)...); err != nil {
+			t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestGolden compares what helm template renders with testdata/*.golden.yaml; `make
+// update-golden` rewrites them after an intended change (review the diff).
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		set  []string
+	}{
+		{"default", nil},
+		{"backuponly", []string{"rbac.mode=backupOnly"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := render(t, tc.set...)
+			path := filepath.Join("testdata", tc.name+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run 'make update-golden' to write it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("helm template differs from %s (run 'make update-golden' and review the diff):\n%s", path, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// TestSchemaRejects installs nothing: helm template already checks values.schema.json.
+func TestSchemaRejects(t *testing.T) {
+	cases := []struct {
+		set  string
+		want string // a part of helm's message
+	}{
+		{"concurrentBackups=zero", "concurrentBackups"},
+		{"concurrentBackups=0", "concurrentBackups"},
+		{"itemBlockWorkerCount=-1", "itemBlockWorkerCount"},
+		{"rbac.mode=admin", "rbac"},
+		{"defaultBackupTTL=30days", "defaultBackupTTL"},
+		{"storage.filesystem.mountPath=relative/path", "mountPath"},
+		{"storage.filesystem.persistence.size=ten", "size"},
+		{"concurentBackups=2", "concurentBackups"}, // a misspelt key is not silently ignored
+		{"storage.locations[0].name=s3", "provider"},
+		{"schedules[0].name=daily", "schedule"},
+		{"extraArgs[0]=concurrent-backups", "extraArgs"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := helm(t, "template", "cairn", ".", "--set", tc.set)
+			if err == nil {
+				t.Fatalf("helm template --set %s: accepted, want a schema error", tc.set)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: %v\nwant a message naming %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// clusterRole decodes the rendered ClusterRole name.
+func clusterRole(t *testing.T, docs map[string][]byte, name string) rbacv1.ClusterRole {
+	t.Helper()
+	doc, ok := docs["ClusterRole/"+name]
+	if !ok {
+		t.Fatalf("no ClusterRole %s rendered", name)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(doc, &role); err != nil {
+		t.Fatal(err)
+	}
+	return role
+}
+
+// generatedClusterRole is config/rbac/role.yaml's ClusterRole: what the reconcilers declare.
+func generatedClusterRole(t *testing.T) rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := documents(t, string(data))
+	return clusterRole(t, docs, "cairn-manager")
+}
+
+func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if (slices.Contains(r.APIGroups, group) || slices.Contains(r.APIGroups, "*")) &&
+			(slices.Contains(r.Resources, resource) || slices.Contains(r.Resources, "*")) &&
+			(slices.Contains(r.Verbs, verb) || slices.Contains(r.Verbs, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRBACModes(t *testing.T) {
+	generated := generatedClusterRole(t)
+	full := documents(t, render(t))
+	backupOnly := documents(t, render(t, "rbac.mode=backupOnly"))
+
+	fullRole := clusterRole(t, full, "cairn-manager")
+	for _, rule := range generated.Rules {
+		if !slices.ContainsFunc(fullRole.Rules, func(r rbacv1.PolicyRule) bool { return equalRule(r, rule) }) {
+			t.Errorf("mode full lacks the reconcilers' rule %v", rule)
+		}
+	}
+	if !grants(fullRole.Rules, "apps", "deployments", "create") {
+		t.Errorf("mode full cannot create what a restore restores")
+	}
+
+	onlyRole := clusterRole(t, backupOnly, "cairn-manager")
+	for _, check := range []struct {
+		group, resource, verb string
+		want                  bool
+	}{
+		{"apps", "deployments", "list", true},
+		{"", "secrets", "get", true},
+		{"apps", "deployments", "create", false},
+		{"", "configmaps", "patch", false},
+		{"", "pods", "update", false},
+		{"cairn.dev", "backups", "create", true},
+		{"cairn.dev", "backups", "delete", true},
+		{"cairn.dev", "restores/status", "patch", true},
+		{"cairn.dev", "downloadrequests", "delete", true},
+		{"events.k8s.io", "events", "create", true},
+		{"snapshot.storage.k8s.io", "volumesnapshots", "create", true},
+	} {
+		if got := grants(onlyRole.Rules, check.group, check.resource, check.verb); got != check.want {
+			t.Errorf("backupOnly grants %s %s.%s: %v, want %v", check.verb, check.resource, check.group, got, check.want)
+		}
+	}
+
+	for mode, docs := range map[string]map[string][]byte{"full": full, "backupOnly": backupOnly} {
+		for key, doc := range docs {
+			if !strings.HasPrefix(key, "ClusterRoleBinding/") && !strings.HasPrefix(key, "RoleBinding/") {
+				continue
+			}
+			var binding rbacv1.RoleBinding // the same fields as a ClusterRoleBinding
+			if err := yaml.Unmarshal(doc, &binding); err != nil {
+				t.Fatal(err)
+			}
+			if binding.RoleRef.Name == "cluster-admin" || binding.RoleRef.Name == "admin" {
+				t.Errorf("mode %s: %s binds %s", mode, key, binding.RoleRef.Name)
+			}
+		}
+	}
+
+	editor := clusterRole(t, full, "cairn-backup-editor")
+	for _, resource := range []string{"backups", "restores", "schedules", "downloadrequests"} {
+		for _, verb := range []string{"create", "get", "patch"} {
+			if !grants(editor.Rules, "cairn.dev", resource, verb) {
+				t.Errorf("cairn-backup-editor cannot %s %s", verb, resource)
+			}
+		}
+	}
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) &&
+		slices.Equal(a.Verbs, b.Verbs) && slices.Equal(a.ResourceNames, b.ResourceNames) &&
+		slices.Equal(a.NonResourceURLs, b.NonResourceURLs)
+}
+
+// TestStorageVolume: the filesystem location's volume is a claim, an emptyDir or a hostPath.
+func TestStorageVolume(t *testing.T) {
+	cases := []struct {
+		name      string
+		set       []string
+		wantClaim bool
+		volume    func(corev1.Volume) bool
+		warning   bool
+	}{
+		{"claim", nil, true, func(v corev1.Volume) bool {
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "cairn-storage"
+		}, false},
+		{"emptyDir", []string{"storage.filesystem.persistence.enabled=false"}, false,
+			func(v corev1.Volume) bool { return v.EmptyDir != nil }, true},
+		{"hostPath", []string{"storage.filesystem.hostPath=/srv/cairn"}, false,
+			func(v corev1.Volume) bool { return v.HostPath != nil && v.HostPath.Path == "/srv/cairn" }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := documents(t, render(t, tc.set...))
+			_, claim := docs["PersistentVolumeClaim/cairn-storage"]
+			if claim != tc.wantClaim {
+				t.Errorf("claim rendered: %v, want %v", claim, tc.wantClaim)
+			}
+			var d appsv1.Deployment
+			if err := yaml.UnmarshalStrict(docs["Deployment/cairn"], &d); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.volume(storageVolume(d)) {
+				t.Errorf("storage volume is %+v", storageVolume(d))
+			}
+			notes, err := helm(t, append([]string{"install", "cairn", ".", "--dry-run=client", "--namespace", "cairn-system"}, setArgs(tc.set)...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(notes, "WARNING: the filesystem location"); got != tc.warning {
+				t.Errorf("NOTES warn about an emptyDir: %v, want %v", got, tc.warning)
+			}
+		})
+	}
+}
+
+func setArgs(set []string) []string {
+	var args []string
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+// storageVolume is the Deployment's volume named storage (the filesystem location's).
+func storageVolume(d appsv1.Deployment) corev1.Volume {
+	for _, vol := range d.Spec.Template.Spec.Volumes {
+		if vol.Name == "storage" {
+			return vol
+		}
+	}
+	return corev1.Volume{}
+}
+
+// lineDiff shows where two renderings part: the first differing line, with a few around it.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	i := 0
+	for i < len(w) && i < len(g) && w[i] == g[i] {
+		i++
+	}
+	from := max(0, i-3)
+	var b strings.Builder
+	fmt.Fprintf(&b, "first difference at line %d\n", i+1)
+	for j := from; j < i+4; j++ {
+		if j < len(w) {
+			fmt.Fprintf(&b, "- %s\n", w[j])
+		}
+		if j < len(g) {
+			fmt.Fprintf(&b, "+ %s\n", g[j])
+		}
+	}
+	return b.String()
+}
+
+// TestEveryPartRendersValidObjects renders every optional part of the chart at once and decodes
+// each object strictly into its Go type: a misspelt or misplaced field fails here, not at
+// install.
+func TestEveryPartRendersValidObjects(t *testing.T) {
+	out, err := helm(t, "template", "cairn", ".", "--namespace", "cairn-system", "-f", filepath.Join("testdata", "everything.values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := documents(t, out)
+	types := map[string]func() any{
+		"Deployment":               func() any { return &appsv1.Deployment{} },
+		"Service":                  func() any { return &corev1.Service{} },
+		"ServiceAccount":           func() any { return &corev1.ServiceAccount{} },
+		"Secret":                   func() any { return &corev1.Secret{} },
+		"PersistentVolumeClaim":    func() any { return &corev1.PersistentVolumeClaim{} },
+		"PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
+		"ClusterRole":              func() any { return &rbacv1.ClusterRole{} },
+		"ClusterRoleBinding":       func() any { return &rbacv1.ClusterRoleBinding{} },
+		"Role":                     func() any { return &rbacv1.Role{} },
+		"RoleBinding":              func() any { return &rbacv1.RoleBinding{} },
+		"CustomResourceDefinition": func() any { return &apiextensionsv1.CustomResourceDefinition{} },
+		"BackupStorageLocation":    func() any { return &cairnv1.BackupStorageLocation{} },
+		"Schedule":                 func() any { return &cairnv1.Schedule{} },
+		"ServiceMonitor":           nil, // the Prometheus operator's kind: no Go type here
+	}
+	kinds := map[string]int{}
+	for key, doc := range docs {
+		kind := strings.SplitN(key, "/", 2)[0]
+		kinds[kind]++
+		newObj, known := types[kind]
+		if !known {
+			t.Errorf("%s: a kind the test does not know", key)
+			continue
+		}
+		if newObj == nil {
+			continue
+		}
+		if err := yaml.UnmarshalStrict(doc, newObj()); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 1, "ServiceMonitor": 1, "PersistentVolumeClaim": 1} {
+		if kinds[kind] != want {
+			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, want)
+		}
+	}
+
+	var s3 cairnv1.BackupStorageLocation
+	if err := yaml.Unmarshal(docs["BackupStorageLocation/s3"], &s3); err != nil {
+		t.Fatal(err)
+	}
+	if s3.Spec.Credential == nil || s3.Spec.Credential.Name != "cairn-s3-credential" || s3.Spec.AccessMode != cairnv1.AccessModeReadOnly ||
+		s3.Spec.Config[cairnv1.ConfigKeyEndpoint] != "https://s3.example.com" || s3.Spec.ObjectStorage.Prefix != "cluster-a" {
+		t.Errorf("location s3: %+v", s3.Spec)
+	}
+	var minio cairnv1.BackupStorageLocation
+	if err := yaml.Unmarshal(docs["BackupStorageLocation/minio"], &minio); err != nil {
+		t.Fatal(err)
+	}
+	if minio.Spec.Credential == nil || minio.Spec.Credential.Name != "minio-creds" || minio.Spec.Credential.Key != "credentials" {
+		t.Errorf("location minio: credential %+v, want the existing Secret", minio.Spec.Credential)
+	}
+	var secret corev1.Secret
+	if err := yaml.Unmarshal(docs["Secret/cairn-s3-credential"], &secret); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(secret.StringData["cloud"], "aws_access_key_id = a") {
+		t.Errorf("credential Secret: %q", secret.StringData)
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(docs["Deployment/cairn"], &d); err != nil {
+		t.Fatal(err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--restore-resource-priorities=namespaces,persistentvolumeclaims,secrets", "--zap-log-level=debug", "--zap-devel"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "cairn-sa" || *d.Spec.Replicas != 2 {
+		t.Errorf("serviceAccountName %q, replicas %d", d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
+	}
+}

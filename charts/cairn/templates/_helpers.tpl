@@ -1,0 +1,78 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "cairn.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's full name: a prefix for every object, cluster-scoped ones included. */}}
+{{- define "cairn.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "cairn.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "cairn.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the manager's pods. */}}
+{{- define "cairn.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cairn.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: manager
+{{- end }}
+
+{{/* The manager's ServiceAccount. */}}
+{{- define "cairn.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "cairn.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The claim of the filesystem location: an existing one, or the chart's. */}}
+{{- define "cairn.storageClaim" -}}
+{{- default (printf "%s-storage" (include "cairn.fullname" .)) .Values.storage.filesystem.persistence.existingClaim }}
+{{- end }}
+
+{{/* The Secret that holds a location's credential (the argument: dict "root" $ "location" $loc). */}}
+{{- define "cairn.credentialSecret" -}}
+{{- $cred := .location.credential }}
+{{- if $cred.existingSecret }}
+{{- $cred.existingSecret }}
+{{- else }}
+{{- printf "%s-%s-credential" (include "cairn.fullname" .root) .location.name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The manager's generated RBAC (config/rbac/role.yaml, from the reconcilers' +kubebuilder:rbac
+markers; `make manifests` copies it to files/rbac/role.yaml). "cairn.generatedRules" returns the
+rules of its object of the given kind as YAML ({rules: [...]}).
+*/}}
+{{- define "cairn.generatedRules" -}}
+{{- $rules := list }}
+{{- range $doc := regexSplit "(?m)^---\\s*$" (.root.Files.Get "files/rbac/role.yaml") -1 }}
+{{- $obj := fromYaml $doc }}
+{{- if eq (get $obj "kind") $.kind }}
+{{- $rules = $obj.rules }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "rules" $rules) }}
+{{- end }}
+
+{{/* The write verbs that rbac.mode backupOnly takes from the wildcard rules. */}}
+{{- define "cairn.writeVerbs" -}}
+create update patch delete deletecollection
+{{- end }}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestChartDefaultsAreTheManagers: every manager flag the Helm chart sets has the manager's own
+// default in charts/cairn/values.yaml, so that installing with the chart changes nothing that
+// running the binary would not.
+func TestChartDefaultsAreTheManagers(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "charts", "cairn", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	var o options
+	fs := newFlagSet(&o)
+	for value, flagName := range map[string]string{
+		"concurrentBackups":          "concurrent-backups",
+		"concurrentRestores":         "concurrent-restores",
+		"itemBlockWorkerCount":       "item-block-worker-count",
+		"restoreWorkerCount":         "restore-worker-count",
+		"defaultBackupTTL":           "default-backup-ttl",
+		"queueResyncPeriod":          "queue-resync-period",
+		"itemOperationSyncFrequency": "item-operation-sync-frequency",
+		"storageTimeout":             "storage-timeout",
+		"retryBackoffMin":            "retry-backoff-min",
+		"retryBackoffMax":            "retry-backoff-max",
+		"phaseTimeout":               "phase-timeout",
+		"restoreNamespaceTimeout":    "restore-namespace-timeout",
+	} {
+		f := fs.Lookup(flagName)
+		if f == nil {
+			t.Errorf("the chart sets --%s, which the manager does not have", flagName)
+			continue
+		}
+		got, ok := values[value]
+		if !ok {
+			t.Errorf("values.yaml has no %s (--%s)", value, flagName)
+			continue
+		}
+		switch got := got.(type) {
+		case float64: // YAML numbers
+			if want, err := strconv.Atoi(f.DefValue); err != nil || int(got) != want {
+				t.Errorf("values.yaml %s: %v, the manager's --%s default: %s", value, got, flagName, f.DefValue)
+			}
+		case string:
+			gotD, err1 := time.ParseDuration(got)
+			wantD, err2 := time.ParseDuration(f.DefValue)
+			if err1 != nil || err2 != nil || gotD != wantD {
+				t.Errorf("values.yaml %s: %q, the manager's --%s default: %s", value, got, flagName, f.DefValue)
+			}
+		default:
+			t.Errorf("values.yaml %s: %v of type %T", value, got, got)
+		}
+	}
+	if got, want := values["logLevel"], "info"; got != want {
+		t.Errorf("values.yaml logLevel: %v, want %s (zap's default)", got, want)
+	}
+}

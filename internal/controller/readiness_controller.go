@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/readiness"
+)
+
+// ReadinessReconciler owns the kstatus conditions of one kind — Ready, Reconciling and Stalled
+// (cairnv1.ConditionReady...) — and nothing else, as cert-manager's readiness controller does
+// for Certificates. It never moves a phase: it reads the phase its owners wrote, derives the
+// conditions from it (internal/readiness) and writes them when they differ. No phase owner
+// writes these conditions, so a phase owner never has to remember them.
+type ReadinessReconciler[T client.Object] struct {
+	Client client.Client
+	Clock  clock.PassiveClock
+	// Kind names the reconciler ("readiness-backup").
+	Kind string
+	// New returns an empty object of the kind.
+	New func() T
+	// Conditions returns the object's status.conditions, to be changed in place.
+	Conditions func(T) *[]metav1.Condition
+	// Decide is internal/readiness's decision for the kind.
+	Decide func(T) readiness.Conditions
+}
+
+// readinessReconcilers are the readiness reconcilers of Backup, Restore, Schedule and
+// BackupStorageLocation, set up together.
+type readinessReconcilers []interface{ SetupWithManager(ctrl.Manager) error }
+
+// SetupWithManager registers each of them.
+func (rs readinessReconcilers) SetupWithManager(mgr ctrl.Manager) error {
+	for _, r := range rs {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newReadinessReconcilers makes the readiness reconcilers of every kind.
+func newReadinessReconcilers(c client.Client, clk clock.PassiveClock) readinessReconcilers {
+	return readinessReconcilers{
+		&ReadinessReconciler[*cairnv1.Backup]{Client: c, Clock: clk, Kind: "backup",
+			New:        func() *cairnv1.Backup { return &cairnv1.Backup{} },
+			Conditions: func(b *cairnv1.Backup) *[]metav1.Condition { return &b.Status.Conditions },
+			Decide:     readiness.Backup},
+		&ReadinessReconciler[*cairnv1.Restore]{Client: c, Clock: clk, Kind: "restore",
+			New:        func() *cairnv1.Restore { return &cairnv1.Restore{} },
+			Conditions: func(rs *cairnv1.Restore) *[]metav1.Condition { return &rs.Status.Conditions },
+			Decide:     readiness.Restore},
+		&ReadinessReconciler[*cairnv1.Schedule]{Client: c, Clock: clk, Kind: "schedule",
+			New:        func() *cairnv1.Schedule { return &cairnv1.Schedule{} },
+			Conditions: func(s *cairnv1.Schedule) *[]metav1.Condition { return &s.Status.Conditions },
+			Decide:     readiness.Schedule},
+		&ReadinessReconciler[*cairnv1.BackupStorageLocation]{Client: c, Clock: clk, Kind: "storagelocation",
+			New:        func() *cairnv1.BackupStorageLocation { return &cairnv1.BackupStorageLocation{} },
+			Conditions: func(l *cairnv1.BackupStorageLocation) *[]metav1.Condition { return &l.Status.Conditions },
+			Decide:     readiness.StorageLocation},
+	}
+}
+
+// Reconcile writes the object's kstatus conditions when its phase says other than they do.
+func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	old := obj.DeepCopyObject().(T)
+	if !readiness.Apply(r.Conditions(obj), r.Decide(obj), r.Clock.Now()) {
+		return ctrl.Result{}, nil
+	}
+	err := r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
+		// Someone wrote first: that write is an update event, which reconciles again on it.
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// SetupWithManager registers the reconciler for its kind.
+func (r *ReadinessReconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("readiness-" + r.Kind).For(r.New()).Complete(r)
+}

@@ -1,0 +1,205 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) *metav1.Time { t := metav1.NewTime(t0.Add(d)); return &t }
+
+func backupIn(phase cairnv1.BackupPhase, schedule string) *cairnv1.Backup {
+	b := &cairnv1.Backup{Status: cairnv1.BackupStatus{Phase: phase}}
+	if schedule != "" {
+		b.Labels = map[string]string{cairnv1.ScheduleNameLabel: schedule}
+	}
+	return b
+}
+
+// synced marks b as made by sync from location dr.
+func synced(b *cairnv1.Backup) *cairnv1.Backup {
+	b.Annotations = map[string]string{syncedFromAnnotation: "dr"}
+	return b
+}
+
+// histogramCount is how many observations h has.
+func histogramCount(t *testing.T, h prometheus.Observer) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+func TestObserveBackup(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, cur *cairnv1.Backup
+		counter  prometheus.Collector // the one that must move, by want
+		want     float64
+	}{
+		{"started", backupIn(cairnv1.BackupPhaseReadyToStart, "nightly"), backupIn(cairnv1.BackupPhaseInProgress, "nightly"),
+			backupAttempts.WithLabelValues("nightly"), 1},
+		{"completed", backupIn(cairnv1.BackupPhaseFinalizing, ""), backupIn(cairnv1.BackupPhaseCompleted, ""),
+			backupSuccesses.WithLabelValues(""), 1},
+		{"partially failed", backupIn(cairnv1.BackupPhaseFinalizingPartiallyFailed, "a"), backupIn(cairnv1.BackupPhasePartiallyFailed, "a"),
+			backupPartialFailures.WithLabelValues("a"), 1},
+		{"failed", backupIn(cairnv1.BackupPhaseFinalizingCancelled, "a"), backupIn(cairnv1.BackupPhaseFailed, "a"),
+			backupFailures.WithLabelValues("a"), 1},
+		{"failed validation", backupIn("", "a"), backupIn(cairnv1.BackupPhaseFailedValidation, "a"),
+			backupValidationFailures.WithLabelValues("a"), 1},
+		{"deleting", backupIn(cairnv1.BackupPhaseCompleted, ""), backupIn(cairnv1.BackupPhaseDeleting, ""), deletionAttempts, 1},
+		{"deletion failed", backupIn(cairnv1.BackupPhaseDeleting, ""), backupIn(cairnv1.BackupPhaseDeletionFailed, ""), deletionFailures, 1},
+		{"the same phase again (a progress write) counts nothing", backupIn(cairnv1.BackupPhaseInProgress, "b"), backupIn(cairnv1.BackupPhaseInProgress, "b"),
+			backupAttempts.WithLabelValues("b"), 0},
+		{"New written over \"\" counts nothing", backupIn("", "c"), backupIn(cairnv1.BackupPhaseNew, "c"), backupAttempts.WithLabelValues("c"), 0},
+		{"a backup found in storage is counted as synced", synced(backupIn("", "d")), synced(backupIn(cairnv1.BackupPhaseCompleted, "d")),
+			syncImported.WithLabelValues("dr"), 1},
+		{"… and not as a success here", synced(backupIn("", "e")), synced(backupIn(cairnv1.BackupPhaseCompleted, "e")),
+			backupSuccesses.WithLabelValues("e"), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := testutil.ToFloat64(tt.counter)
+			ObserveBackup(tt.old, tt.cur)
+			if got := testutil.ToFloat64(tt.counter) - before; got != tt.want {
+				t.Errorf("moved by %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestObserveBackupDurationItemsAndQueueWait(t *testing.T) {
+	old := backupIn(cairnv1.BackupPhaseFinalizing, "timed")
+	cur := backupIn(cairnv1.BackupPhaseCompleted, "timed")
+	cur.Status.StartTimestamp, cur.Status.CompletionTimestamp = at(0), at(90*time.Second)
+	cur.Status.Progress = cairnv1.NewBackupProgress(12, 12)
+	items := testutil.ToFloat64(backupItems.WithLabelValues("timed"))
+	ObserveBackup(old, cur)
+	if got := testutil.ToFloat64(backupItems.WithLabelValues("timed")) - items; got != 12 {
+		t.Errorf("items moved by %v, want 12", got)
+	}
+	if got := histogramCount(t, backupDuration.WithLabelValues("timed")); got != 1 {
+		t.Errorf("duration observations %d, want 1", got)
+	}
+
+	queued := backupIn(cairnv1.BackupPhaseQueued, "")
+	queued.Status.PhaseTransitionTime = at(0)
+	dequeued := backupIn(cairnv1.BackupPhaseReadyToStart, "")
+	dequeued.Status.PhaseTransitionTime = at(time.Minute)
+	waits := histogramCount(t, backupQueueWait)
+	ObserveBackup(queued, dequeued)
+	if got := histogramCount(t, backupQueueWait) - waits; got != 1 {
+		t.Errorf("queue wait observations %d, want 1", got)
+	}
+	// A transition time going backwards (clock skew between replicas) is no observation.
+	dequeued.Status.PhaseTransitionTime = at(-time.Minute)
+	ObserveBackup(queued, dequeued)
+	if got := histogramCount(t, backupQueueWait) - waits; got != 1 {
+		t.Errorf("queue wait observations %d, want still 1", got)
+	}
+}
+
+func TestObserveRestore(t *testing.T) {
+	restore := func(phase cairnv1.RestorePhase) *cairnv1.Restore {
+		return &cairnv1.Restore{Status: cairnv1.RestoreStatus{Phase: phase}}
+	}
+	tests := []struct {
+		name     string
+		from, to cairnv1.RestorePhase
+		counter  prometheus.Collector
+	}{
+		{"started", cairnv1.RestorePhaseReadyToStart, cairnv1.RestorePhaseInProgress, restoreAttempts.WithLabelValues("")},
+		{"completed", cairnv1.RestorePhaseFinalizing, cairnv1.RestorePhaseCompleted, restoreSuccesses.WithLabelValues("")},
+		{"partially failed", cairnv1.RestorePhaseFinalizingPartiallyFailed, cairnv1.RestorePhasePartiallyFailed, restorePartialFailures.WithLabelValues("")},
+		{"failed", cairnv1.RestorePhaseFinalizingCancelled, cairnv1.RestorePhaseFailed, restoreFailures.WithLabelValues("")},
+		{"failed validation", cairnv1.RestorePhaseNew, cairnv1.RestorePhaseFailedValidation, restoreValidationFailures.WithLabelValues("")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := testutil.ToFloat64(tt.counter)
+			ObserveRestore(restore(tt.from), restore(tt.to))
+			if got := testutil.ToFloat64(tt.counter) - before; got != 1 {
+				t.Errorf("moved by %v, want 1", got)
+			}
+		})
+	}
+}
+
+func TestGauges(t *testing.T) {
+	finished := func(name, schedule string, phase cairnv1.BackupPhase, minutes int) cairnv1.Backup {
+		b := backupIn(phase, schedule)
+		b.Name = name
+		b.Status.CompletionTimestamp = at(time.Duration(minutes) * time.Minute)
+		return *b
+	}
+	backups := []cairnv1.Backup{
+		finished("n1", "nightly", cairnv1.BackupPhaseCompleted, 10),
+		finished("n2", "nightly", cairnv1.BackupPhaseFailed, 20), // the newest of nightly failed
+		finished("h1", "hourly", cairnv1.BackupPhasePartiallyFailed, 5),
+		finished("h2", "hourly", cairnv1.BackupPhaseCompleted, 30), // the newest of hourly succeeded
+		finished("m1", "", cairnv1.BackupPhaseCompleted, 1),
+		*backupIn(cairnv1.BackupPhaseQueued, "hourly"),
+		*backupIn(cairnv1.BackupPhaseQueued, ""),
+		*backupIn("", ""),
+	}
+	restores := []cairnv1.Restore{{Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseQueued}}, {}}
+	locations := []cairnv1.BackupStorageLocation{
+		{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "s3"}, Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseUnavailable}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "new"}},
+	}
+	got := map[string]float64{}
+	for _, g := range gauges(backups, restores, locations) {
+		key := g.desc.String()
+		for _, l := range g.labels {
+			key += "/" + l
+		}
+		got[key] = g.value
+	}
+	value := func(d *prometheus.Desc, labels ...string) float64 {
+		key := d.String()
+		for _, l := range labels {
+			key += "/" + l
+		}
+		v, ok := got[key]
+		if !ok {
+			t.Errorf("no sample %s %v", d, labels)
+		}
+		return v
+	}
+	checks := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"backups Completed", value(backupsDesc, "Completed"), 3},
+		{"backups New (\"\" counts as New)", value(backupsDesc, "New"), 1},
+		{"backups Deleting (every phase has a sample)", value(backupsDesc, "Deleting"), 0},
+		{"backup queue length", value(backupQueueLengthDesc), 2},
+		{"last success of nightly", value(lastSuccessDesc, "nightly"), float64(t0.Add(10 * time.Minute).Unix())},
+		{"last success of hourly", value(lastSuccessDesc, "hourly"), float64(t0.Add(30 * time.Minute).Unix())},
+		{"last success by hand", value(lastSuccessDesc, ""), float64(t0.Add(time.Minute).Unix())},
+		{"last status of nightly (its newest failed)", value(lastStatusDesc, "nightly"), 0},
+		{"last status of hourly", value(lastStatusDesc, "hourly"), 1},
+		{"restores New", value(restoresDesc, "New"), 1},
+		{"restore queue length", value(restoreQueueLengthDesc), 1},
+		{"default available", value(locationAvailableDesc, "default"), 1},
+		{"s3 unavailable", value(locationAvailableDesc, "s3"), 0},
+		{"a location not checked yet", value(locationAvailableDesc, "new"), 0},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cairn-backup/cairn/internal/testenv"
+)
+
+// The chart installed with helm into a control plane of its own that has never seen Cairn (no
+// CRDs: the chart brings them), and the manager run exactly as the chart's pod would run it:
+// the Deployment's arguments, authenticated as the chart's ServiceAccount with a token from the
+// TokenRequest API, so that the RBAC the chart grants is proven sufficient (or, in backupOnly
+// mode, proven to refuse restores). There is no kubelet: the Deployment's pod never runs, the
+// manager runs here. Each spec installs its own release in its own namespace.
+var _ = Describe("The Helm chart", Ordered, func() {
+	var cluster *helmCluster
+
+	BeforeAll(func() {
+		cluster = startHelmCluster()
+	})
+
+	It("installs, backs up, restores, runs a schedule, cancels and deletes with exactly the RBAC it grants (full), upgrades a flag and uninstalls keeping the CRDs, the backups and their data", func() {
+		const ns, release, app = "cairn-full", "cairn-full", "helm-app-full"
+		storage := filepath.Join(GinkgoT().TempDir(), "backups")
+		values := []string{
+			"--set", "storage.filesystem.mountPath=" + storage,
+			"--set", "schedules[0].name=often",
+			"--set", "schedules[0].schedule=@every 5s",
+			"--set", "schedules[0].template.includedNamespaces[0]=" + app,
+		}
+		cluster.kubectlOK("create", "namespace", ns)
+		cluster.kubectlOK("create", "namespace", app)
+		cluster.kubectlOK("create", "configmap", "settings", "-n", app, "--from-literal=color=blue")
+
+		By("installing with --dry-run=server, then for real")
+		out := cluster.helmOK(append([]string{"install", release, chartDir(), "-n", ns, "--dry-run=server", "--take-ownership"}, values...)...)
+		Expect(out).To(ContainSubstring("kind: CustomResourceDefinition"))
+		_, _, err := cluster.kubectl("get", "crd", "backups.cairn.dev")
+		Expect(err).To(HaveOccurred(), "a dry run creates nothing")
+		out = cluster.helmOK(append([]string{"install", release, chartDir(), "-n", ns, "--take-ownership"}, values...)...)
+		Expect(out).To(ContainSubstring("STATUS: deployed"))
+		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path}")).To(Equal(storage))
+		Expect(cluster.kubectlOK("get", "schedule", "often", "-n", ns, "-o", "jsonpath={.spec.schedule}")).To(Equal("@every 5s"))
+		Expect(cluster.kubectlOK("get", "pvc", release+"-storage", "-n", ns, "-o", "name")).To(Equal("persistentvolumeclaim/" + release + "-storage\n"))
+
+		m := cluster.runManagerAsChart(ns, release, release)
+		DeferCleanup(m.stop)
+
+		By("backing up")
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: first, namespace: %s}
+spec: {includedNamespaces: [%s]}
+`, ns, app))
+		cluster.waitPhase(m, "backup", ns, "first", "Completed")
+		Expect(filepath.Join(storage, "backups", ns, "first", "cairn-backup.json")).To(BeAnExistingFile())
+
+		By("restoring into another namespace")
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Restore
+metadata: {name: copy, namespace: %s}
+spec:
+  backupName: first
+  namespaceMapping: {%s: %s-copy}
+`, ns, app, app))
+		cluster.waitPhase(m, "restore", ns, "copy", "Completed")
+		cluster.kubectlOK("wait", "restore/copy", "-n", ns, "--for=condition=Ready", "--timeout=30s")
+		Expect(cluster.kubectlOK("get", "configmap", "settings", "-n", app+"-copy", "-o", "jsonpath={.data.color}")).To(Equal("blue"))
+
+		By("running the schedule from the values")
+		Eventually(func() []string {
+			return strings.Fields(cluster.kubectlOK("get", "backups", "-n", ns, "-l", "cairn.dev/schedule-name=often", "-o", "jsonpath={.items[*].status.phase}"))
+		}).WithTimeout(90*time.Second).WithPolling(time.Second).Should(ContainElement("Completed"), func() string { return m.log.String() })
+
+		By("cancelling a backup")
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: cancelled, namespace: %s}
+spec: {includedNamespaces: [%s], cancel: true}
+`, ns, app))
+		cluster.waitPhase(m, "backup", ns, "cancelled", "Failed")
+		Expect(cluster.kubectlOK("get", "backup", "cancelled", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Cancelled")].status}`)).To(Equal("True"))
+
+		By("deleting a backup and its data")
+		cluster.kubectlOK("delete", "backup", "first", "-n", ns, "--timeout=60s")
+		Expect(filepath.Join(storage, "backups", ns, "first", "cairn-backup.json")).NotTo(BeAnExistingFile())
+
+		By("upgrading a flag, and pausing the schedule")
+		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=3", "--set", "schedules[0].paused=true"}, values...)...)
+		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=3"))
+		cluster.kubectlOK("wait", "schedule/often", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
+
+		By("uninstalling: the CRDs, the backups and their data stay")
+		m.stop()
+		scheduled := strings.Fields(cluster.kubectlOK("get", "backups", "-n", ns, "-l", "cairn.dev/schedule-name=often",
+			"-o", `jsonpath={.items[?(@.status.phase=="Completed")].metadata.name}`))[0]
+		cluster.helmOK("uninstall", release, "-n", ns, "--wait")
+		_, _, err = cluster.kubectl("get", "deployment", release, "-n", ns)
+		Expect(err).To(HaveOccurred(), "the release's objects are gone")
+		for _, crd := range []string{"backups", "restores", "schedules", "backupstoragelocations"} {
+			cluster.kubectlOK("get", "crd", crd+".cairn.dev")
+		}
+		Expect(cluster.kubectlOK("get", "backup", scheduled, "-n", ns, "-o", "jsonpath={.status.phase}")).To(Equal("Completed"))
+		Expect(filepath.Join(storage, "backups", ns, scheduled, "cairn-backup.json")).To(BeAnExistingFile())
+		cluster.kubectlOK("get", "pvc", release+"-storage", "-n", ns)
+		// The schedule (a hook object, kept) would go on running under a later manager.
+		cluster.kubectlOK("delete", "schedule", "often", "-n", ns)
+	})
+
+	It("backs up but refuses restores, saying why, in rbac.mode backupOnly; a second replica takes over", func() {
+		const ns, release, app = "cairn-backuponly", "cairn-backuponly", "helm-app-backuponly"
+		storage := filepath.Join(GinkgoT().TempDir(), "backups")
+		cluster.kubectlOK("create", "namespace", ns)
+		cluster.kubectlOK("create", "namespace", app)
+		cluster.kubectlOK("create", "configmap", "settings", "-n", app, "--from-literal=color=green")
+		cluster.helmOK("install", release, chartDir(), "-n", ns, "--take-ownership",
+			"--set", "rbac.mode=backupOnly", "--set", "storage.filesystem.mountPath="+storage)
+		sa := "system:serviceaccount:" + ns + ":" + release
+		Expect(cluster.kubectlOK("auth", "can-i", "list", "configmaps", "-A", "--as", sa)).To(Equal("yes\n"))
+		out, _, _ := cluster.kubectl("auth", "can-i", "create", "configmaps", "-n", app, "--as", sa)
+		Expect(out).To(Equal("no\n"))
+
+		m := cluster.runManagerAsChart(ns, release, release)
+		DeferCleanup(m.stop)
+
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: only, namespace: %s}
+spec: {includedNamespaces: [%s]}
+`, ns, app))
+		cluster.waitPhase(m, "backup", ns, "only", "Completed")
+		Expect(filepath.Join(storage, "backups", ns, "only", "cairn-backup.json")).To(BeAnExistingFile())
+
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Restore
+metadata: {name: refused, namespace: %s}
+spec: {backupName: only}
+`, ns))
+		cluster.waitPhase(m, "restore", ns, "refused", "FailedValidation")
+		cluster.kubectlOK("wait", "restore/refused", "-n", ns, "--for=condition=Stalled", "--timeout=30s")
+		Expect(cluster.kubectlOK("get", "restore", "refused", "-n", ns, "-o", "jsonpath={.status.validationErrors}")).
+			To(And(ContainSubstring("not allowed to create the resources a restore creates"), ContainSubstring("rbac.mode backupOnly")))
+
+		By("running a second replica, ready on standby, which takes over when the leader stops")
+		standby := cluster.runManagerAsChart(ns, release, release)
+		DeferCleanup(standby.stop)
+		m.stop()
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: after-failover, namespace: %s}
+spec: {includedNamespaces: [%s]}
+`, ns, app))
+		cluster.waitPhase(standby, "backup", ns, "after-failover", "Completed")
+	})
+})
+
+// helmCluster is a control plane of the helm specs' own, with an administrator's kubeconfig.
+type helmCluster struct {
+	env        *envtest.Environment
+	kubeconfig string
+	helmHome   string
+}
+
+func startHelmCluster() *helmCluster {
+	GinkgoHelper()
+	env, err := testenv.New()
+	Expect(err).NotTo(HaveOccurred())
+	// Only the CSI snapshot CRDs, as a cluster with a CSI driver has: Cairn's come with the chart.
+	env.CRDDirectoryPaths = []string{testenv.SnapshotCRDDir()}
+	_, err = env.Start()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(env.Stop)
+	cm, err := testenv.StartControllerManager(GinkgoT(), env)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(cm.Stop)
+	admin, err := env.AddUser(envtest.User{Name: "helm-admin", Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := admin.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	dir := GinkgoT().TempDir()
+	c := &helmCluster{env: env, kubeconfig: filepath.Join(dir, "kubeconfig"), helmHome: filepath.Join(dir, "helm")}
+	Expect(os.WriteFile(c.kubeconfig, data, 0o600)).To(Succeed())
+	return c
+}
+
+// helmBinary is $HELM (the Makefile sets it), else the Makefile's pinned helm in bin/.
+func helmBinary() string {
+	if path := os.Getenv("HELM"); path != "" {
+		return path
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "helm-v4.3.1")
+}
+
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "cairn") }
+
+// helmOK runs helm against the cluster, with no user configuration, and fails the spec if it fails.
+func (c *helmCluster) helmOK(args ...string) string {
+	GinkgoHelper()
+	Expect(helmBinary()).To(BeAnExistingFile(), "run 'make helm' first")
+	cmd := exec.Command(helmBinary(), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+c.helmHome, "HELM_CACHE_HOME="+c.helmHome, "HELM_DATA_HOME="+c.helmHome)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	fmt.Fprintf(GinkgoWriter, "$ helm %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	Expect(err).NotTo(HaveOccurred(), "helm %v: %s", args, stderr.String())
+	return stdout.String()
+}
+
+func (c *helmCluster) kubectl(args ...string) (string, string, error) {
+	return kubectlWith(c.kubeconfig, args...)
+}
+
+func (c *helmCluster) kubectlOK(args ...string) string {
+	GinkgoHelper()
+	stdout, stderr, err := c.kubectl(args...)
+	Expect(err).NotTo(HaveOccurred(), "kubectl %v: %s", args, stderr)
+	return stdout
+}
+
+func (c *helmCluster) apply(manifest string) {
+	GinkgoHelper()
+	cmd := exec.Command(kubectlBinary(), "--kubeconfig", c.kubeconfig, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "kubectl apply: %s\n%s", out, manifest)
+}
+
+// waitPhase waits with kubectl for the phase of a backup or restore; on failure it shows the
+// object and m's log.
+func (c *helmCluster) waitPhase(m *managerProcess, kind, namespace, name, phase string) {
+	GinkgoHelper()
+	_, stderr, err := c.kubectl("wait", kind+"/"+name, "-n", namespace, "--for=jsonpath={.status.phase}="+phase, "--timeout=90s")
+	if err != nil {
+		yaml, _, _ := c.kubectl("get", kind, name, "-n", namespace, "-o", "yaml")
+		Fail(fmt.Sprintf("%s %s/%s did not reach %s: %s\n%s\nmanager log:\n%s", kind, namespace, name, phase, stderr, yaml, m.log.String()))
+	}
+}
+
+// deploymentArgs are the arguments of the chart's manager container.
+func (c *helmCluster) deploymentArgs(namespace, name string) []string {
+	GinkgoHelper()
+	var args []string
+	out := c.kubectlOK("get", "deployment", name, "-n", namespace, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	Expect(json.Unmarshal([]byte(out), &args)).To(Succeed())
+	return args
+}
+
+// runManagerAsChart runs bin/manager as the chart's pod would: with the Deployment's
+// arguments (but listening on 127.0.0.1, and unpacking restores into a temporary directory
+// instead of the pod's /scratch), authenticated as the chart's ServiceAccount.
+func (c *helmCluster) runManagerAsChart(namespace, deployment, serviceAccount string) *managerProcess {
+	GinkgoHelper()
+	var args []string
+	for _, arg := range c.deploymentArgs(namespace, deployment) {
+		if strings.HasPrefix(arg, "--metrics-bind-address") || strings.HasPrefix(arg, "--health-probe-bind-address") {
+			continue // startManager's loopback addresses
+		}
+		args = append(args, arg)
+	}
+	Expect(args).To(ContainElements("--leader-elect", "--namespace="+namespace))
+	args = append(args, "--restore-scratch-dir="+GinkgoT().TempDir(), "--kubeconfig="+c.serviceAccountKubeconfig(namespace, serviceAccount))
+	return startManager(args...)
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the ServiceAccount with a
+// token from the TokenRequest API, as the kubelet gives a pod.
+func (c *helmCluster) serviceAccountKubeconfig(namespace, serviceAccount string) string {
+	GinkgoHelper()
+	// Not through kubectl(), which would write the token into the test's log.
+	out, err := exec.Command(kubectlBinary(), "--kubeconfig", c.kubeconfig, "create", "token", serviceAccount, "-n", namespace, "--duration=1h").Output()
+	Expect(err).NotTo(HaveOccurred())
+	token := strings.TrimSpace(string(out))
+	cfg, err := clientcmd.LoadFromFile(c.kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	for name := range cfg.AuthInfos {
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	}
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*cfg, path)).To(Succeed())
+	return path
+}
