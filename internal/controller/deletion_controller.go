@@ -149,33 +149,13 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl
 	}
 	// Recorded before it is submitted: the goroutine marks it running as it starts.
 	r.deletions.set(b.UID, deletionRecord{State: deletionWaiting})
-	slots := r.deletionSlots()
-	waitingFor := 0
-	if !slots.submit(base, b.DeepCopy()) {
-		waitingFor = slots.limit
+	// The phase change to Deleting is the backup's one event (PhaseWatcher's, which says when
+	// it expired): a schedule's backups expire together, and every event is a write to the API
+	// server while they go (docs/expiry.md).
+	if slots := r.deletionSlots(); !slots.submit(base, b.DeepCopy()) {
+		ctrl.LoggerFrom(ctx).Info("Backup's deletion waits for a slot", "backup", qualifiedName(b), "running", slots.limit)
 	}
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Deleting", "Delete", "%s", deletingMessage(b, waitingFor))
 	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
-}
-
-// deletingMessage is the one event of a backup whose deletion starts: where its data is
-// deleted from, that it expired (deleted at or after status.expiration, which is how the GC
-// deletes), and that it waits for a deletion slot when waitingFor (the number of running
-// deletions) is not 0. One event, not one per step: a schedule's backups expire together, and
-// every event is a write to the API server while they go (docs/expiry.md).
-func deletingMessage(b *cairnv1.Backup, waitingFor int) string {
-	location := b.Status.StorageLocation
-	if location == "" {
-		location = "(the default)"
-	}
-	msg := "Deleting the backup's data from storage location " + location
-	if exp := b.Status.Expiration; exp != nil && b.DeletionTimestamp != nil && !b.DeletionTimestamp.Before(exp) {
-		msg = fmt.Sprintf("The backup expired at %s. %s", exp.UTC().Format(time.RFC3339), msg)
-	}
-	if waitingFor > 0 {
-		msg += fmt.Sprintf(", once one of the %d running deletions ends", waitingFor)
-	}
-	return msg
 }
 
 // waitForRestore keeps a deleted backup that a restore still reads where it is, saying so in

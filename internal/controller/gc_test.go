@@ -73,8 +73,7 @@ var _ = Describe("Expiry", Ordered, func() {
 				notes = append(notes, e.Reason+": "+e.Note)
 			}
 			return notes
-		}).Should(ContainElement(And(HavePrefix("Deleting: The backup expired at "+b.Status.Expiration.UTC().Format(time.RFC3339)),
-			ContainSubstring("Deleting the backup's data from storage location"))))
+		}).Should(ContainElement("Deleting: Completed → Deleting: the backup expired at " + b.Status.Expiration.UTC().Format(time.RFC3339) + ": deleting its data"))
 	})
 
 	It("gives a backup with ttl 0s no expiration, and the default ttl to one without ttl", func() {

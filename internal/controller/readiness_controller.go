@@ -16,8 +16,11 @@ import (
 // ReadinessReconciler owns the kstatus conditions of one kind — Ready, Reconciling and Stalled
 // (cairnv1.ConditionReady...) — and nothing else, as cert-manager's readiness controller does
 // for Certificates. It never moves a phase: it reads the phase its owners wrote, derives the
-// conditions from it (internal/readiness) and writes them when they differ. No phase owner
-// writes these conditions, so a phase owner never has to remember them.
+// conditions from it (internal/readiness) and writes them when they differ. Backups and
+// restores get them in their owners' own status writes (patchBackupStatus and
+// patchRestoreStatus apply the same decision), so for them this reconciler writes only what no
+// owner wrote yet (a new object, a backup made by sync before its status); schedules and
+// locations, whose status changes rarely, get them from here.
 type ReadinessReconciler[T client.Object] struct {
 	Client client.Client
 	Clock  clock.PassiveClock

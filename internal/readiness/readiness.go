@@ -83,6 +83,10 @@ func Backup(b *cairnv1.Backup) Conditions {
 		s, message = stalled, strings.Join(b.Status.ValidationErrors, "; ")
 	case cairnv1.BackupPhaseDeleting:
 		message = "deleting its data"
+		if exp := b.Status.Expiration; exp != nil && b.DeletionTimestamp != nil && !b.DeletionTimestamp.Before(exp) {
+			// Deleted at or after its expiration: how the GC deletes, and the why of this phase.
+			message = fmt.Sprintf("the backup expired at %s: deleting its data", exp.UTC().Format(time.RFC3339))
+		}
 	case cairnv1.BackupPhaseDeletionFailed:
 		message = "the last attempt to delete its data failed, retrying: " + b.Status.LastDeletionError
 	}

@@ -76,6 +76,26 @@ func TestBackup(t *testing.T) {
 			check(t, Backup(b), tt.want, 2)
 		})
 	}
+	// A backup deleted at or after its expiration says so: the why of its Deleting phase.
+	expiration := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	for _, tt := range []struct {
+		name    string
+		deleted time.Time
+		want    string
+	}{
+		{"deleted before it expired", expiration.Add(-time.Minute), "deleting its data"},
+		{"deleted at its expiration", expiration.Time, "the backup expired at 2026-01-01T10:00:00Z: deleting its data"},
+		{"deleted after it expired", expiration.Add(time.Hour), "the backup expired at 2026-01-01T10:00:00Z: deleting its data"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			deleted := metav1.NewTime(tt.deleted)
+			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &deleted},
+				Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseDeleting, Expiration: &expiration}}
+			if got := Backup(b).Ready.Message; got != tt.want {
+				t.Errorf("message %q, want %q", got, tt.want)
+			}
+		})
+	}
 	// Every phase is decided: none falls through with an empty message.
 	for _, phase := range cairnv1.AllBackupPhases {
 		c := Backup(&cairnv1.Backup{Status: cairnv1.BackupStatus{Phase: phase, FailureReason: "x", ValidationErrors: []string{"x"}, LastDeletionError: "x"}})
