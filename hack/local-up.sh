@@ -153,7 +153,8 @@ up() {
 
   kc apply --server-side --force-conflicts -f "$ROOT/config/crd/bases" >/dev/null
   kc wait --for condition=Established --timeout 60s \
-    crd/backups.cairn.dev crd/backupstoragelocations.cairn.dev crd/restores.cairn.dev >/dev/null
+    crd/backups.cairn.dev crd/backupstoragelocations.cairn.dev crd/restores.cairn.dev \
+    crd/schedules.cairn.dev crd/downloadrequests.cairn.dev >/dev/null
   kc create namespace "$NAMESPACE" --dry-run=client -o yaml | kc apply -f - >/dev/null
   mkdir -p "$DIR/storage"
   kc apply -f - >/dev/null <<BSL
