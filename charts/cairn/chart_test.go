@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := render(t, tc.set...)
+			got := withoutSigningKey(render(t, tc.set...))
 			path := filepath.Join("testdata", tc.name+".golden.yaml")
 			if *update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -139,6 +140,15 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signingKeyLine is the download signing key's line in the chart's Secret.
+var signingKeyLine = regexp.MustCompile(`(?m)^(  signing-key: ).*$`)
+
+// withoutSigningKey replaces the download signing key, random in every helm template (there is no
+// cluster to keep it in), with a fixed text.
+func withoutSigningKey(manifest string) string {
+	return signingKeyLine.ReplaceAllString(manifest, "${1}RANDOM")
 }
 
 // TestSchemaRejects installs nothing: helm template already checks values.schema.json.
@@ -158,6 +168,13 @@ func TestSchemaRejects(t *testing.T) {
 		{"storage.locations[0].name=s3", "provider"},
 		{"schedules[0].name=daily", "schedule"},
 		{"extraArgs[0]=concurrent-backups", "extraArgs"},
+		{"backupSyncPeriod=1day", "backupSyncPeriod"},
+		{"downloadServer.port=0", "port"},
+		{"downloadServer.port=70000", "port"},
+		{"downloadServer.urlBase=ftp://files.example.com", "urlBase"},
+		{"downloadServer.urlBase=https://files.example.com/?a=b", "urlBase"},
+		{"downloadServer.signingKey.key=a/b", "key"},
+		{"downloadServer.tls=true", "tls"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.set, func(t *testing.T) {
@@ -398,7 +415,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 			t.Errorf("%s: %v", key, err)
 		}
 	}
-	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 1, "ServiceMonitor": 1, "PersistentVolumeClaim": 1} {
+	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 2, "ServiceMonitor": 1, "PersistentVolumeClaim": 1} {
 		if kinds[kind] != want {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, want)
 		}
@@ -431,12 +448,118 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := d.Spec.Template.Spec.Containers[0].Args
-	for _, want := range []string{"--restore-resource-priorities=namespaces,persistentvolumeclaims,secrets", "--zap-log-level=debug", "--zap-devel"} {
+	for _, want := range []string{"--restore-resource-priorities=namespaces,persistentvolumeclaims,secrets", "--zap-log-level=debug", "--zap-devel",
+		"--backup-sync-period=5m", "--download-bind-address=:9086", "--download-url-base=https://cairn-downloads.example.com/cairn"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
 	}
 	if d.Spec.Template.Spec.ServiceAccountName != "cairn-sa" || *d.Spec.Replicas != 2 {
 		t.Errorf("serviceAccountName %q, replicas %d", d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
+	}
+}
+
+// TestDownloadServer: the download server's flags, port, Service port and signing key, on and
+// off, with the chart's Secret or an existing one.
+func TestDownloadServer(t *testing.T) {
+	const keyFile = "--download-signing-key-file=/etc/cairn/download/signing-key"
+	cases := []struct {
+		name       string
+		set        []string
+		wantArgs   []string
+		unwanted   []string
+		wantPort   int32 // 0: no download port on the container or the Service
+		wantSecret string
+		wantOwnKey bool // the chart renders the Secret
+	}{
+		{"default", nil,
+			[]string{"--backup-sync-period=1m", "--download-bind-address=:8086", keyFile}, []string{"--download-url-base"},
+			8086, "cairn-download-signing-key", true},
+		{"port and url base", []string{"downloadServer.port=9000", "downloadServer.urlBase=https://cairn-downloads.example.com", "backupSyncPeriod=0s"},
+			[]string{"--backup-sync-period=0s", "--download-bind-address=:9000", "--download-url-base=https://cairn-downloads.example.com", keyFile}, nil,
+			9000, "cairn-download-signing-key", true},
+		{"existing secret", []string{"downloadServer.signingKey.existingSecret=my-key", "downloadServer.signingKey.key=hmac"},
+			[]string{"--download-bind-address=:8086", "--download-signing-key-file=/etc/cairn/download/hmac"}, nil,
+			8086, "my-key", false},
+		{"off", []string{"downloadServer.enabled=false", "downloadServer.urlBase=https://unused.example.com"},
+			[]string{"--download-bind-address=0"}, []string{"--download-signing-key-file", "--download-url-base"},
+			0, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := documents(t, render(t, tc.set...))
+			var d appsv1.Deployment
+			if err := yaml.UnmarshalStrict(docs["Deployment/cairn"], &d); err != nil {
+				t.Fatal(err)
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			for _, want := range tc.wantArgs {
+				if !slices.Contains(c.Args, want) {
+					t.Errorf("args %q lack %s", c.Args, want)
+				}
+			}
+			for _, prefix := range tc.unwanted {
+				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, prefix) }) {
+					t.Errorf("args %q have %s", c.Args, prefix)
+				}
+			}
+
+			var containerPort int32
+			for _, p := range c.Ports {
+				if p.Name == "download" {
+					containerPort = p.ContainerPort
+				}
+			}
+			var svc corev1.Service
+			if err := yaml.UnmarshalStrict(docs["Service/cairn-metrics"], &svc); err != nil {
+				t.Fatal(err)
+			}
+			var servicePort int32
+			for _, p := range svc.Spec.Ports {
+				if p.Name == "download" && p.TargetPort.StrVal == "download" {
+					servicePort = p.Port
+				}
+			}
+			if containerPort != tc.wantPort || servicePort != tc.wantPort {
+				t.Errorf("download port: container %d, Service %d, want %d", containerPort, servicePort, tc.wantPort)
+			}
+
+			var volume corev1.Volume
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.Name == "download-signing-key" {
+					volume = v
+				}
+			}
+			var mount corev1.VolumeMount
+			for _, m := range c.VolumeMounts {
+				if m.Name == "download-signing-key" {
+					mount = m
+				}
+			}
+			gotSecret := ""
+			if volume.Secret != nil {
+				gotSecret = volume.Secret.SecretName
+			}
+			if gotSecret != tc.wantSecret {
+				t.Errorf("signing key volume from Secret %q, want %q", gotSecret, tc.wantSecret)
+			}
+			if tc.wantSecret != "" && (!mount.ReadOnly || mount.MountPath != "/etc/cairn/download") {
+				t.Errorf("signing key mounted %+v, want read-only at /etc/cairn/download", mount)
+			}
+
+			doc, rendered := docs["Secret/cairn-download-signing-key"]
+			if rendered != tc.wantOwnKey {
+				t.Fatalf("Secret cairn-download-signing-key rendered: %v, want %v", rendered, tc.wantOwnKey)
+			}
+			if rendered {
+				var secret corev1.Secret
+				if err := yaml.UnmarshalStrict(doc, &secret); err != nil {
+					t.Fatal(err)
+				}
+				if key := secret.Data["signing-key"]; len(key) < 32 {
+					t.Errorf("signing key of %d bytes, want at least 32 (internal/download.KeySize)", len(key))
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,7 @@ func TestChartDefaultsAreTheManagers(t *testing.T) {
 		"retryBackoffMax":            "retry-backoff-max",
 		"phaseTimeout":               "phase-timeout",
 		"restoreNamespaceTimeout":    "restore-namespace-timeout",
+		"backupSyncPeriod":           "backup-sync-period",
 	} {
 		f := fs.Lookup(flagName)
 		if f == nil {
@@ -65,5 +67,24 @@ func TestChartDefaultsAreTheManagers(t *testing.T) {
 	}
 	if got, want := values["logLevel"], "info"; got != want {
 		t.Errorf("values.yaml logLevel: %v, want %s (zap's default)", got, want)
+	}
+
+	// The download server: on, on the manager's port, with the manager's own URL base.
+	download, _ := values["downloadServer"].(map[string]any)
+	if download["enabled"] != true {
+		t.Errorf("values.yaml downloadServer.enabled: %v, want true (the manager serves downloads by default)", download["enabled"])
+	}
+	if addr := fs.Lookup("download-bind-address"); addr == nil {
+		t.Error("the chart sets --download-bind-address, which the manager does not have")
+	} else if got, want := fmt.Sprintf(":%v", download["port"]), addr.DefValue; got != want {
+		t.Errorf("values.yaml downloadServer.port gives --download-bind-address=%s, the manager's default: %s", got, want)
+	}
+	if base := fs.Lookup("download-url-base"); base == nil {
+		t.Error("the chart sets --download-url-base, which the manager does not have")
+	} else if got := download["urlBase"]; got != base.DefValue {
+		t.Errorf("values.yaml downloadServer.urlBase: %q, the manager's --download-url-base default: %q", got, base.DefValue)
+	}
+	if fs.Lookup("download-signing-key-file") == nil {
+		t.Error("the chart sets --download-signing-key-file, which the manager does not have")
 	}
 }

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,9 +101,11 @@ spec: {includedNamespaces: [%s], cancel: true}
 		cluster.kubectlOK("delete", "backup", "first", "-n", ns, "--timeout=60s")
 		Expect(filepath.Join(storage, "backups", ns, "first", "cairn-backup.json")).NotTo(BeAnExistingFile())
 
-		By("upgrading a flag, and pausing the schedule")
+		By("upgrading a flag, and pausing the schedule; the download signing key stays")
+		key := cluster.signingKey(ns, release, "signing-key")
 		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=3", "--set", "schedules[0].paused=true"}, values...)...)
 		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=3"))
+		Expect(cluster.signingKey(ns, release, "signing-key")).To(Equal(key), "an upgrade keeps the signing key: URLs signed before it still work")
 		cluster.kubectlOK("wait", "schedule/often", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
 
 		By("uninstalling: the CRDs, the backups and their data stay")
@@ -157,6 +162,20 @@ spec: {backupName: only}
 		By("running a second replica, ready on standby, which takes over when the leader stops")
 		standby := cluster.runManagerAsChart(ns, release, release)
 		DeferCleanup(standby.stop)
+
+		By("serving, on the standby, a download URL the leader signed: the chart's key is shared")
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: DownloadRequest
+metadata: {name: only-log, namespace: %s}
+spec: {target: {kind: BackupLog, name: only}}
+`, ns))
+		cluster.waitPhase(m, "downloadrequest", ns, "only-log", "Processed")
+		signed, err := url.Parse(cluster.kubectlOK("get", "downloadrequest", "only-log", "-n", ns, "-o", "jsonpath={.status.downloadURL}"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(signed.Host).To(Equal(m.downloadAddr), "the leader signed it")
+		signed.Host = standby.downloadAddr
+		Expect(httpStatus(signed.String())).To(Equal(http.StatusOK))
+
 		m.stop()
 		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
 kind: Backup
@@ -260,20 +279,52 @@ func (c *helmCluster) deploymentArgs(namespace, name string) []string {
 }
 
 // runManagerAsChart runs bin/manager as the chart's pod would: with the Deployment's
-// arguments (but listening on 127.0.0.1, and unpacking restores into a temporary directory
-// instead of the pod's /scratch), authenticated as the chart's ServiceAccount.
+// arguments (but listening on 127.0.0.1, unpacking restores into a temporary directory
+// instead of the pod's /scratch, and reading the download signing key from a file written from
+// the Deployment's Secret, as the kubelet mounts it), authenticated as the chart's
+// ServiceAccount.
 func (c *helmCluster) runManagerAsChart(namespace, deployment, serviceAccount string) *managerProcess {
 	GinkgoHelper()
 	var args []string
 	for _, arg := range c.deploymentArgs(namespace, deployment) {
-		if strings.HasPrefix(arg, "--metrics-bind-address") || strings.HasPrefix(arg, "--health-probe-bind-address") {
+		switch {
+		case strings.HasPrefix(arg, "--metrics-bind-address"), strings.HasPrefix(arg, "--health-probe-bind-address"),
+			strings.HasPrefix(arg, "--download-bind-address"):
 			continue // startManager's loopback addresses
+		case strings.HasPrefix(arg, "--download-signing-key-file="):
+			key := filepath.Base(strings.TrimPrefix(arg, "--download-signing-key-file="))
+			arg = "--download-signing-key-file=" + c.mountSigningKey(namespace, deployment, key)
 		}
 		args = append(args, arg)
 	}
 	Expect(args).To(ContainElements("--leader-elect", "--namespace="+namespace))
 	args = append(args, "--restore-scratch-dir="+GinkgoT().TempDir(), "--kubeconfig="+c.serviceAccountKubeconfig(namespace, serviceAccount))
 	return startManager(args...)
+}
+
+// signingKey is the download signing key in the Secret that the Deployment mounts.
+func (c *helmCluster) signingKey(namespace, deployment, key string) []byte {
+	GinkgoHelper()
+	secret := c.kubectlOK("get", "deployment", deployment, "-n", namespace, "-o",
+		`jsonpath={.spec.template.spec.volumes[?(@.name=="download-signing-key")].secret.secretName}`)
+	Expect(secret).NotTo(BeEmpty(), "the Deployment mounts no signing key")
+	// Not through kubectl(), which would write the key into the test's log.
+	out, err := exec.Command(kubectlBinary(), "--kubeconfig", c.kubeconfig, "get", "secret", secret, "-n", namespace,
+		"-o", "jsonpath={.data."+key+"}").Output()
+	Expect(err).NotTo(HaveOccurred())
+	data, err := base64.StdEncoding.DecodeString(string(out))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(len(data)).To(BeNumerically(">=", 32), "Secret %s holds %d bytes under %s", secret, len(data), key)
+	return data
+}
+
+// mountSigningKey writes the Deployment's download signing key into a file of its own, as the
+// kubelet mounts the Secret, and returns its path.
+func (c *helmCluster) mountSigningKey(namespace, deployment, key string) string {
+	GinkgoHelper()
+	path := filepath.Join(GinkgoT().TempDir(), key)
+	Expect(os.WriteFile(path, c.signingKey(namespace, deployment, key), 0o400)).To(Succeed())
+	return path
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the ServiceAccount with a
