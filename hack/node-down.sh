@@ -90,7 +90,7 @@ remove_cgroups() {
   for h in "${CGROUP_HIERARCHIES[@]}"; do
     [[ -d "/sys/fs/cgroup/$h/$CGROUP_ROOT" ]] || continue
     find "/sys/fs/cgroup/$h/$CGROUP_ROOT" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [[ -d "/sys/fs/cgroup/$h/$CGROUP_ROOT" ]] && log "could not remove /sys/fs/cgroup/$h/$CGROUP_ROOT"
+    if [[ -d "/sys/fs/cgroup/$h/$CGROUP_ROOT" ]]; then log "could not remove /sys/fs/cgroup/$h/$CGROUP_ROOT"; fi
   done
 }
 
@@ -99,14 +99,18 @@ restore_host() {
   [[ -f "$HOST_DIR/recorded" ]] || return 0
   local line
   while read -r line; do
-    [[ -n $line ]] && sysctl -qw "$line"
+    if [[ -n $line ]]; then sysctl -qw "$line"; fi
   done <"$HOST_DIR/sysctl"
-  # The kubelet's links to the pods' logs, the CNI plugins' cache of this network.
+  # The kubelet's links to the pods' logs, the CNI plugins' cache of this network, and the
+  # device-plugin socket and checkpoint the kubelet keeps in /var/lib/kubelet whatever its root.
   if [[ -d /var/log/containers ]]; then
     find /var/log/containers -maxdepth 1 -type l -lname "$DIR/pod-logs/*" -delete
   fi
   if [[ -d /var/lib/cni ]]; then
     find /var/lib/cni -type f -name "$NETNS-*" -delete
+  fi
+  if grep -qx /var/lib/kubelet "$HOST_DIR/absent"; then
+    rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
   fi
   if [[ $(cat "$HOST_DIR/netns-mounted") == no ]] && mountpoint -q /run/netns &&
     [[ -z $(ls -A /run/netns) ]]; then
@@ -114,8 +118,8 @@ restore_host() {
   fi
   local p
   while read -r p; do
-    [[ -d $p ]] && find "$p" -depth -type d -empty -delete
-    [[ -e $p ]] && log "left $p: it holds files that are not the node's"
+    if [[ -d $p ]]; then find "$p" -depth -type d -empty -delete; fi
+    if [[ -e $p ]]; then log "left $p: it holds files that are not the node's"; fi
   done <"$HOST_DIR/absent"
   rm -rf "$HOST_DIR"
 }

@@ -26,15 +26,16 @@ SERVICE_IP=10.0.0.1
 POD_SUBNET=10.244.0.0/24
 # The kubelet's cgroup root, under every cgroup v1 hierarchy.
 CGROUP_ROOT=cairn-node
-# The cgroup v1 hierarchies mounted on this machine (/sys/fs/cgroup/<name>).
-mapfile -t CGROUP_HIERARCHIES < <(awk '$3 == "cgroup" && $2 ~ "^/sys/fs/cgroup/" { sub("^/sys/fs/cgroup/", "", $2); print $2 }' /proc/self/mounts)
+# The cgroup hierarchies mounted on this machine (/sys/fs/cgroup/<name>): v1 ones, and the
+# unified (v2) one that runc also writes to when it is mounted beside them.
+mapfile -t CGROUP_HIERARCHIES < <(awk '$3 ~ "^cgroup2?$" && $2 ~ "^/sys/fs/cgroup/" { sub("^/sys/fs/cgroup/", "", $2); print $2 }' /proc/self/mounts)
 # Local image names: nothing is pulled (imagePullPolicy: IfNotPresent).
 PAUSE_IMAGE=${PAUSE_IMAGE:-cairn-pause:dev}
 MANAGER_IMAGE=${MANAGER_IMAGE:-cairn-manager:dev}
 HTTPD_IMAGE=${HTTPD_IMAGE:-cairn-e2e-httpd:dev}
-# Paths outside DIR that containerd, the CNI plugins or the kubelet create when absent; the
-# ones absent before node-up are emptied of what the node left and removed by node-down.
-HOST_PATHS=(/run/containerd /var/lib/cni /var/log/containers /run/netns)
+# Paths outside DIR that containerd, the CNI plugins, the kubelet or mount(8) create when absent;
+# the ones absent before node-up are emptied of what the node left and removed by node-down.
+HOST_PATHS=(/run/containerd /var/lib/cni /var/log/containers /var/lib/kubelet /run/netns /run/mount)
 # Kernel settings the kubelet changes when it starts; node-down puts back what they were.
 KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 

@@ -389,7 +389,8 @@ up() {
       --bind-address 127.0.0.1 --secure-port 10257 --cert-dir "$DIR/controller-manager-certs" \
       --leader-elect=false --use-service-account-credentials=false \
       --service-account-private-key-file "$DIR/pki/sa.key" --root-ca-file "$DIR/pki/ca.crt" \
-      --allocate-node-cidrs=false --cluster-name "$NODE_NAME"
+      --allocate-node-cidrs=false --cluster-name "$NODE_NAME" \
+      --flex-volume-plugin-dir "$DIR/controller-manager/volume-plugins"
   fi
   if ! running kube-scheduler; then
     start kube-scheduler "$ASSETS/kube-scheduler" \
