@@ -110,7 +110,12 @@ check_isolated() {
       if [[ -z $dev || $allowed != *" $dev "* ]]; then bad+=("route: $line"); fi
     done < <(ip -n "$NETNS" "$family" route show table all)
   done
-  if ip -o link show | grep -q "link-netns $NETNS"; then
+  # The machine's own namespace is kthreadd's (kernel threads live in the initial one): this may
+  # run inside the node's.
+  local host_links
+  host_links=$(nsenter --net=/proc/2/ns/net ip -o link show) ||
+    fail "cannot list the links of the machine's own network namespace"
+  if grep -q "link-netns $NETNS" <<<"$host_links"; then
     bad+=("a link of the machine's namespace has its peer in $NETNS")
   fi
   if [[ ${#bad[@]} -gt 0 ]]; then

@@ -5,6 +5,7 @@
 #
 #   hack/node-up.sh            start (idempotent: returns at once when the node is Ready)
 #   hack/node-up.sh --check    only check that the namespace has no route off the machine
+#   hack/node-up.sh --running  exit 0 when the node runs and is Ready, 1 otherwise
 #   hack/node-down.sh          stop exactly what this started and undo its changes to the machine
 #
 # Network safety comes first. The namespace has only lo (with the node's address, 10.200.0.1,
@@ -342,7 +343,21 @@ node_ready() {
 }
 containerd_ready() { ctr version >/dev/null 2>&1; }
 
+# node_running: every process of the node runs and the node is Ready.
+node_running() {
+  local name
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
+    running "$name" || return 1
+  done
+  node_ready
+}
+
 up() {
+  if node_running; then
+    check_isolated
+    log "node ${NODE_NAME} is already Ready"
+    return 0
+  fi
   if [[ "$(stat -fc %T /sys/fs/cgroup)" != tmpfs ]]; then
     fail "this script knows cgroup v1 machines only (/sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup))"
   fi
@@ -411,14 +426,15 @@ up() {
   wait_for 120 "the node to be Ready" node_ready
   check_isolated
   log "node ${NODE_NAME} is Ready; kubectl runs inside the namespace:"
-  echo "nsenter --net=/run/netns/${NETNS} ${ASSETS}/kubectl --kubeconfig ${KUBECONFIG_FILE} get pods -A"
+  log "nsenter --net=/run/netns/${NETNS} ${ASSETS}/kubectl --kubeconfig ${KUBECONFIG_FILE} get pods -A"
 }
 
 case "${1:-}" in
 "") up ;;
 --check) check_isolated ;;
+--running) node_running ;;
 *)
-  echo "usage: $0 [--check]" >&2
+  echo "usage: $0 [--check|--running]" >&2
   exit 2
   ;;
 esac
