@@ -124,21 +124,30 @@ restore_host() {
   rm -rf "$HOST_DIR"
 }
 
+# A node of another state directory is left alone; a namespace no node-up made, too.
+if [[ -f "$RUN_DIR/owner" ]] && ! owned; then
+  fail "the node running on this machine is $(cat "$RUN_DIR/owner")'s: stop it with its hack/node-down.sh"
+fi
 stop kube-controller-manager
 stop kube-scheduler
 stop_pods
 stop kubelet
 stop_containers
 stop containerd
-stop_shims
+if owned; then stop_shims; fi
 stop kube-apiserver
 stop etcd
-unmount_under "$RUN_DIR" "$DIR"
-if [[ -e "/run/netns/$NETNS" ]]; then
-  ip netns delete "$NETNS"
-  log "deleted the network namespace $NETNS"
+unmount_under "$DIR"
+if owned; then
+  unmount_under "$RUN_DIR"
+  if [[ -e "/run/netns/$NETNS" ]]; then
+    ip netns delete "$NETNS"
+    log "deleted the network namespace $NETNS"
+  fi
+  remove_cgroups
+  rm -rf "$RUN_DIR"
+elif [[ -e "/run/netns/$NETNS" ]]; then
+  log "left the network namespace $NETNS: no hack/node-up.sh made it"
 fi
-remove_cgroups
-rm -rf "$RUN_DIR"
 restore_host
 log "the node is down"

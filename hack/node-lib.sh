@@ -40,6 +40,22 @@ HOST_PATHS=(/run/containerd /var/lib/cni /var/log/containers /var/lib/kubelet /r
 KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
 log() { echo "node: $*" >&2; }
+
+# The node on this machine (there is one namespace and one RUN_DIR) belongs to the state
+# directory written in RUN_DIR/owner when node-up created its namespace.
+owned() { [[ -f "$RUN_DIR/owner" && $(cat "$RUN_DIR/owner") == "$DIR" ]]; }
+
+# check_owner fails when the node on this machine was started from another state directory,
+# such as another work tree's bin/node, or when the namespace exists and no node-up made it.
+check_owner() {
+  if [[ -f "$RUN_DIR/owner" ]] && ! owned; then
+    fail "the node running on this machine is $(cat "$RUN_DIR/owner")'s: stop it with its hack/node-down.sh first"
+  fi
+  if [[ -e "/run/netns/$NETNS" ]] && ! owned; then
+    fail "the network namespace $NETNS exists, but no hack/node-up.sh made it: delete it (ip netns delete $NETNS) once nothing uses it"
+  fi
+}
+
 fail() {
   echo "node: $*" >&2
   exit 1

@@ -135,6 +135,8 @@ record_host() {
 # forwarding rules.
 setup_namespace() {
   if [[ ! -e "/run/netns/$NETNS" ]]; then
+    mkdir -p "$RUN_DIR"
+    echo "$DIR" >"$RUN_DIR/owner"
     ip netns add "$NETNS"
   fi
   ip -n "$NETNS" link set lo up
@@ -353,6 +355,7 @@ node_running() {
 }
 
 up() {
+  check_owner
   if node_running; then
     check_isolated
     log "node ${NODE_NAME} is already Ready"

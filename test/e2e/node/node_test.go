@@ -1,3 +1,5 @@
+//go:build e2enode
+
 package node
 
 import (
