@@ -25,7 +25,7 @@
 # (hack/node-images.sh), and whatever image tarballs are in bin/images/ are imported.
 #
 # Facts of these machines the configuration answers: cgroup v1 only (failCgroupV1: false,
-# cgroupDriver: cgroupfs), no swap accounting (failSwapOn: false), root without
+# cgroupDriver: cgroupfs), failSwapOn: false, root without
 # CAP_SYS_RESOURCE (containerd's restrict_oom_score_adj = true, or every sandbox fails with
 # "can't get final child's PID from pipe"), Debian's containerd 1.6 (the kubelet falls back
 # from the RuntimeConfig call), and a node is Ready only with a CNI config (bridge + host-local).
@@ -53,8 +53,18 @@ ensure_packages() {
   [[ ${#missing[@]} -eq 0 ]] && return 0
   log "installing ${missing[*]} from Debian"
   apt-get update -qq
-  # A service the package would start is not wanted: the node runs its own containerd.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The containerd service the package would start is not wanted: the node runs its own, in
+  # its namespace. policy-rc.d answering 101 forbids starting services during the install.
+  local policy=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+  if [[ -n $policy ]]; then rm -f "$policy"; fi
+  return "$rc"
 }
 
 # ensure_binaries builds what is missing: the envtest four with hack/envtest.sh, kube-scheduler
