@@ -19,16 +19,16 @@ stop() { # stop NAME: TERM, then KILL after 15s, only the pid we recorded
   local name=$1 pidfile="$DIR/$1.pid" pid i
   [[ -f "$pidfile" ]] || return 0
   pid=$(cat "$pidfile")
-  if kill -0 "$pid" 2>/dev/null; then
+  if ours "$name" "$pid"; then
     kill "$pid" 2>/dev/null || true
     for ((i = 0; i < 75; i++)); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.2
     done
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    log "stopped $name (pid $pid)"
   fi
   rm -f "$pidfile"
-  log "stopped $name (pid $pid)"
 }
 
 # stop_pods deletes every pod through the API (the controllers and the scheduler are already

@@ -67,10 +67,18 @@ in_ns() { nsenter --net="/run/netns/$NETNS" -- "$@"; }
 kc() { in_ns "$ASSETS/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 ctr() { command ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
 
-# running NAME: true when NAME's pid file names a live process.
+# ours NAME PID: true when PID is a live process running the binary NAME, so that a pid file
+# left from before a reboot never names someone else's process.
+ours() {
+  local exe
+  exe=$(readlink "/proc/$2/exe" 2>/dev/null) || return 1
+  [[ $(basename "${exe% (deleted)}") == "$1" ]]
+}
+
+# running NAME: true when NAME's pid file names a live process of ours.
 running() {
   local pidfile="$DIR/$1.pid"
-  [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+  [[ -f "$pidfile" ]] && ours "$1" "$(cat "$pidfile")"
 }
 
 # start NAME COMMAND...: run COMMAND in the namespace in the background, record its pid (nsenter

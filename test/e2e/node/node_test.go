@@ -227,6 +227,8 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 		By("installing the CRDs, the operator's namespace and config/rbac")
 		kubectlOK("apply", "--server-side", "-f", testenv.CRDDir())
 		kubectlOK("wait", "--for=condition=Established", "--timeout=60s", "-f", testenv.CRDDir())
+		// A run stopped in its clean-up may have left the namespace terminating.
+		kubectlOK("wait", "--for=delete", "namespace/cairn-system", "--timeout=180s")
 		apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cairn-system\n")
 		kubectlOK("apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "rbac"))
 
@@ -241,7 +243,7 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 			_, _, _ = kubectl("delete", "deployment,backupstoragelocation", "--all", "-n", "cairn-system", "--wait", "--timeout=60s")
 			_, _, _ = kubectl("delete", "-k", filepath.Join(testenv.RepoRoot(), "config", "rbac"), "--ignore-not-found")
 			_, _, _ = kubectl("delete", "-f", testenv.CRDDir(), "--ignore-not-found")
-			_, _, _ = kubectl("delete", "namespace", "cairn-system", "--ignore-not-found", "--wait=false")
+			_, _, _ = kubectl("delete", "namespace", "cairn-system", "--ignore-not-found", "--wait", "--timeout=180s")
 			Expect(os.RemoveAll(storageDir)).To(Succeed())
 		})
 	})
@@ -272,7 +274,7 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 		ns := "node-app-" + rand.String(5)
 		greeting, token := "hello from "+ns, rand.String(16)
 		DeferCleanup(func() {
-			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
+			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
 		})
 		apply(appManifests(ns, greeting, token))
 		kubectlOK("rollout", "status", "deployment/web", "-n", ns, "--timeout=180s")
