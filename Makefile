@@ -134,7 +134,7 @@ image: build ## Build the manager image (and the suite's test images) without Do
 	hack/node-images.sh build import
 
 .PHONY: test-node
-test-node: image node-up ## End-to-end tests on the one-node cluster: Cairn's manager image as a pod.
+test-node: image node-up versitygw ## End-to-end tests on the one-node cluster: Cairn's manager image as a pod.
 	go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) ./test/e2e/node/... -args -ginkgo.v
 
 ##@ Tools

@@ -7,11 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,11 +30,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-// The pods' subnet on the bridge cni0 (hack/node-lib.sh).
-const podSubnet = "10.244.0.0/24"
+const (
+	// The pods' subnet on the bridge cni0 (hack/node-lib.sh).
+	podSubnet = "10.244.0.0/24"
+	// The node's address on the namespace's lo, which pods reach (hack/node-lib.sh).
+	nodeIP = "10.200.0.1"
+)
 
 var _ = Describe("The one-node cluster", func() {
 	It("has a Ready node running kubelet v1.36.3 on containerd", func(ctx SpecContext) {
@@ -242,7 +252,7 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 			_, _, _ = kubectl("delete", "restores,backups", "--all", "-n", "cairn-system", "--wait", "--timeout=120s")
 			_, _, _ = kubectl("delete", "deployment,backupstoragelocation", "--all", "-n", "cairn-system", "--wait", "--timeout=60s")
 			_, _, _ = kubectl("delete", "-k", filepath.Join(testenv.RepoRoot(), "config", "rbac"), "--ignore-not-found")
-			_, _, _ = kubectl("delete", "-f", testenv.CRDDir(), "--ignore-not-found")
+			_, _, _ = kubectl("delete", "-f", testenv.CRDDir(), "--ignore-not-found", "--timeout=120s")
 			_, _, _ = kubectl("delete", "namespace", "cairn-system", "--ignore-not-found", "--wait", "--timeout=180s")
 			Expect(os.RemoveAll(storageDir)).To(Succeed())
 		})
@@ -299,7 +309,135 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 		}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Succeed())
 		expectAppServes(ctx, ns, greeting, token)
 	})
+
+	It("fails the backup its deleted pod was running, in the new pod's restart recovery, and completes the next", func(ctx SpecContext) {
+		ns := "node-restart-" + rand.String(5)
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
+		})
+		apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  a: b\n", ns))
+
+		By("giving the manager an S3 location whose writes can be held: versitygw, behind a proxy on the node's address")
+		server := testenv.StartS3Server(GinkgoT())
+		server.CreateBucket(ns)
+		proxy := startStallingProxy(server.Endpoint())
+		apply(fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: %[1]s, namespace: cairn-system}
+stringData:
+  cloud: %[3]q
+---
+apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata: {name: %[1]s, namespace: cairn-system}
+spec:
+  provider: s3
+  objectStorage: {bucket: %[1]s, prefix: cluster}
+  config: {endpoint: %[2]q, region: us-east-1, forcePathStyle: "true"}
+  credential: {name: %[1]s, key: cloud}
+`, ns, proxy.URL, server.CredentialsFile()))
+		// Removed while the server still runs, so that the backups' data can be deleted.
+		DeferCleanup(func() {
+			proxy.unstall()
+			_, _, _ = kubectl("delete", "backups", "-n", "cairn-system", ns+"-interrupted", ns+"-next", "--ignore-not-found", "--wait", "--timeout=120s")
+			_, _, _ = kubectl("delete", "backupstoragelocation,secret", ns, "-n", "cairn-system", "--ignore-not-found")
+		})
+		kubectlOK("wait", "backupstoragelocation/"+ns, "-n", "cairn-system", "--for=jsonpath={.status.phase}=Available", "--timeout=60s")
+
+		By("deleting the manager's pod while its backup's uploads hang")
+		old := readyPod(ctx, "cairn-system", "app.kubernetes.io/name=cairn")
+		proxy.stall()
+		backup := func(name string) string {
+			return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata:\n  name: %s\n  namespace: cairn-system\nspec:\n  includedNamespaces: [%s]\n  storageLocation: %s\n", name, ns, ns)
+		}
+		apply(backup(ns + "-interrupted"))
+		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseInProgress)
+		Eventually(proxy.held).WithTimeout(60*time.Second).Should(BeNumerically(">", 0), "an upload of the backup reaches the proxy")
+		kubectlOK("delete", "pod", old.Name, "-n", "cairn-system", "--wait=false")
+		Eventually(func(g Gomega) {
+			pods := runningPods(ctx, g, "cairn-system", "app.kubernetes.io/name=cairn")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Name).NotTo(Equal(old.Name))
+		}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("finding the backup failed by the new pod's restart recovery")
+		proxy.unstall()
+		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseFailed)
+		var interrupted cairnv1.Backup
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: ns + "-interrupted"}, &interrupted)).To(Succeed())
+		Expect(interrupted.Status.FailureReason).To(Equal(controller.FailureReasonRestarted))
+
+		By("completing the next backup")
+		apply(backup(ns + "-next"))
+		waitBackupPhase(ctx, ns+"-next", cairnv1.BackupPhaseCompleted)
+	})
 })
+
+// stallingProxy stands between the manager's pod and an S3 server, on the node's address: reads
+// go through, and while stalled, writes (PUT, POST, DELETE) hang until it is released or the
+// client goes away, like an object store that takes requests and never answers them.
+type stallingProxy struct {
+	URL     string
+	mu      sync.Mutex
+	release chan struct{}
+	holding int
+}
+
+func startStallingProxy(target string) *stallingProxy {
+	GinkgoHelper()
+	u, err := url.Parse(target)
+	Expect(err).NotTo(HaveOccurred())
+	p := &stallingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(u) // keeps the Host header, which SigV4 signed
+	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
+	Expect(err).NotTo(HaveOccurred())
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			p.mu.Lock()
+			release := p.release
+			if release != nil {
+				p.holding++
+			}
+			p.mu.Unlock()
+			if release != nil {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	DeferCleanup(func() { p.unstall(); _ = srv.Close() })
+	p.URL = "http://" + l.Addr().String()
+	return p
+}
+
+func (p *stallingProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.release == nil {
+		p.release = make(chan struct{})
+	}
+}
+
+func (p *stallingProxy) unstall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.release != nil {
+		close(p.release)
+		p.release = nil
+	}
+}
+
+// held is how many writes the proxy has held since it was first stalled.
+func (p *stallingProxy) held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holding
+}
 
 // readyPod waits for the one pod matching selector in ns to be Running and Ready, and returns it.
 func readyPod(ctx context.Context, ns, selector string) corev1.Pod {
@@ -357,22 +495,28 @@ func expectAppServes(ctx context.Context, ns, greeting, token string) {
 
 func waitBackupPhase(ctx context.Context, name string, phase cairnv1.BackupPhase) {
 	GinkgoHelper()
+	terminal := []cairnv1.BackupPhase{cairnv1.BackupPhaseCompleted, cairnv1.BackupPhasePartiallyFailed,
+		cairnv1.BackupPhaseFailed, cairnv1.BackupPhaseFailedValidation}
 	Eventually(func(g Gomega) cairnv1.BackupPhase {
 		var b cairnv1.Backup
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: name}, &b)).To(Succeed())
-		g.Expect(b.Status.Phase).NotTo(BeElementOf(cairnv1.BackupPhaseFailed, cairnv1.BackupPhaseFailedValidation, cairnv1.BackupPhasePartiallyFailed),
-			"backup %s: %s %v", name, b.Status.FailureReason, b.Status.ValidationErrors)
+		if b.Status.Phase != phase && slices.Contains(terminal, b.Status.Phase) {
+			StopTrying(fmt.Sprintf("backup %s ended %s: %s %v", name, b.Status.Phase, b.Status.FailureReason, b.Status.ValidationErrors)).Now()
+		}
 		return b.Status.Phase
 	}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Equal(phase))
 }
 
 func waitRestorePhase(ctx context.Context, name string, phase cairnv1.RestorePhase) {
 	GinkgoHelper()
+	terminal := []cairnv1.RestorePhase{cairnv1.RestorePhaseCompleted, cairnv1.RestorePhasePartiallyFailed,
+		cairnv1.RestorePhaseFailed, cairnv1.RestorePhaseFailedValidation}
 	Eventually(func(g Gomega) cairnv1.RestorePhase {
 		var r cairnv1.Restore
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: name}, &r)).To(Succeed())
-		g.Expect(r.Status.Phase).NotTo(BeElementOf(cairnv1.RestorePhaseFailed, cairnv1.RestorePhaseFailedValidation, cairnv1.RestorePhasePartiallyFailed),
-			"restore %s: %s %v", name, r.Status.FailureReason, r.Status.ValidationErrors)
+		if r.Status.Phase != phase && slices.Contains(terminal, r.Status.Phase) {
+			StopTrying(fmt.Sprintf("restore %s ended %s: %s %v", name, r.Status.Phase, r.Status.FailureReason, r.Status.ValidationErrors)).Now()
+		}
 		return r.Status.Phase
 	}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Equal(phase))
 }
