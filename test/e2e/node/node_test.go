@@ -37,6 +37,8 @@ import (
 const (
 	// The pods' subnet on the bridge cni0 (hack/node-lib.sh).
 	podSubnet = "10.244.0.0/24"
+	// The pods' default gateway: cni0's address in the node's namespace.
+	podGateway = "10.244.0.1"
 	// The node's address on the namespace's lo, which pods reach (hack/node-lib.sh).
 	nodeIP = "10.200.0.1"
 )
@@ -256,11 +258,13 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 			_, _, _ = kubectl("delete", "namespace", "cairn-system", "--ignore-not-found", "--wait", "--timeout=180s")
 			Expect(os.RemoveAll(storageDir)).To(Succeed())
 		})
+
+		By("running the manager image as a Deployment")
+		apply(managerManifests(storageDir))
+		kubectlOK("rollout", "status", "deployment/cairn-manager", "-n", "cairn-system", "--timeout=180s")
 	})
 
 	It("runs the manager image as a non-root pod with a read-only root filesystem, Ready once its caches synced", func(ctx SpecContext) {
-		apply(managerManifests(storageDir))
-		kubectlOK("rollout", "status", "deployment/cairn-manager", "-n", "cairn-system", "--timeout=180s")
 		pod := readyPod(ctx, "cairn-system", "app.kubernetes.io/name=cairn")
 
 		By("finding the container's process running as 65532 on a read-only root")
@@ -289,6 +293,13 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 		apply(appManifests(ns, greeting, token))
 		kubectlOK("rollout", "status", "deployment/web", "-n", ns, "--timeout=180s")
 		expectAppServes(ctx, ns, greeting, token)
+
+		By("finding the pods' only way out the bridge cni0 of the node's namespace, which has none")
+		for _, p := range runningPods(ctx, Default, ns, "app=web") {
+			routes, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/route", containerPID(p.Status.ContainerStatuses[0].ContainerID)))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(defaultGateways(string(routes))).To(Equal([]string{podGateway}), "pod %s's routes:\n%s", p.Name, routes)
+		}
 
 		By("backing the app's namespace up into the filesystem location")
 		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata:\n  name: %[1]s\n  namespace: cairn-system\nspec:\n  includedNamespaces: [%[1]s]\n", ns))
@@ -539,6 +550,24 @@ func containerPID(containerID string) int {
 	}
 	Fail(fmt.Sprintf("no task %s in the node's containerd:\n%s", id, out))
 	return 0
+}
+
+// defaultGateways are the gateways of the default routes in a /proc/<pid>/net/route (IPv4,
+// the kernel's hexadecimal in host byte order, little-endian here).
+func defaultGateways(routes string) []string {
+	var gateways []string
+	for _, line := range strings.Split(routes, "\n")[1:] {
+		fields := strings.Fields(line)
+		if len(fields) < 3 || fields[1] != "00000000" {
+			continue
+		}
+		gw, err := strconv.ParseUint(fields[2], 16, 32)
+		if err != nil {
+			continue
+		}
+		gateways = append(gateways, net.IPv4(byte(gw), byte(gw>>8), byte(gw>>16), byte(gw>>24)).String())
+	}
+	return gateways
 }
 
 // rootMountOptions are the mount options of "/" in a /proc/<pid>/mountinfo.
