@@ -138,6 +138,27 @@ run-local: local-up build ## local-up, then run the operator in the foreground a
 		--metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
 		--download-bind-address 127.0.0.1:18086
 
+##@ One-node cluster
+
+# The e2e suite on a real node (test/e2e/node): Cairn's image as a pod.
+NODE_E2E_TIMEOUT ?= 20m
+
+.PHONY: node-up
+node-up: ## Start a one-node cluster (kubelet, containerd) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
+	hack/node-up.sh
+
+.PHONY: node-down
+node-down: ## Stop the one-node cluster and undo what it changed on the machine.
+	hack/node-down.sh
+
+.PHONY: image
+image: build ## Build the manager image (and the suite's test images) without Docker into bin/images/; import them into the node.
+	hack/node-images.sh build import
+
+.PHONY: test-node
+test-node: image node-up versitygw ## End-to-end tests on the one-node cluster: Cairn's manager image as a pod.
+	go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) ./test/e2e/node/... -args -ginkgo.v
+
 ##@ Tools
 
 .PHONY: versitygw

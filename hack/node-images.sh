@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The images of the one-node cluster (hack/node-up.sh), built without Docker: each is one static
+# binary in a single layer on an empty base (hack/image, go-containerregistry), written as a
+# tarball under bin/images/ and imported into the node's containerd, which can pull nothing.
+#
+#   hack/node-images.sh pause    the sandbox image (bin/images/pause.tar), built when missing
+#   hack/node-images.sh build    the manager (from bin/manager: run 'make build' first), the e2e
+#                                suite's static HTTP server, and the sandbox image
+#   hack/node-images.sh import   import every bin/images/*.tar into the node's containerd, when
+#                                it runs (node-up imports them when it starts containerd)
+#
+# Several steps may be given: 'hack/node-images.sh build import' is 'make image'.
+# Names: PAUSE_IMAGE (cairn-pause:dev), MANAGER_IMAGE (cairn-manager:dev), HTTPD_IMAGE
+# (cairn-e2e-httpd:dev); they run as uid 65532 (the pause image as 65535), like the Dockerfile's.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/node-lib.sh
+source "$ROOT/hack/node-lib.sh"
+
+TOOLS=$IMAGES_DIR/bin
+
+# build_tool NAME: build hack/image's command NAME (. for the image builder itself) statically.
+build_tool() {
+  mkdir -p "$TOOLS"
+  local out=$TOOLS/${2:-$1}
+  (cd "$ROOT/hack/image" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out" "./$1")
+}
+
+# image BINARY NAME USER TARBALL: the one-binary image NAME of BINARY, as /<its name>.
+image() {
+  "$TOOLS/image-builder" -binary "$1" -name "$2" -user "$3" -out "$4"
+}
+
+pause() {
+  [[ -f "$IMAGES_DIR/pause.tar" ]] && return 0
+  build_tool . image-builder
+  build_tool pause
+  image "$TOOLS/pause" "$PAUSE_IMAGE" 65535:65535 "$IMAGES_DIR/pause.tar"
+}
+
+build() {
+  [[ -x "$ROOT/bin/manager" ]] || fail "bin/manager is missing: run 'make build' first"
+  build_tool . image-builder
+  build_tool pause
+  build_tool httpd
+  image "$TOOLS/pause" "$PAUSE_IMAGE" 65535:65535 "$IMAGES_DIR/pause.tar"
+  image "$TOOLS/httpd" "$HTTPD_IMAGE" 65532:65532 "$IMAGES_DIR/httpd.tar"
+  image "$ROOT/bin/manager" "$MANAGER_IMAGE" 65532:65532 "$IMAGES_DIR/manager.tar"
+  log "images built in $IMAGES_DIR"
+}
+
+import() {
+  if ! ctr version >/dev/null 2>&1; then
+    log "the node's containerd is not running: the images are imported by 'make node-up'"
+    return 0
+  fi
+  local t
+  for t in "$IMAGES_DIR"/*.tar; do
+    [[ -f $t ]] || continue
+    ctr images import "$t" >/dev/null
+    log "imported $(basename "$t")"
+  done
+}
+
+[[ $# -gt 0 ]] || set -- build import
+for step in "$@"; do
+  case "$step" in
+  pause | build | import) "$step" ;;
+  *)
+    echo "usage: $0 [pause|build|import]..." >&2
+    exit 2
+    ;;
+  esac
+done

@@ -1,0 +1,14 @@
+// Package node runs Cairn as users do, as a pod, on a real one-node cluster: etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet with containerd, brought
+// up by hack/node-up.sh inside the network namespace cairn-node, from which no packet can leave
+// the machine. The images (Cairn's manager, a static HTTP server as the app to back up) are
+// built without Docker by 'make image'.
+//
+// The test binary starts outside the namespace: TestMain brings the node up (or finds it
+// running), imports the images, and runs the binary again inside the namespace, where the specs
+// reach the API server and the pods. A node the suite started is stopped at the end, unless
+// CAIRN_NODE_KEEP is set; one that already ran is left running.
+//
+// The suite is built only with the e2enode tag ('make test-node'), so that ./test/e2e/... does
+// not bring a node up.
+package node
