@@ -15,6 +15,7 @@ import (
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -59,10 +60,14 @@ const (
 	downloadDelete downloadAction = "Delete"
 )
 
-// decideDownloadRequest says what to do with a request at now: answer a new one, delete an
-// answered one whose expiration has passed, or wait for it.
-func decideDownloadRequest(status cairnv1.DownloadRequestStatus, now time.Time) (downloadAction, time.Duration) {
+// decideDownloadRequest says what to do with a request created at created, at now: answer a
+// new one, delete an answered one whose expiration has passed, or wait for it. A request still
+// unanswered ttl after it was created (its storage kept failing) is deleted too, so that
+// requests against a hung location do not pile up.
+func decideDownloadRequest(status cairnv1.DownloadRequestStatus, created time.Time, ttl time.Duration, now time.Time) (downloadAction, time.Duration) {
 	switch {
+	case (status.Phase == "" || status.Phase == cairnv1.DownloadRequestPhaseNew) && !created.IsZero() && !now.Before(created.Add(ttl)):
+		return downloadDelete, 0
 	case status.Phase == "" || status.Phase == cairnv1.DownloadRequestPhaseNew:
 		return downloadAnswer, 0
 	case status.Expiration == nil || !now.Before(status.Expiration.Time):
@@ -102,7 +107,7 @@ func downloadKey(layout storage.Layout, namespace string, target cairnv1.Downloa
 // +kubebuilder:rbac:groups=cairn.dev,resources=downloadrequests/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups;restores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch,namespace=cairn-system
 
 // Reconcile answers one request, or deletes it when it has expired.
 func (r *DownloadRequestReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -111,7 +116,7 @@ func (r *DownloadRequestReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.Clock.Now()
-	action, after := decideDownloadRequest(dr.Status, now)
+	action, after := decideDownloadRequest(dr.Status, dr.CreationTimestamp.Time, r.ttl(), now)
 	switch action {
 	case downloadWait:
 		return ctrl.Result{RequeueAfter: after}, nil
@@ -147,7 +152,7 @@ func (r *DownloadRequestReconciler) ttl() time.Duration {
 // there is none (failure); err is a passing fault, retried.
 func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, expires time.Time, ttl time.Duration) (url, failure string, err error) {
 	target := dr.Spec.Target
-	locationName, failure, err := r.targetLocation(ctx, dr.Namespace, target)
+	locationName, b, failure, err := r.targetLocation(ctx, dr.Namespace, target)
 	if failure != "" || err != nil {
 		return "", failure, err
 	}
@@ -162,6 +167,10 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 	if err != nil {
 		return "", "", err
 	}
+	if bsl.Status.Phase == cairnv1.StorageLocationPhaseUnavailable {
+		// Fail at once rather than wait on a storage call that would time out.
+		return "", fmt.Sprintf("storage location %s is unavailable: ask an administrator to check it", bsl.Name), nil
+	}
 	store, err := r.stores.open(ctx, bsl)
 	if errors.Is(err, location.ErrConfig) {
 		return "", fmt.Sprintf("storage location %s cannot be used: ask an administrator to check it", bsl.Name), nil
@@ -172,6 +181,28 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 	key, known := downloadKey(store.Layout, dr.Namespace, target)
 	if !known {
 		return "", fmt.Sprintf("unknown target kind %q", target.Kind), nil
+	}
+	if b != nil {
+		// The files under the backup's name must be this Backup object's: its commit marker
+		// names it, or, for a backup that never committed (failed, cancelled), it ran here.
+		var marker storage.BackupMetadata
+		committed := true
+		err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+			marker, err = storage.ReadMetadata(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
+			if errors.Is(err, storage.ErrNotCommitted) {
+				committed, err = false, nil
+			}
+			return err
+		})
+		if errors.Is(err, storage.ErrBadMetadata) {
+			return "", fmt.Sprintf("the data of backup %s in storage location %s is not this backup's", b.Name, bsl.Name), nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if refusal := backupFilesRefusal(b, committed, marker.UID); refusal != "" {
+			return "", refusal, nil
+		}
 	}
 	var exists bool
 	if err := r.stores.call(ctx, func(ctx context.Context) (err error) { exists, err = store.Exists(ctx, key); return err }); err != nil {
@@ -197,32 +228,50 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 }
 
 // targetLocation finds the storage location that holds the target's files: the one its
-// backup was queued for, or the one its restore wrote to. The target is looked up in
-// namespace, the request's own, only.
-func (r *DownloadRequestReconciler) targetLocation(ctx context.Context, namespace string, target cairnv1.DownloadTarget) (name, failure string, err error) {
+// backup was queued for, or the one its restore wrote to; for a backup's file, the Backup too.
+// The target is looked up in namespace, the request's own, only.
+func (r *DownloadRequestReconciler) targetLocation(ctx context.Context, namespace string, target cairnv1.DownloadTarget) (name string, b *cairnv1.Backup, failure string, err error) {
 	if target.Kind.IsRestoreFile() {
 		var rs cairnv1.Restore
 		err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: target.Name}, &rs)
 		if apierrors.IsNotFound(err) {
-			return "", fmt.Sprintf("restore %s does not exist in namespace %s", target.Name, namespace), nil
+			return "", nil, fmt.Sprintf("restore %s does not exist in namespace %s", target.Name, namespace), nil
 		}
 		if err != nil {
-			return "", "", err
+			return "", nil, "", err
 		}
 		if rs.Status.StorageLocation == "" {
-			return "", fmt.Sprintf("restore %s has stored no files (phase %s)", target.Name, rs.EffectivePhase()), nil
+			return "", nil, fmt.Sprintf("restore %s has stored no files (phase %s)", target.Name, rs.EffectivePhase()), nil
 		}
-		return rs.Status.StorageLocation, "", nil
+		return rs.Status.StorageLocation, nil, "", nil
 	}
-	var b cairnv1.Backup
-	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: target.Name}, &b)
+	b = &cairnv1.Backup{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: target.Name}, b)
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Sprintf("backup %s does not exist in namespace %s", target.Name, namespace), nil
+		return "", nil, fmt.Sprintf("backup %s does not exist in namespace %s", target.Name, namespace), nil
 	}
 	if err != nil {
-		return "", "", err
+		return "", nil, "", err
 	}
-	return b.Status.StorageLocation, "", nil
+	return b.Status.StorageLocation, b, "", nil
+}
+
+// backupFilesRefusal says why the files stored under backup b's name may not be handed out
+// ("" when they may): they must be b's own. A committed backup's marker names the Backup object
+// that wrote it (for a backup made by sync, status.originUID); a backup without a marker
+// (failed, cancelled) must have run in this cluster. Without this, a Backup made by hand under
+// the name of data that is not its own — another cluster's in a shared bucket, or one the sync
+// refused — would read that data through its name.
+func backupFilesRefusal(b *cairnv1.Backup, committed bool, markerUID string) string {
+	switch {
+	case b.IsSyncPending():
+		return fmt.Sprintf("backup %s is not synced from storage yet", b.Name)
+	case committed && markerUID != backupsync.DataUID(b):
+		return fmt.Sprintf("the data stored under backup %s's name belongs to another Backup object (UID %s), so it is not handed out", b.Name, markerUID)
+	case !committed && (b.Status.StartTimestamp == nil || b.Annotations[cairnv1.SyncedFromAnnotation] != ""):
+		return fmt.Sprintf("backup %s has stored no files of its own (phase %s)", b.Name, b.EffectivePhase())
+	}
+	return ""
 }
 
 func targetNoun(kind cairnv1.DownloadTargetKind) string {

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -42,8 +43,12 @@ func newDownloadFixture(spec cairnv1.BackupStorageLocationSpec, store storage.Ob
 		createObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b1"}}
 		Expect(k8sClient.Create(suiteCtx, b)).To(Succeed())
-		b.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: f.bsl.Name}
+		started := metav1.Now()
+		b.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: f.bsl.Name, StartTimestamp: &started}
 		Expect(k8sClient.Status().Update(suiteCtx, b)).To(Succeed())
+		// Its commit marker names it: the files are its own.
+		Expect(storage.WriteMetadata(suiteCtx, store, f.layout.Backup(ns, "b1"), storage.BackupMetadata{
+			FormatVersion: "1.1.0", Namespace: ns, Name: "b1", UID: string(b.UID), Phase: string(cairnv1.BackupPhaseCompleted)})).To(Succeed())
 		rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r1"}, Spec: cairnv1.RestoreSpec{BackupName: "b1"}}
 		Expect(k8sClient.Create(suiteCtx, rs)).To(Succeed())
 		rs.Status = cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted, StorageLocation: f.bsl.Name}
@@ -163,6 +168,22 @@ func downloadSpecs(setup func() *downloadFixture) {
 		dr = request(f.teamA, cairnv1.DownloadTargetRestoreLog, "nope")
 		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
 		Expect(dr.Status.Message).To(Equal("restore nope does not exist in namespace " + f.teamA))
+
+		// A Backup made by hand under the name of data another Backup object committed (another
+		// cluster's, in a shared bucket) reads none of it.
+		Expect(storage.WriteMetadata(suiteCtx, f.store, f.layout.Backup(f.teamA, "theirs"), storage.BackupMetadata{
+			FormatVersion: "1.1.0", Namespace: f.teamA, Name: "theirs", UID: "another-cluster", Phase: string(cairnv1.BackupPhaseCompleted)})).To(Succeed())
+		Expect(f.store.Put(suiteCtx, f.layout.Backup(f.teamA, "theirs").Archive, strings.NewReader("their secrets"))).To(Succeed())
+		theirs := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: f.teamA, Name: "theirs"}}
+		Expect(k8sClient.Create(suiteCtx, theirs)).To(Succeed())
+		theirs.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseFailed, StorageLocation: f.bsl.Name, StartTimestamp: ptr.To(metav1.Now())}
+		Expect(k8sClient.Status().Update(suiteCtx, theirs)).To(Succeed())
+		for _, kind := range []cairnv1.DownloadTargetKind{cairnv1.DownloadTargetBackupContents, cairnv1.DownloadTargetBackupLog} {
+			dr = request(f.teamA, kind, "theirs")
+			Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed), "%s", kind)
+			Expect(dr.Status.Message).To(ContainSubstring("belongs to another Backup object (UID another-cluster)"))
+			Expect(dr.Status.DownloadURL).To(BeEmpty())
+		}
 
 		Expect(f.store.Delete(suiteCtx, f.key(f.teamB, cairnv1.DownloadTargetBackupResults))).To(Succeed())
 		dr = request(f.teamB, cairnv1.DownloadTargetBackupResults, "b1")
