@@ -6,18 +6,25 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // tempPrefix starts the names of objects still being written; List never shows them.
 const tempPrefix = ".tmp-"
 
-// Filesystem is the filesystem provider: objects are files under Root. A Put writes a temp file
-// beside its target, fsyncs it and renames it into place, so a crash never leaves a
+// Filesystem is the filesystem provider: objects are regular files under Root. A Put writes a
+// temp file beside its target, fsyncs it and renames it into place, so a crash never leaves a
 // half-written object under its final name.
+//
+// Every access goes through an os.Root, which refuses a path that leaves Root — through "..",
+// or through a symbolic link someone with write access to the directory planted (pointing at
+// the manager's service account token, say): the download server hands out what Get opens.
+// A symbolic link is never an object.
 type Filesystem struct {
 	Root string
 }
@@ -30,11 +37,21 @@ func NewFilesystem(root string) (*Filesystem, error) {
 	return &Filesystem{Root: filepath.Clean(root)}, nil
 }
 
+// path is key's path relative to the root.
 func (f *Filesystem) path(key string) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	return filepath.Join(f.Root, filepath.FromSlash(key)), nil
+	return filepath.FromSlash(key), nil
+}
+
+// open opens the root for one operation; the caller closes it.
+func (f *Filesystem) open() (*os.Root, error) {
+	root, err := os.OpenRoot(f.Root)
+	if err != nil {
+		return nil, fmt.Errorf("opening the location's directory %s: %w", f.Root, unwrapPathError(err))
+	}
+	return root, nil
 }
 
 // Put implements ObjectStore.
@@ -43,18 +60,24 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader) (err erro
 	if err != nil {
 		return err
 	}
+	root, err := f.open()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := root.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("writing %s: %w", key, err)
 	}
-	tmp, err := os.CreateTemp(dir, tempPrefix+filepath.Base(p)+"-*")
+	tmpName := filepath.Join(dir, tempPrefix+filepath.Base(p)+"-"+strconv.FormatUint(rand.Uint64(), 36))
+	tmp, err := root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", key, err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			_ = root.Remove(tmpName)
 		}
 	}()
 	if _, err := io.Copy(tmp, contextReader{ctx, r}); err != nil {
@@ -66,15 +89,15 @@ func (f *Filesystem) Put(ctx context.Context, key string, r io.Reader) (err erro
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", key, err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := root.Rename(tmpName, p); err != nil {
 		return fmt.Errorf("renaming %s into place: %w", key, err)
 	}
-	return syncDir(dir)
+	return syncDir(root, dir)
 }
 
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// syncDir makes a rename in dir (relative to root) durable.
+func syncDir(root *os.Root, dir string) error {
+	d, err := root.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -91,7 +114,17 @@ func (f *Filesystem) Get(_ context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	file, err := os.Open(p)
+	root, err := f.open()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	if regular, err := isRegular(root, p); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	} else if !regular {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	file, err := root.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
 	}
@@ -101,22 +134,40 @@ func (f *Filesystem) Get(_ context.Context, key string) (io.ReadCloser, error) {
 	return file, nil
 }
 
+// isRegular says whether p (relative to root) is a regular file, not following a symbolic
+// link in its last element (os.Root keeps the ones before it inside the root); false when it
+// does not exist.
+func isRegular(root *os.Root, p string) (bool, error) {
+	info, err := root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return info.Mode().IsRegular(), nil
+}
+
 // List implements ObjectStore.
 func (f *Filesystem) List(ctx context.Context, prefix string) ([]string, error) {
 	// Walk from the deepest directory the prefix names, then filter by the whole prefix.
-	start := f.Root
+	start := "."
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		dirKey := prefix[:i]
 		if dirKey != "" {
-			p, err := f.path(dirKey)
-			if err != nil {
+			if err := checkKey(dirKey); err != nil {
 				return nil, err
 			}
-			start = p
+			start = dirKey
 		}
 	}
+	root, err := f.open()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	var keys []string
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), start, func(key string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -126,14 +177,12 @@ func (f *Filesystem) List(ctx context.Context, prefix string) ([]string, error) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), tempPrefix) {
+		// Directories are walked (a symbolic link to one is not: WalkDir does not follow
+		// links); only regular files are objects.
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) {
 			return nil
 		}
-		rel, err := filepath.Rel(f.Root, p)
-		if err != nil {
-			return err
-		}
-		if key := filepath.ToSlash(rel); strings.HasPrefix(key, prefix) {
+		if strings.HasPrefix(key, prefix) {
 			keys = append(keys, key)
 		}
 		return nil
@@ -152,37 +201,47 @@ func (f *Filesystem) Delete(_ context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	root, err := f.open()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("deleting %s: %w", key, err)
 	}
-	f.pruneEmptyDirs(filepath.Dir(p))
+	pruneEmptyDirs(root, filepath.Dir(p))
 	return nil
 }
 
-// pruneEmptyDirs removes dir and its parents up to the root while they are empty. A directory
-// that is not empty (or already gone) ends the walk; that is not an error.
-func (f *Filesystem) pruneEmptyDirs(dir string) {
-	for ; dir != f.Root && strings.HasPrefix(dir, f.Root+string(filepath.Separator)); dir = filepath.Dir(dir) {
-		if os.Remove(dir) != nil {
+// pruneEmptyDirs removes dir (relative to root) and its parents up to the root while they are
+// empty. A directory that is not empty (or already gone) ends the walk; that is not an error.
+func pruneEmptyDirs(root *os.Root, dir string) {
+	for ; dir != "." && dir != string(filepath.Separator) && dir != ""; dir = filepath.Dir(dir) {
+		if root.Remove(dir) != nil {
 			return
 		}
 	}
 }
 
-// Exists implements ObjectStore.
+// Exists implements ObjectStore: a regular file under the key (a symbolic link is not one).
 func (f *Filesystem) Exists(_ context.Context, key string) (bool, error) {
 	p, err := f.path(key)
 	if err != nil {
 		return false, err
 	}
-	info, err := os.Stat(p)
+	root, err := f.open()
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
+		return false, err
+	}
+	defer root.Close()
+	regular, err := isRegular(root, p)
+	if err != nil {
 		return false, fmt.Errorf("checking %s: %w", key, err)
 	}
-	return info.Mode().IsRegular(), nil
+	return regular, nil
 }
 
 // Validate checks that the root is a directory Cairn can use: readable, and for writable

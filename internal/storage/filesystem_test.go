@@ -101,3 +101,62 @@ func TestFilesystemValidate(t *testing.T) {
 		t.Error("a relative path was accepted")
 	}
 }
+
+// TestFilesystemNeverLeavesItsRoot: someone with write access to a location's directory plants
+// symbolic links — to a file outside (the manager's service account token, say) and to a
+// directory outside. The store never reads, lists or writes through them: the download server
+// hands out what Get opens.
+func TestFilesystemNeverLeavesItsRoot(t *testing.T) {
+	ctx := context.Background()
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "token")
+	if err := os.WriteFile(secret, []byte("the manager's token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	fs, err := storage.NewFilesystem(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := storage.Layout{}.Backup("team-a", "b")
+	mustPut(t, fs, keys.Archive, "the archive")
+	if err := os.Symlink(secret, filepath.Join(root, filepath.FromSlash(keys.Logs))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "backups", "team-a", "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+
+	if ok, err := fs.Exists(ctx, keys.Logs); ok || err != nil {
+		t.Errorf("Exists(a link to a file outside) = %v, %v; want false", ok, err)
+	}
+	if r, err := fs.Get(ctx, keys.Logs); err == nil {
+		r.Close()
+		t.Error("Get opened a link to a file outside the root")
+	}
+	if r, err := fs.Get(ctx, "backups/team-a/elsewhere/token"); err == nil {
+		r.Close()
+		t.Error("Get read through a link to a directory outside the root")
+	}
+	listed, err := fs.List(ctx, "backups/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 1 || listed[0] != keys.Archive {
+		t.Errorf("List = %v, want only %s", listed, keys.Archive)
+	}
+	if err := fs.Put(ctx, "backups/team-a/elsewhere/planted", strings.NewReader("x")); err == nil {
+		t.Error("Put wrote through a link to a directory outside the root")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); !os.IsNotExist(err) {
+		t.Errorf("a file was written outside the root: %v", err)
+	}
+	if err := fs.Delete(ctx, "backups/team-a/elsewhere/token"); err == nil {
+		if _, serr := os.Stat(secret); serr != nil {
+			t.Errorf("Delete removed a file outside the root: %v", serr)
+		}
+	}
+	if got, err := os.ReadFile(secret); err != nil || string(got) != "the manager's token" {
+		t.Errorf("the file outside is %q, %v", got, err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -69,8 +68,16 @@ func (f *Filesystem) AbortIncompleteUploads(_ context.Context, prefix string) (i
 	if err != nil {
 		return 0, err
 	}
+	root, err := f.open()
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
 	removed := 0
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), filepath.ToSlash(dir), func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil
@@ -79,7 +86,7 @@ func (f *Filesystem) AbortIncompleteUploads(_ context.Context, prefix string) (i
 		case d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix):
 			return nil
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := root.Remove(filepath.FromSlash(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		removed++
