@@ -229,7 +229,9 @@ func (r *SyncReconciler) apply(ctx context.Context, pass *syncPass) error {
 }
 
 // readMarker reads a committed backup's marker within the storage timeout; ok is false when it
-// is gone, or is not a marker (skipped and reported: one bad object never stops the pass).
+// is gone, is not a marker, or cannot be read (skipped and reported: one bad object — one the
+// credentials may not read, say — never stops the pass). A storage call that times out, or a
+// pass that ends, ends the pass: the storage service itself is in trouble.
 func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c storage.CommittedBackup) (m storage.BackupMetadata, ok bool, err error) {
 	err = r.stores.call(ctx, func(ctx context.Context) (err error) {
 		m, err = storage.ReadMetadata(ctx, pass.store, pass.store.Layout.Backup(c.Namespace, c.Name))
@@ -238,11 +240,11 @@ func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c stora
 	switch {
 	case errors.Is(err, storage.ErrNotCommitted):
 		return m, false, nil
-	case errors.Is(err, storage.ErrBadMetadata):
+	case err != nil && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		return m, false, fmt.Errorf("reading the commit marker of %s/%s in storage location %s: %w", c.Namespace, c.Name, pass.bsl.Name, err)
+	case err != nil:
 		pass.skip("%s/%s (%v)", c.Namespace, c.Name, err)
 		return m, false, nil
-	case err != nil:
-		return m, false, fmt.Errorf("reading the commit marker of %s/%s in storage location %s: %w", c.Namespace, c.Name, pass.bsl.Name, err)
 	}
 	return m, true, nil
 }

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,81 @@ func TestSyncPassGoesOnWhenAStatusIsRefused(t *testing.T) {
 	}
 	if got.Status.LastSyncedTime == nil {
 		t.Error("the pass did not reach its end: no lastSyncedTime")
+	}
+}
+
+// lockedStore fails every read of one key, as a store does for an object the credentials may
+// not read.
+type lockedStore struct {
+	storage.ObjectStore
+	locked string
+}
+
+func (s lockedStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if key == s.locked {
+		return nil, errors.New("AccessDenied: the credentials may not read this object")
+	}
+	return s.ObjectStore.Get(ctx, key)
+}
+
+// TestSyncPassSkipsAMarkerItCannotRead: one marker the storage refuses to read is skipped and
+// reported; the pass syncs the others and reaches its end.
+func TestSyncPassSkipsAMarkerItCannotRead(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	dir := t.TempDir()
+	fs, err := storage.NewFilesystem(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fine", "locked"} {
+		origin := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: types.UID("origin-" + name)}}
+		m, err := backupsync.Marker(origin, cairnv1.BackupPhaseCompleted, "1.1.0", storage.ArchiveDigest{SHA256: "abc", Size: 1}, clk.Now(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := storage.WriteMetadata(ctx, fs, storage.Layout{}.Backup("team", name), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "dr", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, AccessMode: cairnv1.AccessModeReadOnly,
+			Config: map[string]string{cairnv1.ConfigKeyPath: dir}, BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}},
+		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
+	scheme := testScheme(t)
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bsl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}).
+		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).Build()
+	recorder := events.NewFakeRecorder(100)
+	locked := storage.Layout{}.Backup("team", "locked").Metadata
+	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
+		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+			return lockedStore{ObjectStore: s, locked: locked}
+		}}, Clock: clk, Recorder: recorder, Gate: openGate{}, Catalog: &backupsync.Catalog{}}
+
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bsl)}); err != nil {
+		t.Fatalf("Reconcile: %v; want the pass to go on past the marker it cannot read", err)
+	}
+	var fine cairnv1.Backup
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "fine"}, &fine); err != nil || fine.Status.Phase != cairnv1.BackupPhaseCompleted {
+		t.Errorf("fine: %v, status %+v; want Completed", err, fine.Status)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "locked"}, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("locked: %v; want no object for a marker that could not be read", err)
+	}
+	var got cairnv1.BackupStorageLocation
+	if err := c.Get(ctx, client.ObjectKeyFromObject(bsl), &got); err != nil || got.Status.LastSyncedTime == nil {
+		t.Errorf("the pass did not reach its end: %v, %+v", err, got.Status)
+	}
+	reported := false
+	for len(recorder.Events) > 0 {
+		if e := <-recorder.Events; strings.Contains(e, "team/locked") && strings.Contains(e, "AccessDenied") {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Error("no event names the marker that could not be read")
 	}
 }
