@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
@@ -89,16 +91,28 @@ func findLocation(locations []cairnv1.BackupStorageLocation, name string) *cairn
 }
 
 // NewestScheduleBackup is the newest Completed backup among backups (those of one schedule),
-// by creation time then name; nil when there is none.
+// by the time it started (its creation time when it has none), then name; nil when there is
+// none. Not by creation time alone: a backup made by sync from storage (disaster recovery) was
+// created when it was synced, not when it was taken.
 func NewestScheduleBackup(backups []cairnv1.Backup) *cairnv1.Backup {
+	taken := func(b *cairnv1.Backup) metav1.Time {
+		if b.Status.StartTimestamp != nil {
+			return *b.Status.StartTimestamp
+		}
+		return b.CreationTimestamp
+	}
 	var newest *cairnv1.Backup
 	for i := range backups {
 		b := &backups[i]
 		if b.Status.Phase != cairnv1.BackupPhaseCompleted || b.DeletionTimestamp != nil {
 			continue
 		}
-		if newest == nil || newest.CreationTimestamp.Before(&b.CreationTimestamp) ||
-			(newest.CreationTimestamp.Equal(&b.CreationTimestamp) && newest.Name < b.Name) {
+		if newest == nil {
+			newest = b
+			continue
+		}
+		nt, bt := taken(newest), taken(b)
+		if nt.Before(&bt) || (nt.Equal(&bt) && newest.Name < b.Name) {
 			newest = b
 		}
 	}

@@ -192,6 +192,10 @@ func TestNewestScheduleBackup(t *testing.T) {
 		backup.DeletionTimestamp = &metav1.Time{Time: base.Add(100 * time.Hour)}
 		return backup
 	}
+	started := func(backup cairnv1.Backup, hoursAfter int) cairnv1.Backup {
+		backup.Status.StartTimestamp = &metav1.Time{Time: base.Add(time.Duration(hoursAfter) * time.Hour)}
+		return backup
+	}
 	tests := []struct {
 		name    string
 		backups []cairnv1.Backup
@@ -212,6 +216,11 @@ func TestNewestScheduleBackup(t *testing.T) {
 			backups: []cairnv1.Backup{deleted(b("n-3", cairnv1.BackupPhaseCompleted, 3)), b("n-2", cairnv1.BackupPhaseCompleted, 2), deleted(b("n-1", cairnv1.BackupPhaseCompleted, 1))},
 			want:    "n-2"},
 		{name: "only deleted ones", backups: []cairnv1.Backup{deleted(b("n-3", cairnv1.BackupPhaseCompleted, 3))}},
+		// Synced from storage in a second cluster: created in the order of the sync, taken in
+		// the order of their start.
+		{name: "synced ones, by the time they were taken",
+			backups: []cairnv1.Backup{started(b("n-old", cairnv1.BackupPhaseCompleted, 10), 1), started(b("n-new", cairnv1.BackupPhaseCompleted, 9), 5)},
+			want:    "n-new"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
