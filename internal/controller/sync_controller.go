@@ -327,6 +327,13 @@ func (r *SyncReconciler) complete(ctx context.Context, pass *syncPass, b *cairnv
 	if !ok {
 		problem = fmt.Errorf("storage location %s holds no committed backup named %s/%s", pass.bsl.Name, b.Namespace, b.Name)
 	} else if _, problem = backupsync.Object(c, m, pass.bsl.Name, r.Namespace); problem == nil {
+		// A Backup made by hand to be synced keeps the spec it was made with (spec is
+		// immutable): one a team could not have run is refused, not shown as completed.
+		if errs := queue.CheckTenancy("backup", b.Namespace, b.Spec.Filters(), r.Namespace); len(errs) > 0 {
+			problem = fmt.Errorf("its spec is not one a backup in namespace %s may have: %s", b.Namespace, strings.Join(errs, "; "))
+		}
+	}
+	if problem == nil {
 		status, problem = backupsync.Status(m, pass.bsl.Name, b.Generation, pass.now)
 	}
 	if problem != nil {

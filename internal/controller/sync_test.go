@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -289,6 +290,21 @@ var _ = Describe("Sync from storage", Ordered, func() {
 			g.Expect(got.Status.ValidationErrors).To(ConsistOf(ContainSubstring("storage location sync-dr holds no committed backup named cairn-system/forged")))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 		Expect(recorder.of("forged")).To(Equal([]cairnv1.BackupPhase{"", cairnv1.BackupPhaseFailedValidation}), "the queue never took it")
+
+		// A team's Backup made by hand over its own committed backup, with a spec the team
+		// could never run: refused, not shown as a completed backup of other namespaces.
+		team := "sync-forge-team"
+		createObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}})
+		commitElsewhere(store, team, "greedy", uidA, cairnv1.BackupSpec{})
+		greedy := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "greedy", Namespace: team,
+			Annotations: map[string]string{cairnv1.SyncedFromAnnotation: "sync-dr"}},
+			Spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"kube-system"}}}
+		Expect(k8sClient.Create(suiteCtx, greedy)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := getBackup(team, "greedy")
+			g.Expect(got.Status.Phase).To(Equal(cairnv1.BackupPhaseFailedValidation))
+			g.Expect(got.Status.ValidationErrors).To(ConsistOf(ContainSubstring("its spec is not one a backup in namespace " + team + " may have")))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
 	})
 })
 
