@@ -179,7 +179,6 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		}
 	}
 	if problem != nil {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Backup cannot start: %s", problem)
 		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = queue.CapValidationErrors([]string{problem.Error()})
@@ -217,7 +216,6 @@ func (r *BackupReconciler) waitForStorage(ctx context.Context, b *cairnv1.Backup
 	now := metav1.NewTime(r.Clock.Now())
 	if phaseTimedOut(b, now.Time, r.PhaseTimeout) {
 		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Start", "Backup failed: %s", reason)
 		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailed
 			s.FailureReason = reason

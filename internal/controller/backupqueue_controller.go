@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -482,10 +481,6 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 			s.QueuePosition = 0
 			s.CompletionTimestamp = &now
 		})
-		if err == nil {
-			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Validate",
-				"Backup failed validation: %s", strings.Join(problems, "; "))
-		}
 		return true, err
 	}
 	return false, nil
@@ -527,9 +522,6 @@ func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c 
 			s.BackupName = c.backupName
 			setQueuedCondition(&s.Conditions, metav1.ConditionTrue, reason, message, rs.Generation, now)
 		})
-		if err == nil {
-			r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Queued", "Enqueue", "Restore of backup %s queued at position %d", c.backupName, position)
-		}
 		return err
 	}
 	b := c.backup
@@ -542,9 +534,6 @@ func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c 
 		s.StorageLocation = c.entry.Location
 		setQueuedCondition(&s.Conditions, metav1.ConditionTrue, reason, message, b.Generation, now)
 	})
-	if err == nil {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Queued", "Enqueue", "Queued at position %d", position)
-	}
 	return err
 }
 

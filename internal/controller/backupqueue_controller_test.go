@@ -618,8 +618,8 @@ func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]sco
 	return problems
 }
 
-// queueOnly runs the queue alone: the test plays the backup runner.
-var queueOnly = []string{"queue"}
+// queueOnly runs the queue alone (and the phase events): the test plays the backup runner.
+var queueOnly = []string{"queue", "phaseevents"}
 
 // openGate lets a queue made by a test run at once.
 type openGate struct{}

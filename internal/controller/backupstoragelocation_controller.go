@@ -98,13 +98,7 @@ func (r *BackupStorageLocationReconciler) patchStatus(ctx context.Context, bsl *
 		}
 		return err
 	}
-	if old.Status.Phase != next.Phase {
-		if next.Phase == cairnv1.StorageLocationPhaseAvailable {
-			r.Recorder.Eventf(bsl, nil, corev1.EventTypeNormal, "Available", "Validate", "Storage location is available")
-		} else {
-			r.Recorder.Eventf(bsl, nil, corev1.EventTypeWarning, "Unavailable", "Validate", "Storage location is unavailable: %s", next.Message)
-		}
-	}
+	// The phase change's event is PhaseWatcher's, as for every kind.
 	return nil
 }
 

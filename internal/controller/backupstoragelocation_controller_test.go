@@ -88,7 +88,7 @@ func eventsFor(bsl *cairnv1.BackupStorageLocation) []eventsv1.Event {
 
 var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 	BeforeAll(func() {
-		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation"}}))
+		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation", "phaseevents"}}))
 	})
 
 	Context("filesystem", func() {

@@ -301,8 +301,6 @@ func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, messag
 		return ctrl.Result{}, err
 	}
 	r.deletions.forget(b.UID)
-	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "DeletionFailed", "Delete",
-		"Deleting the backup's data failed (attempt %d): %s; next attempt in %s", attempts, message, delay)
 	return ctrl.Result{RequeueAfter: delay}, nil
 }
 

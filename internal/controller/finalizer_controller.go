@@ -298,7 +298,6 @@ func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
 			}); err != nil {
 				return err
 			}
-			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failed", "Finalize", "Backup failed: %s", message)
 			return nil
 		},
 	}

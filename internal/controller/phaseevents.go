@@ -3,12 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -23,8 +23,10 @@ import (
 // transitions themselves, which a reconciler (given only the latest version) cannot. It runs on
 // the leader only, like the reconcilers whose changes it reports.
 type PhaseWatcher struct {
-	Cache    cache.Informers
 	Recorder events.EventRecorder
+
+	// leading is true while the watcher runs (on the leader).
+	leading atomic.Bool
 }
 
 // phaseKind is how the watcher reads one kind.
@@ -64,27 +66,36 @@ var phaseKinds = []phaseKind{
 	watchedKind(&cairnv1.BackupStorageLocation{}, func(l *cairnv1.BackupStorageLocation) string { return string(l.Status.Phase) }, readiness.StorageLocation, nil),
 }
 
-// Start adds the watcher's handlers to the cache's informers and waits until ctx ends.
+// Start marks the watcher as running on the leader, until ctx ends.
 func (w *PhaseWatcher) Start(ctx context.Context) error {
-	for _, k := range phaseKinds {
-		informer, err := w.Cache.GetInformer(ctx, k.object)
-		if err != nil {
-			return fmt.Errorf("watching %T for phase changes: %w", k.object, err)
-		}
-		registration, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(oldObj, newObj any) { w.changed(k, oldObj, newObj) },
-		})
-		if err != nil {
-			return fmt.Errorf("watching %T for phase changes: %w", k.object, err)
-		}
-		defer func() { _ = informer.RemoveEventHandler(registration) }()
-	}
+	w.leading.Store(true)
 	<-ctx.Done()
+	w.leading.Store(false)
 	return nil
 }
 
-// SetupWithManager adds the watcher to mgr.
-func (w *PhaseWatcher) SetupWithManager(mgr ctrl.Manager) error { return mgr.Add(w) }
+// SetupWithManager adds the watcher's handlers to the cache's informers now, before the cache
+// starts — so that no phase change after the start goes unseen (one made while the watcher
+// was starting would otherwise be missed) — and the watcher to mgr. The handlers report only
+// while the watcher runs, on the leader.
+func (w *PhaseWatcher) SetupWithManager(mgr ctrl.Manager) error {
+	for _, k := range phaseKinds {
+		informer, err := mgr.GetCache().GetInformer(context.Background(), k.object)
+		if err != nil {
+			return fmt.Errorf("watching %T for phase changes: %w", k.object, err)
+		}
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj any) {
+				if w.leading.Load() {
+					w.changed(k, oldObj, newObj)
+				}
+			},
+		}); err != nil {
+			return fmt.Errorf("watching %T for phase changes: %w", k.object, err)
+		}
+	}
+	return mgr.Add(w)
+}
 
 // NeedLeaderElection makes the watcher run on the leader only.
 func (w *PhaseWatcher) NeedLeaderElection() bool { return true }

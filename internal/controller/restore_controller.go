@@ -127,7 +127,6 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	now := metav1.NewTime(r.Clock.Now())
 	if len(problems) > 0 {
 		problems = queue.CapValidationErrors(problems)
-		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "FailedValidation", "Start", "Restore cannot start: %s", problems[0])
 		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
 			s.Phase = cairnv1.RestorePhaseFailedValidation
 			s.BackupName = backupName
@@ -216,7 +215,6 @@ func (r *RestoreReconciler) waitForStorage(ctx context.Context, rs *cairnv1.Rest
 	now := metav1.NewTime(r.Clock.Now())
 	if rs.Status.PhaseTransitionTime != nil && now.Sub(rs.Status.PhaseTransitionTime.Time) >= r.PhaseTimeout {
 		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
-		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Start", "Restore failed: %s", reason)
 		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
 			s.Phase = cairnv1.RestorePhaseFailed
 			s.FailureReason = reason
@@ -310,9 +308,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 		r.Operations.set(rs.UID, res.Operations)
 	}
 	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
-	if res.Ending == restore.Failed {
-		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "Failed", "Restore", "Restore failed: %s", res.FailureReason)
-	} else {
+	if res.Ending != restore.Failed {
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "ItemsRestored", "Restore", "Restore handled %d of %d items: %d warnings, %d errors",
 			res.ItemsRestored, res.TotalItems, res.Warnings, res.Errors)
 	}

@@ -52,9 +52,6 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 		s.QueuePosition = 0
 		s.CompletionTimestamp = &now
 	})
-	if err == nil {
-		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "FailedValidation", "Validate", "Restore failed validation: %s", problems[0])
-	}
 	return true, err
 }
 

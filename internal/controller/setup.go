@@ -319,7 +319,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			stores:       st,
 		}},
 		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
-		{"phaseevents", &PhaseWatcher{Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("cairn-phase")}},
+		{"phaseevents", &PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
 	}
 	// The gauges are computed from the cache at every scrape, on every replica.
 	metrics.SetSource(metrics.Source{Reader: mgr.GetCache(), Namespace: cfg.Namespace})

@@ -302,7 +302,6 @@ func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cai
 func (r *SyncReconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Backup, problem error) error {
 	now := metav1.NewTime(pass.now)
 	message := fmt.Sprintf("cannot be synced from storage location %s: %v", pass.bsl.Name, problem)
-	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "FailedValidation", "Sync", "Backup %s", message)
 	return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
 		*s = cairnv1.BackupStatus{
 			Phase:               cairnv1.BackupPhaseFailedValidation,

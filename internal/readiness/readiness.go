@@ -88,7 +88,10 @@ func Backup(b *cairnv1.Backup) Conditions {
 			message = fmt.Sprintf("the backup expired at %s: deleting its data", exp.UTC().Format(time.RFC3339))
 		}
 	case cairnv1.BackupPhaseDeletionFailed:
-		message = "the last attempt to delete its data failed, retrying: " + b.Status.LastDeletionError
+		message = fmt.Sprintf("attempt %d to delete its data failed: %s", b.Status.DeletionAttempts, b.Status.LastDeletionError)
+		if next := b.Status.NextDeletionAttempt; next != nil {
+			message += "; next attempt at " + next.UTC().Format(time.RFC3339)
+		}
 	}
 	return build(s, string(phase), message, b.Generation)
 }
