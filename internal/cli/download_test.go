@@ -157,8 +157,8 @@ func (b *firstReadBody) Read(p []byte) (int, error) {
 // timeout; the CLI's client has one.
 func TestOpenFailsWhenTheServerDoesNotAnswer(t *testing.T) {
 	e, _, _ := testEnv(t)
-	if got := e.httpClient.Transport.(*http.Transport).ResponseHeaderTimeout; got != downloadHeaderTimeout {
-		t.Errorf("the download client's header timeout = %s, want %s", got, downloadHeaderTimeout)
+	if tr, ok := e.httpClient.Transport.(*http.Transport); !ok || tr.ResponseHeaderTimeout != downloadHeaderTimeout {
+		t.Errorf("the download client's transport = %#v, want one with a %s header timeout", e.httpClient.Transport, downloadHeaderTimeout)
 	}
 	e.httpClient = newHTTPClient(200 * time.Millisecond)
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))

@@ -93,7 +93,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) storage.ObjectStor
 			stop := errors.New("enough")
 			calls := 0
 			err := lister.ListFunc(ctx, "l/", func(string) error { calls++; return stop })
-			if err != stop || calls != 1 {
+			if !errors.Is(err, stop) || calls != 1 {
 				t.Errorf("%s: ListFunc with a callback that fails = %v after %d calls; want its error after 1", name, err, calls)
 			}
 		}
