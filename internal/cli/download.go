@@ -112,8 +112,9 @@ func (e *env) open(ctx context.Context, url string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("downloading: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	stalled := fmt.Errorf("%w: no data came for %s", errStalled, e.idleTimeout)
-	return &idleBody{body: resp.Body, ctx: ctx, cancel: cancel, idle: e.idleTimeout,
-		timer: time.AfterFunc(e.idleTimeout, func() { cancel(stalled) })}, nil
+	timer := time.AfterFunc(e.idleTimeout, func() { cancel(stalled) })
+	timer.Stop() // runs only while a Read waits
+	return &idleBody{body: resp.Body, ctx: ctx, cancel: cancel, idle: e.idleTimeout, timer: timer}, nil
 }
 
 // idleBody is a response body whose Read fails when no data comes for idle: its timer runs
