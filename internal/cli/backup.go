@@ -236,17 +236,14 @@ func newBackupDownloadCommand(e *env) *cobra.Command {
 			if _, err := os.Stat(path); err == nil && !force {
 				return fmt.Errorf("%s already exists: remove it or pass --force", path)
 			}
-			ctx := context.Background()
-			url, err := e.requestURL(ctx, b.Namespace, b.Name, cairnv1.DownloadTargetBackupContents)
-			if err != nil {
-				return err
+			// Ctrl-C cancels ctx instead of ending the process, so that the partial file is
+			// removed on the way out.
+			ctx, stop := e.interrupt(context.Background())
+			defer stop()
+			digest, err := e.downloadArchive(ctx, b, path)
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("the download of backup %s was interrupted; nothing was saved", b.Name)
 			}
-			body, err := e.open(ctx, url)
-			if err != nil {
-				return err
-			}
-			defer body.Close()
-			digest, err := saveVerified(body, path, b.Status.ArchiveSHA256)
 			if err != nil {
 				return err
 			}
@@ -261,6 +258,20 @@ func newBackupDownloadCommand(e *env) *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "", "The file to save the archive to (default NAME.tar.gz).")
 	cmd.Flags().BoolVar(&force, "force", false, "Overwrite the file if it exists.")
 	return cmd
+}
+
+// downloadArchive saves backup b's archive to path, verified, and returns its digest.
+func (e *env) downloadArchive(ctx context.Context, b *cairnv1.Backup, path string) (string, error) {
+	url, err := e.requestURL(ctx, b.Namespace, b.Name, cairnv1.DownloadTargetBackupContents)
+	if err != nil {
+		return "", err
+	}
+	body, err := e.open(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer body.Close()
+	return saveVerified(ctx, body, path, b.Status.ArchiveSHA256)
 }
 
 // confirm asks on the terminal whether to go on; without a terminal it refuses, so that a

@@ -99,8 +99,10 @@ type env struct {
 	terminal bool
 	// newClient makes the API client; tests replace it.
 	newClient func() (client.WithWatch, error)
-	// httpClient fetches download URLs.
+	// httpClient fetches download URLs (newHTTPClient).
 	httpClient *http.Client
+	// idleTimeout fails a download whose body stops arriving for that long.
+	idleTimeout time.Duration
 	// interrupt ends a --wait when the user presses Ctrl-C; tests replace it.
 	interrupt func(ctx context.Context) (context.Context, context.CancelFunc)
 	// requestTimeout bounds the wait for a DownloadRequest's answer.
@@ -122,7 +124,8 @@ func newEnv(streams genericiooptions.IOStreams) *env {
 		streams:        streams,
 		flags:          genericclioptions.NewConfigFlags(true).WithDeprecatedPasswordFlag(),
 		clock:          clock.RealClock{},
-		httpClient:     &http.Client{},
+		httpClient:     newHTTPClient(downloadHeaderTimeout),
+		idleTimeout:    downloadIdleTimeout,
 		interrupt:      interruptContext,
 		requestTimeout: time.Minute,
 	}

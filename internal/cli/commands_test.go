@@ -213,14 +213,14 @@ func TestSaveVerified(t *testing.T) {
 	dir := t.TempDir()
 	const sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" // sha256("hello")
 	path := filepath.Join(dir, "b1.tar.gz")
-	if _, err := saveVerified(strings.NewReader("hello"), path, sum); err != nil {
+	if _, err := saveVerified(context.Background(), strings.NewReader("hello"), path, sum); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); string(data) != "hello" {
 		t.Errorf("saved %q", data)
 	}
 	bad := filepath.Join(dir, "b2.tar.gz")
-	if _, err := saveVerified(strings.NewReader("hellO"), bad, sum); err == nil || !strings.Contains(err.Error(), "archive checksum mismatch") {
+	if _, err := saveVerified(context.Background(), strings.NewReader("hellO"), bad, sum); err == nil || !strings.Contains(err.Error(), "archive checksum mismatch") {
 		t.Fatalf("err = %v, want a checksum mismatch", err)
 	}
 	entries, _ := os.ReadDir(dir)

@@ -239,13 +239,36 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 	return nil
 }
 
-// readJSON reads a gzipped JSON file of a backup or restore into v.
+// maxJSONFileSize bounds a results or resource-list file that describe reads into memory,
+// uncompressed: far above what a backup of many thousands of items writes, and a refusal
+// rather than the memory of the machine for a file that decompresses to more.
+const maxJSONFileSize = 64 << 20
+
+// errTooLarge is a file larger than maxJSONFileSize uncompressed.
+var errTooLarge = fmt.Errorf("larger than %d MiB uncompressed, more than cairn reads into memory", maxJSONFileSize>>20)
+
+// cappedBuffer is a buffer whose Write fails with errTooLarge past max bytes. (It has no
+// ReadFrom, which io.Copy would use instead of Write.)
+type cappedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.buf.Len()+len(p) > b.max {
+		return 0, errTooLarge
+	}
+	return b.buf.Write(p)
+}
+
+// readJSON reads a gzipped JSON file of a backup or restore into v, refusing one larger than
+// maxJSONFileSize uncompressed.
 func (e *env) readJSON(ctx context.Context, namespace, name string, kind cairnv1.DownloadTargetKind, v any) error {
-	var buf bytes.Buffer
-	if err := e.fetchGzip(ctx, namespace, name, kind, &buf); err != nil {
+	buf := &cappedBuffer{max: maxJSONFileSize}
+	if err := e.fetchGzip(ctx, namespace, name, kind, buf); err != nil {
 		return err
 	}
-	return json.Unmarshal(buf.Bytes(), v)
+	return json.Unmarshal(buf.buf.Bytes(), v)
 }
 
 // namespaceOfItem is the namespace in a backup result's item ("configmaps/team-a/x"), or ""

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,22 +67,81 @@ func downloadRequestPrefix(name string, kind cairnv1.DownloadTargetKind) string 
 	return prefix + "-"
 }
 
-// open fetches a download URL; the caller closes the body.
+// Download timeouts. A download URL's server must accept the connection and answer with its
+// headers in time, and a body must keep arriving: one that stops for downloadIdleTimeout
+// fails (errStalled). The whole transfer has no limit: an archive can be large, and a slow
+// link takes its time.
+const (
+	downloadConnectTimeout = 30 * time.Second
+	downloadHeaderTimeout  = time.Minute
+	downloadIdleTimeout    = time.Minute
+)
+
+// errStalled is a download whose body stopped arriving.
+var errStalled = errors.New("the transfer stalled")
+
+// newHTTPClient is the client that fetches download URLs: http.DefaultTransport's proxy and
+// connection settings, with a bounded connect and TLS handshake, and headerTimeout for the
+// response's headers.
+func newHTTPClient(headerTimeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: downloadConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = downloadConnectTimeout
+	t.ResponseHeaderTimeout = headerTimeout
+	return &http.Client{Transport: t}
+}
+
+// open fetches a download URL; the caller closes the body. A body that stops arriving for
+// e.idleTimeout fails with errStalled; ctx ending (Ctrl-C) ends the transfer too.
 func (e *env) open(ctx context.Context, url string) (io.ReadCloser, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
+		cancel(nil)
 		return nil, err
 	}
 	resp, err := e.httpClient.Do(req)
 	if err != nil {
+		cancel(nil)
 		return nil, fmt.Errorf("downloading: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		_ = resp.Body.Close()
+		cancel(nil)
 		return nil, fmt.Errorf("downloading: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
-	return resp.Body, nil
+	stalled := fmt.Errorf("%w: no data came for %s", errStalled, e.idleTimeout)
+	timer := time.AfterFunc(e.idleTimeout, func() { cancel(stalled) })
+	timer.Stop() // runs only while a Read waits
+	return &idleBody{body: resp.Body, ctx: ctx, cancel: cancel, idle: e.idleTimeout, timer: timer}, nil
+}
+
+// idleBody is a response body whose Read fails when no data comes for idle: its timer runs
+// only while a Read waits, so a slow reader of the body is never taken for a stalled server.
+// The timer cancels the request's context, which ends the Read blocked on the connection.
+type idleBody struct {
+	body   io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+	timer  *time.Timer
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.idle)
+	n, err := b.body.Read(p)
+	b.timer.Stop()
+	if err != nil && errors.Is(context.Cause(b.ctx), errStalled) {
+		return n, context.Cause(b.ctx)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	b.cancel(nil)
+	return b.body.Close()
 }
 
 // fetchGzip reads a gzipped file of a backup or restore (logs, results, lists) into w.
@@ -106,8 +167,10 @@ func (e *env) fetchGzip(ctx context.Context, namespace, name string, kind cairnv
 
 // saveVerified streams r into path and checks its SHA-256 against want (hex) on the way: the
 // file appears under path only when it matches (or when there is nothing to check against,
-// want ""). It returns the digest.
-func saveVerified(r io.Reader, path, want string) (string, error) {
+// want "") and ctx has not ended. It returns the digest. The temp file it writes to (an
+// archive holds the cluster's Secrets) is removed on every other way out: a failed or stalled
+// read, a mismatch, ctx ending (Ctrl-C, which the caller's context catches), a panic.
+func saveVerified(ctx context.Context, r io.Reader, path, want string) (string, error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
 	if err != nil {
@@ -125,6 +188,9 @@ func saveVerified(r io.Reader, path, want string) (string, error) {
 	got := hex.EncodeToString(h.Sum(nil))
 	if want != "" && !strings.EqualFold(got, want) {
 		return got, fmt.Errorf("archive checksum mismatch: the download has SHA-256 %s, the backup records %s; nothing was saved", got, want)
+	}
+	if err := ctx.Err(); err != nil {
+		return got, err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return got, err

@@ -29,12 +29,27 @@ type stores struct {
 // of holding a reconciler forever. The archive upload is bounded by its backup's cancellation.
 const DefaultStorageTimeout = 30 * time.Second
 
+// listTimeoutFactor makes the timeout of a listing of a whole location (the sync's, which pages
+// through every object under backups/) that many times the small calls' (5 minutes by default):
+// a large location is listed to its end, and a hung service still fails the pass.
+const listTimeoutFactor = 10
+
+// callTimeout is the storage timeout, DefaultStorageTimeout unless set.
+func (s stores) callTimeout() time.Duration {
+	if s.timeout <= 0 {
+		return DefaultStorageTimeout
+	}
+	return s.timeout
+}
+
 // bounded is ctx limited to the storage timeout.
 func (s stores) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.timeout <= 0 {
-		return context.WithTimeout(ctx, DefaultStorageTimeout)
-	}
-	return context.WithTimeout(ctx, s.timeout)
+	return context.WithTimeout(ctx, s.callTimeout())
+}
+
+// listing is ctx limited to the timeout of a whole location's listing.
+func (s stores) listing(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, listTimeoutFactor*s.callTimeout())
 }
 
 // open opens a location's store.

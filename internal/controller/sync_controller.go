@@ -64,8 +64,10 @@ const (
 // It writes the location's status.lastSyncedTime (the storage location reconciler owns the
 // rest of that status), and the names the location holds that no backup of the cluster stands
 // for into the Catalog, which the queue checks new backups against. Every storage call is
-// bounded by the storage timeout, and one that fails ends the pass, retried with backoff: a
-// storage service that hangs holds only this reconciler, and only that long.
+// bounded by the storage timeout (the listing of the location by ten times that), and one that
+// fails ends the pass, retried with backoff: a storage service that hangs holds only this
+// reconciler, and only that long. A location with more than storage.MaxCommittedBackups
+// committed backups is not synced: each pass fails, with a Warning event on the location.
 type SyncReconciler struct {
 	client.Client
 	// Namespace is the operator's namespace: it holds the storage locations.
@@ -191,10 +193,20 @@ func (r *SyncReconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLo
 		if pass.store, err = r.stores.open(ctx, bsl); err != nil {
 			return fmt.Errorf("opening storage location %s: %w", bsl.Name, err)
 		}
-		in.Committed, err = storage.ListCommitted(ctx, pass.store, pass.store.Layout)
-		return err
+		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The listing gets its own, longer timeout: it pages through every object of the location.
+	// It is given the store itself, not the location.Store around it, so that it reaches the
+	// provider's ListFunc.
+	listCtx, cancel := r.stores.listing(ctx)
+	defer cancel()
+	if in.Committed, err = storage.ListCommitted(listCtx, pass.store.ObjectStore, pass.store.Layout); err != nil {
+		if errors.Is(err, storage.ErrTooManyBackups) {
+			r.Recorder.Eventf(bsl, nil, corev1.EventTypeWarning, "TooManyBackups", "Sync", "Not synced: %v", err)
+		}
 		return nil, err
 	}
 	pass.plan = backupsync.Decide(in)

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -171,5 +172,121 @@ func TestSyncPassSkipsAMarkerItCannotRead(t *testing.T) {
 	}
 	if !reported {
 		t.Error("no event names the marker that could not be read")
+	}
+}
+
+// listingStore lists only key by key (its List fails, as holding every key of a large location
+// would) and records the deadline its listing was given. more, when set, hands out further
+// keys after the store's own.
+type listingStore struct {
+	storage.ObjectStore
+	deadline *time.Time
+	more     func(yield func(string) bool)
+}
+
+func (s listingStore) List(context.Context, string) ([]string, error) {
+	return nil, errors.New("List holds every key of the location in memory: use ListFunc")
+}
+
+func (s listingStore) ListFunc(ctx context.Context, prefix string, fn func(string) error) error {
+	*s.deadline, _ = ctx.Deadline()
+	if err := s.ObjectStore.(storage.Lister).ListFunc(ctx, prefix, fn); err != nil || s.more == nil {
+		return err
+	}
+	for key := range s.more {
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncOneMarker is a read-only location "dr" holding the marker of team/fine, a fake client
+// with it and namespace team, and a reconciler whose stores are wrapped by wrap.
+func syncOneMarker(t *testing.T, timeout time.Duration, wrap func(storage.ObjectStore) storage.ObjectStore) (*SyncReconciler, client.Client, *cairnv1.BackupStorageLocation, *events.FakeRecorder) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	dir := t.TempDir()
+	fs, err := storage.NewFilesystem(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "fine", UID: "origin-fine"}}
+	m, err := backupsync.Marker(origin, cairnv1.BackupPhaseCompleted, "1.1.0", storage.ArchiveDigest{SHA256: "abc", Size: 1}, clk.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.WriteMetadata(context.Background(), fs, storage.Layout{}.Backup("team", "fine"), m); err != nil {
+		t.Fatal(err)
+	}
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "dr", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, AccessMode: cairnv1.AccessModeReadOnly,
+			Config: map[string]string{cairnv1.ConfigKeyPath: dir}, BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}},
+		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
+	scheme := testScheme(t)
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bsl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}).
+		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).Build()
+	recorder := events.NewFakeRecorder(100)
+	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
+		stores: stores{client: c, namespace: "cairn-system", timeout: timeout, wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+			return wrap(s)
+		}}, Clock: clk, Recorder: recorder, Gate: openGate{}, Catalog: &backupsync.Catalog{}}
+	return r, c, bsl, recorder
+}
+
+// The pass lists the location through the store's ListFunc, key by key, never with one List
+// of everything; and that listing has its own timeout, longer than the small calls'.
+func TestSyncPassListsKeyByKeyWithItsOwnTimeout(t *testing.T) {
+	ctx := context.Background()
+	var deadline time.Time
+	r, c, bsl, _ := syncOneMarker(t, time.Second, func(s storage.ObjectStore) storage.ObjectStore {
+		return listingStore{ObjectStore: s, deadline: &deadline}
+	})
+	start := time.Now()
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bsl)}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	var fine cairnv1.Backup
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "fine"}, &fine); err != nil || fine.Status.Phase != cairnv1.BackupPhaseCompleted {
+		t.Errorf("fine: %v, status %+v; want Completed", err, fine.Status)
+	}
+	if got := deadline.Sub(start); got < listTimeoutFactor*time.Second {
+		t.Errorf("the listing was given %s; want %d times the 1s storage timeout", got, listTimeoutFactor)
+	}
+}
+
+// A location with more committed backups than a pass considers is not synced: the pass fails
+// with ErrTooManyBackups, makes no Backup, and a Warning event on the location says why.
+func TestSyncPassRefusesTooManyBackups(t *testing.T) {
+	ctx := context.Background()
+	var deadline time.Time
+	r, c, bsl, recorder := syncOneMarker(t, 0, func(s storage.ObjectStore) storage.ObjectStore {
+		return listingStore{ObjectStore: s, deadline: &deadline, more: func(yield func(string) bool) {
+			for i := range storage.MaxCommittedBackups {
+				if !yield(storage.Layout{}.Backup("team", fmt.Sprintf("b%d", i)).Metadata) {
+					return
+				}
+			}
+		}}
+	})
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bsl)})
+	if !errors.Is(err, storage.ErrTooManyBackups) {
+		t.Fatalf("Reconcile: %v; want ErrTooManyBackups", err)
+	}
+	var backups cairnv1.BackupList
+	if err := c.List(ctx, &backups); err != nil || len(backups.Items) != 0 {
+		t.Errorf("the pass made %d backups (%v); want none", len(backups.Items), err)
+	}
+	reported := false
+	for len(recorder.Events) > 0 {
+		if e := <-recorder.Events; strings.Contains(e, "TooManyBackups") && strings.Contains(e, "more than 100000") {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Error("no Warning event says the location holds too many backups")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,33 @@ func runConformance(t *testing.T, newStore func(t *testing.T) storage.ObjectStor
 		none, err := s.List(ctx, "q/")
 		if err != nil || len(none) != 0 {
 			t.Errorf("List of an empty prefix = %v, %v", none, err)
+		}
+	})
+
+	t.Run("list each key as listed, through a read-only store too, stopping at the callback's error", func(t *testing.T) {
+		inner, ctx := newStore(t), context.Background()
+		for _, k := range []string{"l/a.x", "l/a/b", "l/a/c/d", "l/b", "m/other"} {
+			mustPut(t, inner, k, k)
+		}
+		for name, s := range map[string]storage.ObjectStore{"store": inner, "read-only": storage.ReadOnly(inner)} {
+			lister, ok := s.(storage.Lister)
+			if !ok {
+				t.Fatalf("the %s is not a Lister", name)
+			}
+			var got []string
+			if err := lister.ListFunc(ctx, "l/", func(key string) error { got = append(got, key); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if want := []string{"l/a.x", "l/a/b", "l/a/c/d", "l/b"}; !slices.Equal(got, want) {
+				t.Errorf("%s: ListFunc(l/) = %v, want %v", name, got, want)
+			}
+			stop := errors.New("enough")
+			calls := 0
+			err := lister.ListFunc(ctx, "l/", func(string) error { calls++; return stop })
+			if !errors.Is(err, stop) || calls != 1 {
+				t.Errorf("%s: ListFunc with a callback that fails = %v after %d calls; want its error after 1", name, err, calls)
+			}
 		}
 	})
 

@@ -150,23 +150,38 @@ func isRegular(root *os.Root, p string) (bool, error) {
 
 // List implements ObjectStore.
 func (f *Filesystem) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	err := f.ListFunc(ctx, prefix, func(key string) error {
+		keys = append(keys, key)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// ListFunc implements Lister: it walks the directories, in the walk's order (each directory's
+// entries by name, which is not the keys' sorted order: "a/b" comes before "a.x").
+func (f *Filesystem) ListFunc(ctx context.Context, prefix string, fn func(key string) error) error {
 	// Walk from the deepest directory the prefix names, then filter by the whole prefix.
 	start := "."
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		dirKey := prefix[:i]
 		if dirKey != "" {
 			if err := checkKey(dirKey); err != nil {
-				return nil, err
+				return err
 			}
 			start = dirKey
 		}
 	}
 	root, err := f.open()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer root.Close()
-	var keys []string
+	var fnErr error
 	err = fs.WalkDir(root.FS(), start, func(key string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -179,19 +194,22 @@ func (f *Filesystem) List(ctx context.Context, prefix string) ([]string, error) 
 		}
 		// Directories are walked (a symbolic link to one is not: WalkDir does not follow
 		// links); only regular files are objects.
-		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) {
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) || !strings.HasPrefix(key, prefix) {
 			return nil
 		}
-		if strings.HasPrefix(key, prefix) {
-			keys = append(keys, key)
+		if err := fn(key); err != nil {
+			fnErr = err
+			return fs.SkipAll
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("listing %q: %w", prefix, err)
+	if fnErr != nil {
+		return fnErr
 	}
-	sort.Strings(keys)
-	return keys, nil
+	if err != nil {
+		return fmt.Errorf("listing %q: %w", prefix, err)
+	}
+	return nil
 }
 
 // Delete implements ObjectStore. It also removes the directories the delete left empty, up to

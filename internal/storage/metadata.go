@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -139,29 +140,63 @@ type CommittedBackup struct {
 	Namespace, Name string
 }
 
+// MaxCommittedBackups bounds the committed backups ListCommitted returns: past it, the listing
+// fails with ErrTooManyBackups rather than hold (and have the sync act on) every one. It is far
+// above what one location holds for a cluster, and it keeps the manager's memory bounded when
+// someone who can write to the bucket adds markers by the million.
+const MaxCommittedBackups = 100_000
+
+// ErrTooManyBackups means a location holds more than MaxCommittedBackups committed backups.
+var ErrTooManyBackups = errors.New("too many committed backups")
+
 // ListCommitted lists the backups committed in a location: those whose directory
-// (<prefix>/backups/<namespace>/<name>/) holds the commit marker. It makes one List call,
-// whatever the number of backups; an archive without a marker is never listed. Keys of any
-// other shape under backups/ are not backups and are left out. The names are as stored: a
-// caller that makes objects of them checks them first.
+// (<prefix>/backups/<namespace>/<name>/) holds the commit marker, sorted by key. It makes one
+// listing, whatever the number of backups, and keeps only the markers as the store hands out
+// keys (a page at a time from a Lister), so the archives, logs and anything else under
+// backups/ never sit in memory. An archive without a marker is never listed. Keys of any other
+// shape under backups/ are not backups and are left out. More than MaxCommittedBackups fails
+// with ErrTooManyBackups. The names are as stored: a caller that makes objects of them checks
+// them first.
 func ListCommitted(ctx context.Context, s ObjectStore, l Layout) ([]CommittedBackup, error) {
 	dir := l.BackupsDir()
-	keys, err := s.List(ctx, dir)
-	if err != nil {
+	var committed []CommittedBackup
+	err := listEach(ctx, s, dir, func(key string) error {
+		c, ok := committedBackup(l, key)
+		if !ok {
+			return nil
+		}
+		if len(committed) == MaxCommittedBackups {
+			return fmt.Errorf("%w: %s holds more than %d; Cairn considers at most that many in one location",
+				ErrTooManyBackups, dir, MaxCommittedBackups)
+		}
+		committed = append(committed, c)
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrTooManyBackups):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
-	var committed []CommittedBackup
-	for _, key := range keys {
-		parts := strings.Split(strings.TrimPrefix(key, dir), "/")
-		if len(parts) != 3 || parts[2] != MetadataFileName || parts[0] == "" || parts[1] == "" {
-			continue
-		}
-		if l.Backup(parts[0], parts[1]).Metadata != key {
-			continue // a segment such as ".." that the layout would not make
-		}
-		committed = append(committed, CommittedBackup{Namespace: parts[0], Name: parts[1]})
-	}
+	// A Lister need not list in key order (the filesystem's walk does not). The keys differ
+	// only in "<namespace>/<name>/", neither of which holds a slash.
+	slices.SortFunc(committed, func(a, b CommittedBackup) int {
+		return strings.Compare(a.Namespace+"/"+a.Name+"/", b.Namespace+"/"+b.Name+"/")
+	})
 	return committed, nil
+}
+
+// committedBackup is the backup whose commit marker key is, if it is one: exactly
+// <prefix>/backups/<namespace>/<name>/cairn-backup.json, as the layout would make it.
+func committedBackup(l Layout, key string) (CommittedBackup, bool) {
+	parts := strings.Split(strings.TrimPrefix(key, l.BackupsDir()), "/")
+	if len(parts) != 3 || parts[2] != MetadataFileName || parts[0] == "" || parts[1] == "" {
+		return CommittedBackup{}, false
+	}
+	if l.Backup(parts[0], parts[1]).Metadata != key {
+		return CommittedBackup{}, false // a segment such as ".." that the layout would not make
+	}
+	return CommittedBackup{Namespace: parts[0], Name: parts[1]}, true
 }
 
 // OpenArchive opens a committed backup's archive. The reader verifies the archive against the

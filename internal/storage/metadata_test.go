@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -119,6 +120,77 @@ func TestListCommitted(t *testing.T) {
 	empty, err := storage.ListCommitted(ctx, newFilesystem(t), storage.Layout{})
 	if err != nil || len(empty) != 0 {
 		t.Errorf("ListCommitted of an empty location = %v, %v; want nothing", empty, err)
+	}
+}
+
+// listerOnly is a store that can only list key by key, handing out keys as a generator makes
+// them: List fails, so ListCommitted must keep the markers as they come, never the whole
+// listing. listed counts the keys handed out.
+type listerOnly struct {
+	storage.ObjectStore
+	keys   func(yield func(string) bool)
+	listed int
+}
+
+func (s *listerOnly) List(context.Context, string) ([]string, error) {
+	return nil, errors.New("List holds every key in memory: use ListFunc")
+}
+
+func (s *listerOnly) ListFunc(_ context.Context, _ string, fn func(string) error) error {
+	for key := range s.keys {
+		s.listed++
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A location with a great many objects is listed as it pages: only the markers are kept,
+// and they come out sorted by key whatever order the store lists them in.
+func TestListCommittedKeepsOnlyMarkersAsItLists(t *testing.T) {
+	l := storage.Layout{Prefix: "p"}
+	s := &listerOnly{keys: func(yield func(string) bool) {
+		for _, key := range []string{l.Backup("ns1", "b2").Metadata, l.Backup("ns1", "b2").Archive,
+			l.Backup("ns1", "b1").Metadata, l.Backup("ns-a", "b1").Metadata, l.Backup("ns1", "b3").Logs} {
+			if !yield(key) {
+				return
+			}
+		}
+		for i := range 200_000 {
+			if !yield(fmt.Sprintf("p/backups/junk/%d/x.tar.gz", i)) {
+				return
+			}
+		}
+	}}
+	got, err := storage.ListCommitted(context.Background(), s, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sorted by key: "p/backups/ns-a/..." < "p/backups/ns1/..." ('-' < '1').
+	want := []storage.CommittedBackup{{Namespace: "ns-a", Name: "b1"}, {Namespace: "ns1", Name: "b1"}, {Namespace: "ns1", Name: "b2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ListCommitted = %v, want %v", got, want)
+	}
+}
+
+// More committed backups than one pass considers fail the listing with ErrTooManyBackups as
+// soon as the first one past the limit is listed, instead of holding them all.
+func TestListCommittedRefusesTooManyBackups(t *testing.T) {
+	l := storage.Layout{}
+	s := &listerOnly{keys: func(yield func(string) bool) {
+		for i := 0; ; i++ {
+			if !yield(l.Backup("ns", fmt.Sprintf("b%d", i)).Metadata) || !yield(l.Backup("ns", fmt.Sprintf("b%d", i)).Archive) {
+				return
+			}
+		}
+	}}
+	got, err := storage.ListCommitted(context.Background(), s, l)
+	if !errors.Is(err, storage.ErrTooManyBackups) || !strings.Contains(err.Error(), "more than 100000") {
+		t.Fatalf("ListCommitted = %d backups, %v; want ErrTooManyBackups naming the limit", len(got), err)
+	}
+	if want := 2*storage.MaxCommittedBackups + 1; s.listed != want {
+		t.Errorf("the listing went on for %d keys; want it to stop at the marker past the limit, key %d", s.listed, want)
 	}
 }
 

@@ -174,17 +174,32 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // List implements ObjectStore.
 func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
+	err := s.ListFunc(ctx, prefix, func(key string) error {
+		keys = append(keys, key)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// ListFunc implements Lister: one ListObjectsV2 page (up to 1,000 keys) at a time, in the
+// order the service lists them (sorted, for S3).
+func (s *S3) ListFunc(ctx context.Context, prefix string, fn func(key string) error) error {
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("listing %q in bucket %s: %w", prefix, s.bucket, err)
+			return fmt.Errorf("listing %q in bucket %s: %w", prefix, s.bucket, err)
 		}
 		for _, obj := range page.Contents {
-			keys = append(keys, aws.ToString(obj.Key))
+			if err := fn(aws.ToString(obj.Key)); err != nil {
+				return err
+			}
 		}
 	}
-	return keys, nil
+	return nil
 }
 
 // Delete implements ObjectStore.

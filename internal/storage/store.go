@@ -28,6 +28,33 @@ type ObjectStore interface {
 	Exists(ctx context.Context, key string) (bool, error)
 }
 
+// Lister is a store that hands out the keys under a prefix as it lists them, a page at a time,
+// instead of all at once: ListCommitted uses it, so that a location holding millions of objects
+// costs memory for the keys kept, not for every key listed. Both providers are Listers.
+type Lister interface {
+	// ListFunc calls fn with each key that starts with prefix, in the order the store lists
+	// them (not necessarily sorted). An error from fn ends the listing and is returned as is.
+	ListFunc(ctx context.Context, prefix string, fn func(key string) error) error
+}
+
+// listEach calls fn with each key under prefix: through s's ListFunc when s is a Lister, else
+// from one List call (a store wrapped by something that is not a Lister, as tests wrap them).
+func listEach(ctx context.Context, s ObjectStore, prefix string, fn func(key string) error) error {
+	if l, ok := s.(Lister); ok {
+		return l.ListFunc(ctx, prefix, fn)
+	}
+	keys, err := s.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var (
 	// ErrNotFound is returned (wrapped) by Get for a missing object.
 	ErrNotFound = errors.New("object not found")
@@ -58,4 +85,9 @@ func (readOnlyStore) Put(_ context.Context, key string, _ io.Reader) error {
 
 func (readOnlyStore) Delete(_ context.Context, key string) error {
 	return fmt.Errorf("deleting %s: %w", key, ErrReadOnly)
+}
+
+// ListFunc implements Lister: a read-only store lists as the store it wraps does.
+func (r readOnlyStore) ListFunc(ctx context.Context, prefix string, fn func(key string) error) error {
+	return listEach(ctx, r.ObjectStore, prefix, fn)
 }
