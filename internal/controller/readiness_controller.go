@@ -18,9 +18,10 @@ import (
 // for Certificates. It never moves a phase: it reads the phase its owners wrote, derives the
 // conditions from it (internal/readiness) and writes them when they differ. Backups and
 // restores get them in their owners' own status writes (patchBackupStatus and
-// patchRestoreStatus apply the same decision), so for them this reconciler writes only what no
-// owner wrote yet (a new object, a backup made by sync before its status); schedules and
-// locations, whose status changes rarely, get them from here.
+// patchRestoreStatus apply the same decision), and one no owner has written yet (phase "",
+// a backup the sync is making) is left to that first write; so for them this reconciler
+// writes only what an owner's write left behind (none, in practice). Schedules and locations,
+// whose status changes rarely, get their conditions from here.
 type ReadinessReconciler[T client.Object] struct {
 	Client client.Client
 	Clock  clock.PassiveClock
@@ -32,6 +33,10 @@ type ReadinessReconciler[T client.Object] struct {
 	Conditions func(T) *[]metav1.Condition
 	// Decide is internal/readiness's decision for the kind.
 	Decide func(T) readiness.Conditions
+	// Unwritten, when set, says that no owner has written the object's status yet: its owner's
+	// first write (patchBackupStatus, patchRestoreStatus) brings the conditions, and a write
+	// from here first would only be one more write, racing the owner's.
+	Unwritten func(T) bool
 }
 
 // readinessReconcilers are the readiness reconcilers of Backup, Restore, Schedule and
@@ -54,11 +59,13 @@ func newReadinessReconcilers(c client.Client, clk clock.PassiveClock) readinessR
 		&ReadinessReconciler[*cairnv1.Backup]{Client: c, Clock: clk, Kind: "backup",
 			New:        func() *cairnv1.Backup { return &cairnv1.Backup{} },
 			Conditions: func(b *cairnv1.Backup) *[]metav1.Condition { return &b.Status.Conditions },
-			Decide:     readiness.Backup},
+			Decide:     readiness.Backup,
+			Unwritten:  func(b *cairnv1.Backup) bool { return b.Status.Phase == "" }},
 		&ReadinessReconciler[*cairnv1.Restore]{Client: c, Clock: clk, Kind: "restore",
 			New:        func() *cairnv1.Restore { return &cairnv1.Restore{} },
 			Conditions: func(rs *cairnv1.Restore) *[]metav1.Condition { return &rs.Status.Conditions },
-			Decide:     readiness.Restore},
+			Decide:     readiness.Restore,
+			Unwritten:  func(rs *cairnv1.Restore) bool { return rs.Status.Phase == "" }},
 		&ReadinessReconciler[*cairnv1.Schedule]{Client: c, Clock: clk, Kind: "schedule",
 			New:        func() *cairnv1.Schedule { return &cairnv1.Schedule{} },
 			Conditions: func(s *cairnv1.Schedule) *[]metav1.Condition { return &s.Status.Conditions },
@@ -75,6 +82,9 @@ func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request
 	obj := r.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.Unwritten != nil && r.Unwritten(obj) {
+		return ctrl.Result{}, nil
 	}
 	old := obj.DeepCopyObject().(T)
 	if !readiness.Apply(r.Conditions(obj), r.Decide(obj), r.Clock.Now()) {

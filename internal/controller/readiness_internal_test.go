@@ -110,6 +110,30 @@ func TestReadinessReconciler(t *testing.T) {
 	if _, err := reconcilers["backup"].Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "gone"}}); err != nil {
 		t.Errorf("a deleted backup: %v, want nothing to do", err)
 	}
+
+	// A backup or restore no owner has written yet (phase "") is left to that owner's first
+	// write, which brings the conditions: no write from here, racing it.
+	for _, obj := range []client.Object{
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fresh", Generation: 1}},
+		&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "being-synced", Generation: 1,
+			Annotations: map[string]string{cairnv1.SyncedFromAnnotation: "dr"}}},
+		&cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fresh", Generation: 1}},
+	} {
+		if err := c.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+		kind := "backup"
+		if _, ok := obj.(*cairnv1.Restore); ok {
+			kind = "restore"
+		}
+		before := writes.Load()
+		if _, err := reconcilers[kind].Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := writes.Load() - before; got != 0 {
+			t.Errorf("%s %s, phase \"\": %d status writes, want none", kind, obj.GetName(), got)
+		}
+	}
 }
 
 func TestPhaseEvent(t *testing.T) {
@@ -163,6 +187,23 @@ func TestPhaseWatcherChanged(t *testing.T) {
 	}
 	if moved := counterValue(t, "cairn_backup_attempts_total", "watched") - attempts; moved != 1 {
 		t.Errorf("cairn_backup_attempts_total moved by %v, want 1", moved)
+	}
+
+	// A backup made by sync gets its terminal status in one write: no event for it (the
+	// location's Synced event counts them).
+	synced := func(phase cairnv1.BackupPhase) *cairnv1.Backup {
+		sb := b(phase, 10)
+		sb.Annotations = map[string]string{cairnv1.SyncedFromAnnotation: "dr"}
+		return sb
+	}
+	w.changed(backupKind, synced(""), synced(cairnv1.BackupPhaseCompleted))
+	if got := drainEvents(rec); len(got) != 0 {
+		t.Errorf("events %q for a backup made by sync, want none", got)
+	}
+	// Its deletion is a phase change like any other.
+	w.changed(backupKind, synced(cairnv1.BackupPhaseCompleted), synced(cairnv1.BackupPhaseDeleting))
+	if got := drainEvents(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Normal Deleting Completed → Deleting") {
+		t.Errorf("events %q, want the Deleting event of a synced backup", got)
 	}
 }
 
