@@ -179,7 +179,7 @@ func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backu
 	}); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(final), "Finalize", "Backup %s", final)
+	// The phase change's event is PhaseWatcher's.
 	return nil
 }
 

@@ -436,11 +436,10 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 		phase      cairnv1.RestorePhase
 		want       cairnv1.RestorePhase
 		wantReason string
-		wantEvent  string
 	}{
-		{phase: cairnv1.RestorePhaseFinalizing, want: cairnv1.RestorePhaseCompleted, wantEvent: "Normal Completed Restore Completed: 5 items, 1 warnings, 2 errors"},
-		{phase: cairnv1.RestorePhaseFinalizingPartiallyFailed, want: cairnv1.RestorePhasePartiallyFailed, wantEvent: "Warning PartiallyFailed Restore PartiallyFailed: 5 items"},
-		{phase: cairnv1.RestorePhaseFinalizingCancelled, want: cairnv1.RestorePhaseFailed, wantReason: cairnv1.FailureReasonRestoreCancelled, wantEvent: "Warning Failed Restore Failed: 5 items"},
+		{phase: cairnv1.RestorePhaseFinalizing, want: cairnv1.RestorePhaseCompleted},
+		{phase: cairnv1.RestorePhaseFinalizingPartiallyFailed, want: cairnv1.RestorePhasePartiallyFailed},
+		{phase: cairnv1.RestorePhaseFinalizingCancelled, want: cairnv1.RestorePhaseFailed, wantReason: cairnv1.FailureReasonRestoreCancelled},
 	} {
 		t.Run(string(tt.phase), func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
@@ -463,8 +462,9 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 			if wantCancelled := tt.wantReason != ""; wantCancelled != (cancelled != nil && cancelled.Status == metav1.ConditionTrue && cancelled.Reason == cairnv1.ReasonCancelledByUser) {
 				t.Errorf("Cancelled condition %+v, want one: %v", cancelled, wantCancelled)
 			}
-			if evs := drainEvents(r.Recorder); len(evs) != 1 || !strings.HasPrefix(evs[0], tt.wantEvent) {
-				t.Errorf("events %q, want %q", evs, tt.wantEvent)
+			// The phase change's event is PhaseWatcher's: none from the finalizer itself.
+			if evs := drainEvents(r.Recorder); len(evs) != 0 {
+				t.Errorf("events %q, want none", evs)
 			}
 		})
 	}

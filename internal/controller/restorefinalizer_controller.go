@@ -91,20 +91,8 @@ func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.R
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	eventType := corev1.EventTypeNormal
-	if next != cairnv1.RestorePhaseCompleted {
-		eventType = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(rs, nil, eventType, string(next), "Finalize", "Restore %s: %d items, %d warnings, %d errors", next,
-		progressItems(rs.Status.Progress), rs.Status.Warnings, rs.Status.Errors)
+	// The phase change's event (with the items, warnings and errors) is PhaseWatcher's.
 	return nil
-}
-
-func progressItems(p *cairnv1.RestoreProgress) int64 {
-	if p == nil {
-		return 0
-	}
-	return p.ItemsRestored
 }
 
 // removeFiles deletes a deleted restore's files and then its finalizer. A location that is

@@ -117,7 +117,7 @@ func Restore(rs *cairnv1.Restore) Conditions {
 	case cairnv1.RestorePhaseFinalizingCancelled:
 		message = "cancelled: writing the restore's results"
 	case cairnv1.RestorePhaseCompleted:
-		s, message = ready, "completed"
+		s, message = ready, fmt.Sprintf("completed: %s, %d warnings", restoredMessage(rs.Status.Progress), rs.Status.Warnings)
 	case cairnv1.RestorePhasePartiallyFailed:
 		s, message = stalled, fmt.Sprintf("completed with %d errors and %d warnings (see its results)", rs.Status.Errors, rs.Status.Warnings)
 	case cairnv1.RestorePhaseFailed:
@@ -189,4 +189,11 @@ func itemsMessage(p *cairnv1.BackupProgress) string {
 		return "no items"
 	}
 	return fmt.Sprintf("%d of %d items backed up", p.ItemsBackedUp, p.TotalItems)
+}
+
+func restoredMessage(p *cairnv1.RestoreProgress) string {
+	if p == nil {
+		return "no items"
+	}
+	return fmt.Sprintf("%d of %d items restored", p.ItemsRestored, p.TotalItems)
 }

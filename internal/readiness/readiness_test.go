@@ -116,7 +116,9 @@ func TestRestore(t *testing.T) {
 	}{
 		{"just created", cairnv1.RestoreStatus{}, want{metav1.ConditionFalse, true, false, "New", "validated"}},
 		{"running", cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseInProgress}, want{metav1.ConditionFalse, true, false, "InProgress", "restoring"}},
-		{"completed", cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted}, want{metav1.ConditionTrue, false, false, "Completed", "completed"}},
+		{"completed", cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted}, want{metav1.ConditionTrue, false, false, "Completed", "completed: no items"}},
+		{"completed with items", cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted, Progress: cairnv1.NewRestoreProgress(5, 6), Warnings: 1},
+			want{metav1.ConditionTrue, false, false, "Completed", "completed: 5 of 6 items restored, 1 warnings"}},
 		{"partially failed", cairnv1.RestoreStatus{Phase: cairnv1.RestorePhasePartiallyFailed, Errors: 1},
 			want{metav1.ConditionFalse, false, true, "PartiallyFailed", "1 errors"}},
 		{"failed validation", cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseFailedValidation, ValidationErrors: []string{"not allowed"}},
