@@ -187,8 +187,13 @@ $(HELM):
 	GOBIN=$(BIN)/.tmp-helm go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
 
+# As Helm 3's release build links it: its version, and the Kubernetes version that helm template
+# and lint assume (that of the k8s.io/client-go in its go.mod, v0.37 for v3.22.0; without it,
+# 1.20, which the chart's kubeVersion refuses).
+HELM3_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM3_VERSION) \
+	$(foreach p,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$(p).k8sVersionMinor=37)
 $(HELM3):
-	GOBIN=$(BIN)/.tmp-helm3 go install helm.sh/helm/v3/cmd/helm@$(HELM3_VERSION)
+	GOBIN=$(BIN)/.tmp-helm3 go install -ldflags '$(HELM3_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM3_VERSION)
 	mv $(BIN)/.tmp-helm3/helm $@ && rmdir $(BIN)/.tmp-helm3
 
 $(VERSITYGW):
