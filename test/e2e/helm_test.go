@@ -203,6 +203,8 @@ var _ = Describe("The Helm chart with Helm 3", func() {
 			"--set", "schedules[0].name=nightly",
 			"--set", "schedules[0].schedule=0 2 * * *",
 			"--set", "schedules[0].template.includedNamespaces[0]=" + app,
+			// The location by name: the upgrade makes it no longer the default.
+			"--set", "schedules[0].template.storageLocation=default",
 		}
 		cluster.kubectlOK("create", "namespace", ns)
 		cluster.kubectlOK("create", "namespace", app)
