@@ -103,7 +103,10 @@ spec: {includedNamespaces: [%s], cancel: true}
 
 		By("upgrading a flag, and pausing the schedule; the download signing key stays")
 		key := cluster.signingKey(ns, release, "signing-key")
+		uids := cluster.uids(ns, "backupstoragelocation/default", "schedule/often")
 		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=3", "--set", "schedules[0].paused=true"}, values...)...)
+		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/often")).NotTo(ContainElement(BeElementOf(uids)),
+			"the hook's default delete policy (before-hook-creation) makes them anew, as docs/install.md says")
 		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=3"))
 		Expect(cluster.signingKey(ns, release, "signing-key")).To(Equal(key), "an upgrade keeps the signing key: URLs signed before it still work")
 		cluster.kubectlOK("wait", "schedule/often", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
@@ -235,8 +238,9 @@ spec: {includedNamespaces: [%s]}
 		cluster.waitPhase(m, "backup", ns, "before-upgrade", "Completed")
 		Expect(filepath.Join(storage, "backups", ns, "before-upgrade", "cairn-backup.json")).To(BeAnExistingFile())
 
-		By("upgrading: the location and the schedule take the new values, the signing key stays")
+		By("upgrading: the location and the schedule are made anew with the new values, the signing key stays")
 		key := cluster.signingKey(ns, release, "signing-key")
+		uids := cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")
 		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=2",
 			"--set", "storage.filesystem.default=false", "--set", "schedules[0].paused=true"}, values...)...)
 		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=2"))
@@ -245,6 +249,8 @@ spec: {includedNamespaces: [%s]}
 		Expect(cluster.kubectlOK("get", "schedule", "nightly", "-n", ns, "-o", "jsonpath={.spec.schedule} {.spec.paused}")).To(Equal("0 2 * * * true"))
 		cluster.kubectlOK("wait", "schedule/nightly", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
 		cluster.kubectlOK("wait", "backupstoragelocation/default", "-n", ns, "--for=jsonpath={.status.phase}=Available", "--timeout=30s")
+		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")).NotTo(ContainElement(BeElementOf(uids)),
+			"the hook's default delete policy (before-hook-creation) makes them anew, as docs/install.md says")
 
 		By("uninstalling: the CRDs, the backup, its data, the location and the schedule stay")
 		m.stop()
@@ -352,6 +358,16 @@ func (c *helmCluster) waitPhase(m *managerProcess, kind, namespace, name, phase 
 		yaml, _, _ := c.kubectl("get", kind, name, "-n", namespace, "-o", "yaml")
 		Fail(fmt.Sprintf("%s %s/%s did not reach %s: %s\n%s\nmanager log:\n%s", kind, namespace, name, phase, stderr, yaml, m.log.String()))
 	}
+}
+
+// uids are the UIDs of the objects (kind/name) in namespace.
+func (c *helmCluster) uids(namespace string, objects ...string) []string {
+	GinkgoHelper()
+	var uids []string
+	for _, obj := range objects {
+		uids = append(uids, c.kubectlOK("get", obj, "-n", namespace, "-o", "jsonpath={.metadata.uid}"))
+	}
+	return uids
 }
 
 // deploymentArgs are the arguments of the chart's manager container.
