@@ -19,12 +19,16 @@ VERSITYGW_VERSION ?= v1.8.0
 KUBE_VERSION ?= 1.36.3
 ETCD_VERSION ?= v3.6.16
 HELM_VERSION ?= v4.3.1
+HELM3_VERSION ?= v3.22.0
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM := $(BIN)/helm-$(HELM_VERSION)
 # The tests run helm from here (charts/cairn's lint, golden and end-to-end tests).
 export HELM
+# Charts must also work with Helm 3: the chart's and the e2e tests run this one too.
+HELM3 := $(BIN)/helm-$(HELM3_VERSION)
+export HELM3
 # A real S3 server for the tests (posix backend, on 127.0.0.1).
 VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
 export VERSITYGW
@@ -102,19 +106,19 @@ envtest: ## Build the envtest control-plane binaries into bin/k8s/ (once).
 test: test-unit test-e2e ## Run every test: unit, envtest integration and e2e.
 
 .PHONY: test-unit
-test-unit: envtest versitygw helm ## Unit and envtest integration tests, and the chart's tests.
+test-unit: envtest versitygw helm helm3 ## Unit and envtest integration tests, and the chart's tests.
 	go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/... ./charts/...
 
 .PHONY: test-chart
-test-chart: helm ## helm lint --strict, and the chart's golden and schema tests.
+test-chart: helm helm3 ## helm lint --strict, and the chart's golden and schema tests.
 	go test $(GO_TEST_FLAGS) ./charts/...
 
 .PHONY: update-golden
-update-golden: helm ## Rewrite the chart's golden files from what helm template renders now.
+update-golden: helm helm3 ## Rewrite the chart's golden files from what helm template renders now.
 	go test $(GO_TEST_FLAGS) ./charts/... -update
 
 .PHONY: test-e2e
-test-e2e: envtest versitygw helm build ## End-to-end tests: real manager binary, real kubectl.
+test-e2e: envtest versitygw helm helm3 build ## End-to-end tests: real manager binary, real kubectl.
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
 
 .PHONY: bench
@@ -167,6 +171,9 @@ versitygw: $(VERSITYGW) ## Install the S3 server the tests run.
 .PHONY: helm
 helm: $(HELM) ## Install helm (a long compile, once).
 
+.PHONY: helm3
+helm3: $(HELM3) ## Install Helm 3, which charts must also work with (a long compile, once).
+
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.tmp-controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
@@ -179,6 +186,15 @@ $(GOLANGCI_LINT):
 $(HELM):
 	GOBIN=$(BIN)/.tmp-helm go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
+
+# As Helm 3's release build links it: its version, and the Kubernetes version that helm template
+# and lint assume (that of the k8s.io/client-go in its go.mod, v0.37 for v3.22.0; without it,
+# 1.20, which the chart's kubeVersion refuses).
+HELM3_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM3_VERSION) \
+	$(foreach p,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$(p).k8sVersionMinor=37)
+$(HELM3):
+	GOBIN=$(BIN)/.tmp-helm3 go install -ldflags '$(HELM3_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM3_VERSION)
+	mv $(BIN)/.tmp-helm3/helm $@ && rmdir $(BIN)/.tmp-helm3
 
 $(VERSITYGW):
 	GOBIN=$(BIN)/.tmp-versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)

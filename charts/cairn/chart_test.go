@@ -1,5 +1,6 @@
-// Tests of the Cairn chart with the real helm binary (make helm): lint, the rendered manifests
-// against golden files, the values schema, and the RBAC each mode grants.
+// Tests of the Cairn chart with the real helm binaries (make helm helm3): lint, the rendered
+// manifests against golden files and the values schema with Helm 4 and Helm 3, and the RBAC
+// each mode grants.
 package cairn_test
 
 import (
@@ -31,23 +32,57 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files from what helm renders now")
 
-// helmBinary is $HELM (the Makefile sets it), else the Makefile's pinned helm in bin/.
+// helmBinary is $HELM (the Makefile sets it), else the Makefile's pinned helm in bin/: Helm 4,
+// which every test runs.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("HELM")
+	return binary(t, "HELM", "helm-v4.3.1", "helm")
+}
+
+// helm3Binary is $HELM3 (the Makefile sets it), else the Makefile's pinned Helm 3 in bin/:
+// charts must also work with Helm 3, so the lint, golden and schema tests run it too.
+func helm3Binary(t *testing.T) string {
+	t.Helper()
+	return binary(t, "HELM3", "helm-v3.22.0", "helm3")
+}
+
+// binary is the path in the environment variable env, else bin/name; target is the make
+// target that installs it.
+func binary(t *testing.T, env, name, target string) string {
+	t.Helper()
+	path := os.Getenv(env)
 	if path == "" {
-		path = filepath.Join("..", "..", "bin", "helm-v4.3.1")
+		path = filepath.Join("..", "..", "bin", name)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("no helm at %s: run 'make helm' first", path)
+		t.Fatalf("no %s at %s: run 'make %s' first", target, path, target)
 	}
 	return path
 }
 
-// helm runs helm in the chart's directory and returns its stdout, and stderr as the error.
+// helmVersion is one of the helm binaries the chart must work with.
+type helmVersion struct {
+	name   string // the subtest's name
+	binary func(*testing.T) string
+	major  string // what `helm version --short` starts with
+}
+
+// helmVersions are Helm 4, what users run now, and Helm 3, which charts must also work with.
+var helmVersions = []helmVersion{
+	{"helm4", helmBinary, "v4."},
+	{"helm3", helm3Binary, "v3."},
+}
+
+// helm runs Helm 4 in the chart's directory and returns its stdout, and stderr as the error.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(helmBinary(t), args...)
+	return runHelm(t, helmBinary(t), args...)
+}
+
+// runHelm runs binary in the chart's directory and returns its stdout, and stderr as the error.
+func runHelm(t *testing.T, binary string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// No user configuration, repositories or cache leak in.
@@ -59,16 +94,19 @@ func helm(t *testing.T, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// render is `helm template` of the chart as release "cairn" in namespace cairn-system.
+// render is Helm 4's `helm template` of the chart as release "cairn" in namespace cairn-system.
 func render(t *testing.T, set ...string) string {
 	t.Helper()
-	args := []string{"template", "cairn", ".", "--namespace", "cairn-system"}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	out, err := helm(t, args...)
+	return renderWith(t, helmBinary(t), set...)
+}
+
+// renderWith is render with the helm binary given.
+func renderWith(t *testing.T, binary string, set ...string) string {
+	t.Helper()
+	args := append([]string{"template", "cairn", ".", "--namespace", "cairn-system"}, setArgs(set)...)
+	out, err := runHelm(t, binary, args...)
 	if err != nil {
-		t.Fatalf("helm template %v: %v", set, err)
+		t.Fatalf("%s template %v: %v", binary, set, err)
 	}
 	return out
 }
@@ -100,20 +138,41 @@ func documents(t *testing.T, manifest string) map[string][]byte {
 	}
 }
 
+// TestHelmVersions: the binaries the tests run are the Helm majors they stand for (a $HELM3
+// pointing at Helm 4 would prove nothing).
+func TestHelmVersions(t *testing.T) {
+	for _, h := range helmVersions {
+		t.Run(h.name, func(t *testing.T) {
+			out, err := runHelm(t, h.binary(t), "version", "--short")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(out, h.major) {
+				t.Errorf("%s version %q, want %s*", h.binary(t), out, h.major)
+			}
+		})
+	}
+}
+
 func TestLintStrict(t *testing.T) {
-	for _, args := range [][]string{
-		{"--set", "rbac.mode=full"},
-		{"--set", "rbac.mode=backupOnly"},
-		{"-f", filepath.Join("testdata", "everything.values.yaml")},
-	} {
-		if out, err := helm(t, append([]string{"lint", "--strict", "."}, args...)...); err != nil {
-			t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
-		}
+	for _, h := range helmVersions {
+		t.Run(h.name, func(t *testing.T) {
+			for _, args := range [][]string{
+				{"--set", "rbac.mode=full"},
+				{"--set", "rbac.mode=backupOnly"},
+				{"-f", filepath.Join("testdata", "everything.values.yaml")},
+			} {
+				if out, err := runHelm(t, h.binary(t), append([]string{"lint", "--strict", "."}, args...)...); err != nil {
+					t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
+				}
+			}
+		})
 	}
 }
 
 // TestGolden compares what helm template renders with testdata/*.golden.yaml; `make
-// update-golden` rewrites them after an intended change (review the diff).
+// update-golden` rewrites them, from Helm 4's rendering, after an intended change (review the
+// diff). Helm 3 must render the same, but for the blank lines that end a document.
 func TestGolden(t *testing.T) {
 	cases := []struct {
 		name string
@@ -122,24 +181,38 @@ func TestGolden(t *testing.T) {
 		{"default", nil},
 		{"backuponly", []string{"rbac.mode=backupOnly"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := withoutSigningKey(render(t, tc.set...))
-			path := filepath.Join("testdata", tc.name+".golden.yaml")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
+	for _, h := range helmVersions {
+		for _, tc := range cases {
+			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				got := withoutSigningKey(renderWith(t, h.binary(t), tc.set...))
+				path := filepath.Join("testdata", tc.name+".golden.yaml")
+				if *update && h.name == "helm4" {
+					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run 'make update-golden' to write it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("helm template differs from %s (run 'make update-golden' and review the diff):\n%s", path, lineDiff(string(want), got))
-			}
-		})
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run 'make update-golden' to write it)", err)
+				}
+				if h.name != "helm4" {
+					got, want = withoutDocumentEnds(got), []byte(withoutDocumentEnds(string(want)))
+				}
+				if got != string(want) {
+					t.Errorf("%s template differs from %s (run 'make update-golden' and review the diff):\n%s", h.name, path, lineDiff(string(want), got))
+				}
+			})
+		}
 	}
+}
+
+// documentEnds are the blank lines at the end of a rendered document: Helm 4 keeps those the
+// templates leave, Helm 3 trims them. Nothing else may differ.
+var documentEnds = regexp.MustCompile(`\n(?:[ \t]*\n)+(---\n|$)`)
+
+// withoutDocumentEnds removes the blank lines that end the manifest's documents.
+func withoutDocumentEnds(manifest string) string {
+	return documentEnds.ReplaceAllString(manifest, "\n$1")
 }
 
 // signingKeyLine is the download signing key's line in the chart's Secret.
@@ -151,7 +224,8 @@ func withoutSigningKey(manifest string) string {
 	return signingKeyLine.ReplaceAllString(manifest, "${1}RANDOM")
 }
 
-// TestSchemaRejects installs nothing: helm template already checks values.schema.json.
+// TestSchemaRejects installs nothing: helm template already checks values.schema.json (Helm 4's
+// and Helm 3's own validators).
 func TestSchemaRejects(t *testing.T) {
 	cases := []struct {
 		set  string
@@ -176,16 +250,18 @@ func TestSchemaRejects(t *testing.T) {
 		{"downloadServer.signingKey.key=a/b", "key"},
 		{"downloadServer.tls=true", "tls"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.set, func(t *testing.T) {
-			_, err := helm(t, "template", "cairn", ".", "--set", tc.set)
-			if err == nil {
-				t.Fatalf("helm template --set %s: accepted, want a schema error", tc.set)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("helm template --set %s: %v\nwant a message naming %q", tc.set, err, tc.want)
-			}
-		})
+	for _, h := range helmVersions {
+		for _, tc := range cases {
+			t.Run(h.name+"/"+tc.set, func(t *testing.T) {
+				_, err := runHelm(t, h.binary(t), "template", "cairn", ".", "--set", tc.set)
+				if err == nil {
+					t.Fatalf("helm template --set %s: accepted, want a schema error", tc.set)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("helm template --set %s: %v\nwant a message naming %q", tc.set, err, tc.want)
+				}
+			})
+		}
 	}
 }
 

@@ -103,7 +103,10 @@ spec: {includedNamespaces: [%s], cancel: true}
 
 		By("upgrading a flag, and pausing the schedule; the download signing key stays")
 		key := cluster.signingKey(ns, release, "signing-key")
+		uids := cluster.uids(ns, "backupstoragelocation/default", "schedule/often")
 		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=3", "--set", "schedules[0].paused=true"}, values...)...)
+		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/often")).NotTo(ContainElement(BeElementOf(uids)),
+			"the hook's default delete policy (before-hook-creation) makes them anew, as docs/install.md says")
 		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=3"))
 		Expect(cluster.signingKey(ns, release, "signing-key")).To(Equal(key), "an upgrade keeps the signing key: URLs signed before it still work")
 		cluster.kubectlOK("wait", "schedule/often", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
@@ -186,8 +189,88 @@ spec: {includedNamespaces: [%s]}
 	})
 })
 
+// Helm 4 is what users run now; charts must also work with Helm 3. Helm 3 creates a hook's
+// objects with a plain create where Helm 4 applies them server-side: with the default hook
+// delete policy (before-hook-creation) both delete the locations and schedules of the last
+// install or upgrade and create them anew, which is what lets Helm 3 upgrade them at all. A
+// control plane of the spec's own, which has never seen Cairn, so that Helm 3 creates the CRDs.
+var _ = Describe("The Helm chart with Helm 3", func() {
+	It("installs (a server dry run, then for real), backs up, upgrades the locations and schedules, and uninstalls keeping the CRDs and the backups", func() {
+		cluster := startHelmCluster()
+		cluster.helm = helm3Binary()
+		Expect(cluster.helmOK("version", "--short")).To(HavePrefix("v3."))
+		const ns, release, app = "cairn-helm3", "cairn-helm3", "helm3-app"
+		storage := filepath.Join(GinkgoT().TempDir(), "backups")
+		values := []string{
+			"--set", "storage.filesystem.mountPath=" + storage,
+			"--set", "schedules[0].name=nightly",
+			"--set", "schedules[0].schedule=0 2 * * *",
+			"--set", "schedules[0].template.includedNamespaces[0]=" + app,
+			// The location by name: the upgrade makes it no longer the default.
+			"--set", "schedules[0].template.storageLocation=default",
+		}
+		cluster.kubectlOK("create", "namespace", ns)
+		cluster.kubectlOK("create", "namespace", app)
+		cluster.kubectlOK("create", "configmap", "settings", "-n", app, "--from-literal=color=red")
+
+		By("installing with --dry-run=server, then for real")
+		out := cluster.helmOK(append([]string{"install", release, chartDir(), "-n", ns, "--dry-run=server"}, values...)...)
+		Expect(out).To(ContainSubstring("kind: CustomResourceDefinition"))
+		_, _, err := cluster.kubectl("get", "crd", "backups.cairn.dev")
+		Expect(err).To(HaveOccurred(), "a dry run creates nothing")
+		out = cluster.helmOK(append([]string{"install", release, chartDir(), "-n", ns}, values...)...)
+		Expect(out).To(ContainSubstring("STATUS: deployed"))
+		for _, crd := range []string{"backups", "restores", "schedules", "backupstoragelocations", "downloadrequests"} {
+			Expect(cluster.kubectlOK("get", "crd", crd+".cairn.dev", "-o", "jsonpath={.metadata.annotations.helm\\.sh/resource-policy}")).To(Equal("keep"))
+		}
+		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path} {.spec.default}")).To(Equal(storage + " true"))
+		Expect(cluster.kubectlOK("get", "schedule", "nightly", "-n", ns, "-o", "jsonpath={.spec.schedule} {.spec.paused}")).To(Equal("0 2 * * * false"))
+
+		m := cluster.runManagerAsChart(ns, release, release)
+		DeferCleanup(m.stop)
+
+		By("backing up with the RBAC the chart grants")
+		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: Backup
+metadata: {name: before-upgrade, namespace: %s}
+spec: {includedNamespaces: [%s]}
+`, ns, app))
+		cluster.waitPhase(m, "backup", ns, "before-upgrade", "Completed")
+		Expect(filepath.Join(storage, "backups", ns, "before-upgrade", "cairn-backup.json")).To(BeAnExistingFile())
+
+		By("upgrading: the location and the schedule are made anew with the new values, the signing key stays")
+		key := cluster.signingKey(ns, release, "signing-key")
+		uids := cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")
+		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=2",
+			"--set", "storage.filesystem.default=false", "--set", "schedules[0].paused=true"}, values...)...)
+		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=2"))
+		Expect(cluster.signingKey(ns, release, "signing-key")).To(Equal(key), "an upgrade keeps the signing key")
+		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path} {.spec.default}")).To(Equal(storage + " false"))
+		Expect(cluster.kubectlOK("get", "schedule", "nightly", "-n", ns, "-o", "jsonpath={.spec.schedule} {.spec.paused}")).To(Equal("0 2 * * * true"))
+		cluster.kubectlOK("wait", "schedule/nightly", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
+		cluster.kubectlOK("wait", "backupstoragelocation/default", "-n", ns, "--for=jsonpath={.status.phase}=Available", "--timeout=30s")
+		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")).NotTo(ContainElement(BeElementOf(uids)),
+			"the hook's default delete policy (before-hook-creation) makes them anew, as docs/install.md says")
+
+		By("uninstalling: the CRDs, the backup, its data, the location and the schedule stay")
+		m.stop()
+		cluster.helmOK("uninstall", release, "-n", ns, "--wait")
+		_, _, err = cluster.kubectl("get", "deployment", release, "-n", ns)
+		Expect(err).To(HaveOccurred(), "the release's objects are gone")
+		for _, crd := range []string{"backups", "restores", "schedules", "backupstoragelocations", "downloadrequests"} {
+			cluster.kubectlOK("get", "crd", crd+".cairn.dev")
+		}
+		Expect(cluster.kubectlOK("get", "backup", "before-upgrade", "-n", ns, "-o", "jsonpath={.status.phase}")).To(Equal("Completed"))
+		Expect(filepath.Join(storage, "backups", ns, "before-upgrade", "cairn-backup.json")).To(BeAnExistingFile())
+		cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns)
+		cluster.kubectlOK("get", "schedule", "nightly", "-n", ns)
+		cluster.kubectlOK("get", "pvc", release+"-storage", "-n", ns)
+	})
+})
+
 // helmCluster is a control plane of the helm specs' own, with an administrator's kubeconfig.
 type helmCluster struct {
+	helm       string // the helm binary the spec runs
 	env        *envtest.Environment
 	kubeconfig string
 	helmHome   string
@@ -210,7 +293,7 @@ func startHelmCluster() *helmCluster {
 	data, err := admin.KubeConfig()
 	Expect(err).NotTo(HaveOccurred())
 	dir := GinkgoT().TempDir()
-	c := &helmCluster{env: env, kubeconfig: filepath.Join(dir, "kubeconfig"), helmHome: filepath.Join(dir, "helm")}
+	c := &helmCluster{helm: helmBinary(), env: env, kubeconfig: filepath.Join(dir, "kubeconfig"), helmHome: filepath.Join(dir, "helm")}
 	Expect(os.WriteFile(c.kubeconfig, data, 0o600)).To(Succeed())
 	return c
 }
@@ -223,13 +306,21 @@ func helmBinary() string {
 	return filepath.Join(testenv.RepoRoot(), "bin", "helm-v4.3.1")
 }
 
+// helm3Binary is $HELM3 (the Makefile sets it), else the Makefile's pinned Helm 3 in bin/.
+func helm3Binary() string {
+	if path := os.Getenv("HELM3"); path != "" {
+		return path
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
+}
+
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "cairn") }
 
 // helmOK runs helm against the cluster, with no user configuration, and fails the spec if it fails.
 func (c *helmCluster) helmOK(args ...string) string {
 	GinkgoHelper()
-	Expect(helmBinary()).To(BeAnExistingFile(), "run 'make helm' first")
-	cmd := exec.Command(helmBinary(), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	Expect(c.helm).To(BeAnExistingFile(), "run 'make helm helm3' first")
+	cmd := exec.Command(c.helm, append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+c.helmHome, "HELM_CACHE_HOME="+c.helmHome, "HELM_DATA_HOME="+c.helmHome)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -267,6 +358,16 @@ func (c *helmCluster) waitPhase(m *managerProcess, kind, namespace, name, phase 
 		yaml, _, _ := c.kubectl("get", kind, name, "-n", namespace, "-o", "yaml")
 		Fail(fmt.Sprintf("%s %s/%s did not reach %s: %s\n%s\nmanager log:\n%s", kind, namespace, name, phase, stderr, yaml, m.log.String()))
 	}
+}
+
+// uids are the UIDs of the objects (kind/name) in namespace.
+func (c *helmCluster) uids(namespace string, objects ...string) []string {
+	GinkgoHelper()
+	var uids []string
+	for _, obj := range objects {
+		uids = append(uids, c.kubectlOK("get", obj, "-n", namespace, "-o", "jsonpath={.metadata.uid}"))
+	}
+	return uids
 }
 
 // deploymentArgs are the arguments of the chart's manager container.
