@@ -19,8 +19,8 @@ import (
 // conditions from it (internal/readiness) and writes them when they differ. Backups and
 // restores get them in their owners' own status writes (patchBackupStatus and
 // patchRestoreStatus apply the same decision), and one no owner has written yet (phase "",
-// a backup the sync is making) is left to that first write; so for them this reconciler
-// writes only what an owner's write left behind (none, in practice). Schedules and locations,
+// a backup the sync is making) or being deleted is left to the owner's next write; so for
+// them this reconciler writes only what an owner's write left behind (none, in practice). Schedules and locations,
 // whose status changes rarely, get their conditions from here.
 type ReadinessReconciler[T client.Object] struct {
 	Client client.Client
@@ -33,10 +33,12 @@ type ReadinessReconciler[T client.Object] struct {
 	Conditions func(T) *[]metav1.Condition
 	// Decide is internal/readiness's decision for the kind.
 	Decide func(T) readiness.Conditions
-	// Unwritten, when set, says that no owner has written the object's status yet: its owner's
-	// first write (patchBackupStatus, patchRestoreStatus) brings the conditions, and a write
-	// from here first would only be one more write, racing the owner's.
-	Unwritten func(T) bool
+	// LeftToOwners, when set, says that the object's conditions are its owners' next write's
+	// to bring (patchBackupStatus, patchRestoreStatus): one no owner has written yet, or one
+	// being deleted (its deletion timestamp raised its generation, and the owner moving it on
+	// writes the conditions with the new one; kstatus reads a deleted object as Terminating
+	// anyway). A write from here would only be one more write, racing the owner's.
+	LeftToOwners func(T) bool
 }
 
 // readinessReconcilers are the readiness reconcilers of Backup, Restore, Schedule and
@@ -57,15 +59,15 @@ func (rs readinessReconcilers) SetupWithManager(mgr ctrl.Manager) error {
 func newReadinessReconcilers(c client.Client, clk clock.PassiveClock) readinessReconcilers {
 	return readinessReconcilers{
 		&ReadinessReconciler[*cairnv1.Backup]{Client: c, Clock: clk, Kind: "backup",
-			New:        func() *cairnv1.Backup { return &cairnv1.Backup{} },
-			Conditions: func(b *cairnv1.Backup) *[]metav1.Condition { return &b.Status.Conditions },
-			Decide:     readiness.Backup,
-			Unwritten:  func(b *cairnv1.Backup) bool { return b.Status.Phase == "" }},
+			New:          func() *cairnv1.Backup { return &cairnv1.Backup{} },
+			Conditions:   func(b *cairnv1.Backup) *[]metav1.Condition { return &b.Status.Conditions },
+			Decide:       readiness.Backup,
+			LeftToOwners: func(b *cairnv1.Backup) bool { return b.Status.Phase == "" || b.DeletionTimestamp != nil }},
 		&ReadinessReconciler[*cairnv1.Restore]{Client: c, Clock: clk, Kind: "restore",
-			New:        func() *cairnv1.Restore { return &cairnv1.Restore{} },
-			Conditions: func(rs *cairnv1.Restore) *[]metav1.Condition { return &rs.Status.Conditions },
-			Decide:     readiness.Restore,
-			Unwritten:  func(rs *cairnv1.Restore) bool { return rs.Status.Phase == "" }},
+			New:          func() *cairnv1.Restore { return &cairnv1.Restore{} },
+			Conditions:   func(rs *cairnv1.Restore) *[]metav1.Condition { return &rs.Status.Conditions },
+			Decide:       readiness.Restore,
+			LeftToOwners: func(rs *cairnv1.Restore) bool { return rs.Status.Phase == "" || rs.DeletionTimestamp != nil }},
 		&ReadinessReconciler[*cairnv1.Schedule]{Client: c, Clock: clk, Kind: "schedule",
 			New:        func() *cairnv1.Schedule { return &cairnv1.Schedule{} },
 			Conditions: func(s *cairnv1.Schedule) *[]metav1.Condition { return &s.Status.Conditions },
@@ -83,7 +85,7 @@ func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.Unwritten != nil && r.Unwritten(obj) {
+	if r.LeftToOwners != nil && r.LeftToOwners(obj) {
 		return ctrl.Result{}, nil
 	}
 	old := obj.DeepCopyObject().(T)
