@@ -334,14 +334,19 @@ ttl would have. Times are from that expiration to what a watch sees.
 
 How to read it:
 - The GC reconciler is woken at each backup's expiration (\`RequeueAfter\`), not by polling,
-  and deletes 8 backups at a time (one Delete call each); with one at a time the p99 to the
-  Delete was 2.7 s, with 4 at a time 1.1 to 1.6 s.
+  and deletes 32 backups at a time (one Delete call each; with 8 at a time the p99 to the
+  Delete was 1.5 to 1.7 s, with one at a time 2.7 s).
 - The rest of the way is the deletion reconciler's (docs/architecture.md): for each backup
-  two status writes, the data's listing and deletion (at most 8 at once), a check that
-  nothing is left and the finalizer's removal, 8 backups side by side (it was one at a time:
-  p99 4.2 s). Every step is a write to the one API server, which shares two cores with etcd,
-  the manager and the benchmark: at about 600 writes for 200 backups, that is where the 2 s
-  goal is still missed on this machine (3.1 s p99 in the last run).
+  its Deleting status, the data's listing and deletion (at most 32 at once; with 8 the p99 to
+  gone was 2.5 to 3 s), a check that nothing is left and the finalizer's removal, 8 backups side
+  by side (32 side by side made their writes conflict: more writes, slower).
+- Every step is a write to the one API server, which shares two cores with etcd, the manager
+  and the benchmark (and, on these machines, other work): the manager makes
+  $(metric $x Expiry200 api-writes-per-backup) API writes per expired backup (counted on its
+  transport): the Delete, the Deleting status, the finalizer's removal and one Event. It was
+  about 6.8 (three events per backup, a DeletionWaiting event for each one waiting for a slot,
+  and a readiness write racing the Deleting one) when the p99 was 3.1 to 4.8 s. Where the p99 is
+  still above 2 s, that is the API server's write throughput on this machine.
 MD
 y=docs/bench/sync.txt
 cat >>docs/benchmarks.md <<MD

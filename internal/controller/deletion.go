@@ -164,9 +164,12 @@ func readingRestore(restores []cairnv1.Restore, b *cairnv1.Backup) string {
 }
 
 // DefaultConcurrentDeletions is how many backups' data are deleted at once, at most: a burst of
-// deletions (a namespace of backups deleted at once) neither starts a goroutine per backup nor
-// floods the storage service.
-const DefaultConcurrentDeletions = 8
+// deletions (a namespace of backups deleted at once, a schedule's backups expiring together)
+// neither starts a goroutine per backup nor floods the storage service. Each deletion is a few
+// small storage calls and one API LIST (its VolumeSnapshots), mostly waiting: 32 at once keep
+// 200 expiring backups within about two seconds (docs/benchmarks.md, "Expiry"), far below what
+// an S3 service allows on one prefix.
+const DefaultConcurrentDeletions = 32
 
 // deletionSlots runs at most limit deletions at once. The others wait in line, first come first
 // served, and start as running ones end; waiting costs a list entry, not a goroutine, and
