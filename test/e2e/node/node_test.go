@@ -205,8 +205,8 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		// A run stopped in its clean-up may have left the namespace terminating.
-		kubectlOK("wait", "--for=delete", "namespace/"+cairnNamespace, "--timeout=180s")
+		// Whatever a run stopped before its clean-up left (etcd keeps it across node-down).
+		removeCairn()
 
 		// The filesystem location's directory, on the machine: the manager runs as 65532.
 		storageDir = filepath.Join(nodeDir, "storage", rand.String(8))
@@ -236,7 +236,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	})
 
 	It("runs the manager image as a non-root pod with a read-only root filesystem, Ready once its caches synced", func(ctx SpecContext) {
-		pod := readyPod(ctx, cairnNamespace, managerSelector)
+		pod := readyManager(ctx)
 
 		By("finding the container's process running as 65532 on a read-only root")
 		pid := containerPID(pod.Status.ContainerStatuses[0].ContainerID)
@@ -299,7 +299,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  a: b\n", ns))
 
 		By("deleting the manager's pod while its backup's uploads to the chart's S3 location hang")
-		old := readyPod(ctx, cairnNamespace, managerSelector)
+		old := readyManager(ctx)
 		proxy.stall()
 		apply(backupManifest(ns+"-interrupted", ns, s3Location))
 		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseInProgress)
@@ -324,7 +324,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	})
 
 	It("rolls the manager's pod on a helm upgrade that changes a flag, and the new pod is Ready and leads", func(ctx SpecContext) {
-		old := readyPod(ctx, cairnNamespace, managerSelector)
+		old := readyManager(ctx)
 		Expect(podArgs(old)).To(ContainElement("--queue-resync-period=30s"))
 
 		By("helm upgrade --reuse-values --set queueResyncPeriod=45s")
@@ -450,7 +450,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 
 		By("installing again: the backups are still Completed, and the one in S3 restores the deleted namespace")
 		helmOK("install", release, "charts/cairn", "--namespace", cairnNamespace, "--values", values, "--wait", "--timeout=5m")
-		readyPod(ctx, cairnNamespace, managerSelector)
+		readyManager(ctx)
 		kubectlOK("delete", "namespace", ns, "--wait", "--timeout=180s")
 		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata:\n  name: %[1]s\n  namespace: %[2]s\nspec:\n  backupName: %[1]s\n", ns+"-s3", cairnNamespace))
 		waitRestorePhase(ctx, ns+"-s3", cairnv1.RestorePhaseCompleted)
@@ -465,9 +465,10 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	})
 })
 
-// removeCairn removes everything the suite installed: the backups and restores first, while
+// removeCairn removes everything the suite installs: the backups and restores first, while
 // the manager runs their finalizers (and the S3 server still runs), then the release, the CRDs
 // the release keeps, and the namespace. Should the manager be gone, the finalizers are dropped.
+// It does nothing when nothing is installed.
 func removeCairn() {
 	By("removing Cairn from the node: its backups and restores first, while the manager runs their finalizers")
 	if _, _, err := kubectl("delete", "restores,backups", "--all", "-n", cairnNamespace, "--wait", "--timeout=120s"); err != nil {
@@ -606,12 +607,12 @@ func (p *stallingProxy) held() int {
 	return p.holding
 }
 
-// readyPod waits for the one pod matching selector in ns to be Running and Ready, and returns it.
-func readyPod(ctx context.Context, ns, selector string) corev1.Pod {
+// readyManager waits for the one manager pod to be Running and Ready, and returns it.
+func readyManager(ctx context.Context) corev1.Pod {
 	GinkgoHelper()
 	var pod corev1.Pod
 	Eventually(func(g Gomega) {
-		pods := runningPods(ctx, g, ns, selector)
+		pods := runningPods(ctx, g, cairnNamespace, managerSelector)
 		g.Expect(pods).To(HaveLen(1))
 		pod = pods[0]
 	}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
