@@ -103,12 +103,12 @@ TEST_UNIT = go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/... ./charts
 TEST_E2E = go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
 TEST_NODE = go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) ./test/e2e/node/... -args -ginkgo.v
 
-# 'make test' installs every tool and builds every binary and image first, so that the two runs
-# after it build nothing and share nothing: the envtest suites, one after the other, and beside
+# 'make test' installs every tool and builds every binary and image first (the node's too), so
+# that the two runs after it build nothing and share nothing: the envtest suites, one after the other, and beside
 # them the one-node suite, which brings the node up (and down) itself and mostly waits on it.
 # Either failing fails 'make test', once both ended.
 .PHONY: test
-test: envtest versitygw helm image ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
+test: envtest versitygw helm image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
 	$(MAKE) -j2 test-go-suites test-node-suite
 
 # The envtest suites one after the other (each uses both cores), without prerequisites.
@@ -166,6 +166,10 @@ NODE_E2E_TIMEOUT ?= 20m
 .PHONY: node-up
 node-up: envtest ## Start a one-node cluster (kubelet, containerd) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
 	hack/node-up.sh
+
+.PHONY: node-prepare
+node-prepare: envtest ## Install the node's Debian packages and build its binaries, without starting it.
+	hack/node-up.sh --prepare
 
 .PHONY: node-down
 node-down: ## Stop the one-node cluster and undo what it changed on the machine.
