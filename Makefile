@@ -102,12 +102,32 @@ build: ## Build bin/manager and bin/cairn (the CLI).
 envtest: ## Build the envtest control-plane binaries into bin/k8s/ (once).
 	hack/envtest.sh
 
+# The suites' commands, shared by their own targets and by 'make test'.
+TEST_UNIT = go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/... ./charts/...
+TEST_E2E = go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
+TEST_NODE = go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) ./test/e2e/node/... -args -ginkgo.v
+
+# 'make test' installs every tool and builds every binary and image first (the node's too), so
+# that the two runs after it build nothing and share nothing: the envtest suites, one after the other, and beside
+# them the one-node suite, which brings the node up (and down) itself and mostly waits on it.
+# Either failing fails 'make test', once both ended.
 .PHONY: test
-test: test-unit test-e2e ## Run every test: unit, envtest integration and e2e.
+test: envtest versitygw helm helm3 image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
+	$(MAKE) -j2 test-go-suites test-node-suite
+
+# The envtest suites one after the other (each uses both cores), without prerequisites.
+.PHONY: test-go-suites
+test-go-suites:
+	$(TEST_UNIT)
+	$(TEST_E2E)
+
+.PHONY: test-node-suite
+test-node-suite:
+	$(TEST_NODE)
 
 .PHONY: test-unit
 test-unit: envtest versitygw helm helm3 ## Unit and envtest integration tests, and the chart's tests.
-	go test $(GO_TEST_FLAGS) ./api/... ./cmd/... ./internal/... ./charts/...
+	$(TEST_UNIT)
 
 .PHONY: test-chart
 test-chart: helm helm3 ## helm lint --strict, and the chart's golden and schema tests.
@@ -119,7 +139,7 @@ update-golden: helm helm3 ## Rewrite the chart's golden files from what helm tem
 
 .PHONY: test-e2e
 test-e2e: envtest versitygw helm helm3 build ## End-to-end tests: real manager binary, real kubectl.
-	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/... -args -ginkgo.v
+	$(TEST_E2E)
 
 .PHONY: bench
 bench: envtest versitygw ## Run the benchmarks and write docs/benchmarks.md.
@@ -148,8 +168,12 @@ run-local: local-up build ## local-up, then run the operator in the foreground a
 NODE_E2E_TIMEOUT ?= 20m
 
 .PHONY: node-up
-node-up: ## Start a one-node cluster (kubelet, containerd) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
+node-up: envtest ## Start a one-node cluster (kubelet, containerd) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
 	hack/node-up.sh
+
+.PHONY: node-prepare
+node-prepare: envtest ## Install the node's Debian packages and build its binaries, without starting it.
+	hack/node-up.sh --prepare
 
 .PHONY: node-down
 node-down: ## Stop the one-node cluster and undo what it changed on the machine.
@@ -160,8 +184,8 @@ image: build ## Build the manager image (and the suite's test images) without Do
 	hack/node-images.sh build import
 
 .PHONY: test-node
-test-node: image node-up versitygw ## End-to-end tests on the one-node cluster: Cairn's manager image as a pod.
-	go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) ./test/e2e/node/... -args -ginkgo.v
+test-node: image node-up versitygw helm ## End-to-end tests on the one-node cluster: Cairn installed by its chart, as a pod.
+	$(TEST_NODE)
 
 ##@ Tools
 

@@ -6,6 +6,8 @@
 #   hack/node-up.sh            start (idempotent: returns at once when the node is Ready)
 #   hack/node-up.sh --check    only check that the namespace has no route off the machine
 #   hack/node-up.sh --running  exit 0 when the node runs and is Ready, 1 otherwise
+#   hack/node-up.sh --prepare  only install the packages and build the binaries the node needs
+#                              (what 'make test' does before its suites run side by side)
 #   hack/node-down.sh          stop exactly what this started and undo its changes to the machine
 #
 # Network safety comes first. The namespace has only lo (with the node's address, 10.200.0.1,
@@ -446,8 +448,12 @@ case "${1:-}" in
 "") up ;;
 --check) check_isolated ;;
 --running) node_running ;;
+--prepare)
+  ensure_packages
+  ensure_binaries
+  ;;
 *)
-  echo "usage: $0 [--check|--running]" >&2
+  echo "usage: $0 [--check|--running|--prepare]" >&2
   exit 2
   ;;
 esac

@@ -154,118 +154,89 @@ spec:
 `, ns, greeting, token, httpdImage)
 }
 
-// managerManifests runs Cairn's manager image as config/manager does (non-root, read-only root
-// filesystem, leader election, probes), with the ServiceAccount and roles of config/rbac, and
-// a default filesystem location on the hostPath storageDir, mounted at /backups.
-func managerManifests(storageDir string) string {
-	return fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
-kind: BackupStorageLocation
-metadata:
-  name: default
-  namespace: cairn-system
-spec:
-  provider: filesystem
-  default: true
-  config:
-    path: /backups
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: cairn-manager
-  namespace: cairn-system
-spec:
-  replicas: 1
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: cairn
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: cairn
-    spec:
-      serviceAccountName: cairn-manager
-      terminationGracePeriodSeconds: 10
-      securityContext:
-        runAsNonRoot: true
-        seccompProfile:
-          type: RuntimeDefault
-      containers:
-        - name: manager
-          image: %[1]s
-          imagePullPolicy: IfNotPresent
-          args:
-            - --namespace=cairn-system
-            - --leader-elect
-            - --restore-scratch-dir=/scratch
-          ports:
-            - name: metrics
-              containerPort: 8080
-            - name: probes
-              containerPort: 8081
-          livenessProbe:
-            httpGet:
-              path: /healthz
-              port: probes
-          readinessProbe:
-            httpGet:
-              path: /readyz
-              port: probes
-            periodSeconds: 2
-          securityContext:
-            allowPrivilegeEscalation: false
-            readOnlyRootFilesystem: true
-            capabilities:
-              drop: ["ALL"]
-          volumeMounts:
-            - name: scratch
-              mountPath: /scratch
-            - name: backups
-              mountPath: /backups
-      volumes:
-        - name: scratch
-          emptyDir: {}
-        - name: backups
-          hostPath:
-            path: %[2]s
-            type: Directory
-`, managerImage, storageDir)
+// The chart's release, in the operator's namespace, and what selects its pods.
+const (
+	release         = "cairn"
+	cairnNamespace  = "cairn-system"
+	managerSelector = "app.kubernetes.io/name=cairn,app.kubernetes.io/instance=" + release
+	// The leader election lease of cmd/manager.
+	leaderLease = "manager.cairn.dev"
+	// The S3 location the chart's values add, beside the filesystem location "default".
+	s3Location = "s3"
+	s3Bucket   = "cairn"
+	s3Prefix   = "cluster"
+)
+
+// chartValues are the values the suite installs charts/cairn with: the manager image 'make
+// image' built, the filesystem location on the node's directory storageDir (there is no
+// storage class for a claim), and an S3 location at endpoint with credentials.
+func chartValues(storageDir, endpoint, credentials string) string {
+	repository, tag, _ := strings.Cut(managerImage, ":")
+	return fmt.Sprintf(`image:
+  repository: %[1]q
+  tag: %[2]q
+  pullPolicy: IfNotPresent
+terminationGracePeriodSeconds: 10
+storage:
+  filesystem:
+    hostPath: %[3]q
+    persistence:
+      enabled: false
+  locations:
+    - name: %[4]s
+      provider: s3
+      bucket: %[5]s
+      prefix: %[6]s
+      config:
+        endpoint: %[7]q
+        region: us-east-1
+        forcePathStyle: "true"
+      credential:
+        cloud: %[8]q
+`, repository, tag, storageDir, s3Location, s3Bucket, s3Prefix, endpoint, credentials)
 }
 
-var _ = Describe("Cairn as a pod", Ordered, func() {
-	var storageDir string
+var _ = Describe("Cairn installed by its chart", Ordered, func() {
+	var (
+		storageDir string
+		values     string // the values file
+		server     *testenv.S3Server
+		proxy      *stallingProxy
+	)
 
 	BeforeAll(func(ctx SpecContext) {
-		By("installing the CRDs, the operator's namespace and config/rbac")
-		kubectlOK("apply", "--server-side", "-f", testenv.CRDDir())
-		kubectlOK("wait", "--for=condition=Established", "--timeout=60s", "-f", testenv.CRDDir())
-		// A run stopped in its clean-up may have left the namespace terminating.
-		kubectlOK("wait", "--for=delete", "namespace/cairn-system", "--timeout=180s")
-		apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cairn-system\n")
-		kubectlOK("apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "rbac"))
+		// Whatever a run stopped before its clean-up left (etcd keeps it across node-down).
+		removeCairn()
 
-		// The location's directory, on the machine: the manager runs as 65532.
+		// The filesystem location's directory, on the machine: the manager runs as 65532.
 		storageDir = filepath.Join(nodeDir, "storage", rand.String(8))
 		Expect(os.MkdirAll(storageDir, 0o750)).To(Succeed())
 		Expect(os.Chown(storageDir, 65532, 65532)).To(Succeed())
 
+		By("running versitygw in the node's namespace, behind a proxy on the node's address that can hold writes")
+		server = testenv.StartS3Server(GinkgoT())
+		server.CreateBucket(s3Bucket)
+		proxy = startStallingProxy(server.Endpoint())
+		values = filepath.Join(GinkgoT().TempDir(), "values.yaml")
+		Expect(os.WriteFile(values, []byte(chartValues(storageDir, proxy.URL, server.CredentialsFile())), 0o600)).To(Succeed())
+
+		// Removed while the manager and the S3 server still run, so that the backups' data can be deleted.
 		DeferCleanup(func() {
-			By("removing Cairn from the node: its backups and restores first, while the manager runs their finalizers")
-			_, _, _ = kubectl("delete", "restores,backups", "--all", "-n", "cairn-system", "--wait", "--timeout=120s")
-			_, _, _ = kubectl("delete", "deployment,backupstoragelocation", "--all", "-n", "cairn-system", "--wait", "--timeout=60s")
-			_, _, _ = kubectl("delete", "-k", filepath.Join(testenv.RepoRoot(), "config", "rbac"), "--ignore-not-found")
-			_, _, _ = kubectl("delete", "-f", testenv.CRDDir(), "--ignore-not-found", "--timeout=120s")
-			_, _, _ = kubectl("delete", "namespace", "cairn-system", "--ignore-not-found", "--wait", "--timeout=180s")
+			removeCairn()
 			Expect(os.RemoveAll(storageDir)).To(Succeed())
 		})
 
-		By("running the manager image as a Deployment")
-		apply(managerManifests(storageDir))
-		kubectlOK("rollout", "status", "deployment/cairn-manager", "-n", "cairn-system", "--timeout=180s")
+		By("helm install cairn charts/cairn --wait")
+		helmOK("install", release, "charts/cairn", "--namespace", cairnNamespace, "--create-namespace",
+			"--values", values, "--wait", "--timeout=5m")
+		for _, location := range []string{"default", s3Location} {
+			kubectlOK("wait", "backupstoragelocation/"+location, "-n", cairnNamespace,
+				"--for=jsonpath={.status.phase}=Available", "--timeout=120s")
+		}
 	})
 
 	It("runs the manager image as a non-root pod with a read-only root filesystem, Ready once its caches synced", func(ctx SpecContext) {
-		pod := readyPod(ctx, "cairn-system", "app.kubernetes.io/name=cairn")
+		pod := readyManager(ctx)
 
 		By("finding the container's process running as 65532 on a read-only root")
 		pid := containerPID(pod.Status.ContainerStatuses[0].ContainerID)
@@ -278,10 +249,7 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 		Expect(rootMountOptions(string(mounts))).To(ContainElement("ro"))
 
 		By("finding it the leader, through the API server it reaches as the kubernetes service")
-		Eventually(func() (string, error) {
-			out, _, err := kubectl("get", "leases", "-n", "cairn-system", "-o", "jsonpath={.items[*].spec.holderIdentity}")
-			return out, err
-		}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(HavePrefix(pod.Name))
+		Eventually(leader).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Equal(pod.Name))
 	})
 
 	It("backs up a running app, and brings it back running and serving after its namespace is deleted", func(ctx SpecContext) {
@@ -301,17 +269,17 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 			Expect(defaultGateways(string(routes))).To(Equal([]string{podGateway}), "pod %s's routes:\n%s", p.Name, routes)
 		}
 
-		By("backing the app's namespace up into the filesystem location")
-		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata:\n  name: %[1]s\n  namespace: cairn-system\nspec:\n  includedNamespaces: [%[1]s]\n", ns))
+		By("backing the app's namespace up into the chart's filesystem location, the default")
+		apply(backupManifest(ns, ns, ""))
 		waitBackupPhase(ctx, ns, cairnv1.BackupPhaseCompleted)
-		Expect(filepath.Join(storageDir, "backups", "cairn-system", ns, ns+".tar.gz")).To(BeAnExistingFile())
+		Expect(filepath.Join(storageDir, "backups", cairnNamespace, ns, ns+".tar.gz")).To(BeAnExistingFile())
 
 		By("deleting the namespace, as a user who lost it")
 		kubectlOK("delete", "namespace", ns, "--wait", "--timeout=180s")
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))).To(BeTrue())
 
 		By("restoring it")
-		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata:\n  name: %[1]s\n  namespace: cairn-system\nspec:\n  backupName: %[1]s\n", ns))
+		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata:\n  name: %[1]s\n  namespace: %[2]s\nspec:\n  backupName: %[1]s\n", ns, cairnNamespace))
 		waitRestorePhase(ctx, ns, cairnv1.RestorePhaseCompleted)
 		Eventually(func(g Gomega) {
 			var d appsv1.Deployment
@@ -324,49 +292,21 @@ var _ = Describe("Cairn as a pod", Ordered, func() {
 	It("fails the backup its deleted pod was running, in the new pod's restart recovery, and completes the next", func(ctx SpecContext) {
 		ns := "node-restart-" + rand.String(5)
 		DeferCleanup(func() {
+			proxy.unstall()
+			_, _, _ = kubectl("delete", "backups", "-n", cairnNamespace, ns+"-interrupted", ns+"-next", "--ignore-not-found", "--wait", "--timeout=120s")
 			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
 		})
 		apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  a: b\n", ns))
 
-		By("giving the manager an S3 location whose writes can be held: versitygw, behind a proxy on the node's address")
-		server := testenv.StartS3Server(GinkgoT())
-		server.CreateBucket(ns)
-		proxy := startStallingProxy(server.Endpoint())
-		apply(fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: %[1]s, namespace: cairn-system}
-stringData:
-  cloud: %[3]q
----
-apiVersion: cairn.dev/v1alpha1
-kind: BackupStorageLocation
-metadata: {name: %[1]s, namespace: cairn-system}
-spec:
-  provider: s3
-  objectStorage: {bucket: %[1]s, prefix: cluster}
-  config: {endpoint: %[2]q, region: us-east-1, forcePathStyle: "true"}
-  credential: {name: %[1]s, key: cloud}
-`, ns, proxy.URL, server.CredentialsFile()))
-		// Removed while the server still runs, so that the backups' data can be deleted.
-		DeferCleanup(func() {
-			proxy.unstall()
-			_, _, _ = kubectl("delete", "backups", "-n", "cairn-system", ns+"-interrupted", ns+"-next", "--ignore-not-found", "--wait", "--timeout=120s")
-			_, _, _ = kubectl("delete", "backupstoragelocation,secret", ns, "-n", "cairn-system", "--ignore-not-found")
-		})
-		kubectlOK("wait", "backupstoragelocation/"+ns, "-n", "cairn-system", "--for=jsonpath={.status.phase}=Available", "--timeout=60s")
-
-		By("deleting the manager's pod while its backup's uploads hang")
-		old := readyPod(ctx, "cairn-system", "app.kubernetes.io/name=cairn")
+		By("deleting the manager's pod while its backup's uploads to the chart's S3 location hang")
+		old := readyManager(ctx)
 		proxy.stall()
-		backup := func(name string) string {
-			return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata:\n  name: %s\n  namespace: cairn-system\nspec:\n  includedNamespaces: [%s]\n  storageLocation: %s\n", name, ns, ns)
-		}
-		apply(backup(ns + "-interrupted"))
+		apply(backupManifest(ns+"-interrupted", ns, s3Location))
 		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseInProgress)
 		Eventually(proxy.held).WithTimeout(60*time.Second).Should(BeNumerically(">", 0), "an upload of the backup reaches the proxy")
-		kubectlOK("delete", "pod", old.Name, "-n", "cairn-system", "--wait=false")
+		kubectlOK("delete", "pod", old.Name, "-n", cairnNamespace, "--wait=false")
 		Eventually(func(g Gomega) {
-			pods := runningPods(ctx, g, "cairn-system", "app.kubernetes.io/name=cairn")
+			pods := runningPods(ctx, g, cairnNamespace, managerSelector)
 			g.Expect(pods).To(HaveLen(1))
 			g.Expect(pods[0].Name).NotTo(Equal(old.Name))
 		}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Succeed())
@@ -375,14 +315,231 @@ spec:
 		proxy.unstall()
 		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseFailed)
 		var interrupted cairnv1.Backup
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: ns + "-interrupted"}, &interrupted)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cairnNamespace, Name: ns + "-interrupted"}, &interrupted)).To(Succeed())
 		Expect(interrupted.Status.FailureReason).To(Equal(controller.FailureReasonRestarted))
 
 		By("completing the next backup")
-		apply(backup(ns + "-next"))
+		apply(backupManifest(ns+"-next", ns, s3Location))
 		waitBackupPhase(ctx, ns+"-next", cairnv1.BackupPhaseCompleted)
 	})
+
+	It("rolls the manager's pod on a helm upgrade that changes a flag, and the new pod is Ready and leads", func(ctx SpecContext) {
+		old := readyManager(ctx)
+		Expect(podArgs(old)).To(ContainElement("--queue-resync-period=30s"))
+
+		By("helm upgrade --reuse-values --set queueResyncPeriod=45s")
+		helmOK("upgrade", release, "charts/cairn", "--namespace", cairnNamespace, "--reuse-values",
+			"--set", "queueResyncPeriod=45s", "--wait", "--timeout=5m")
+
+		By("finding a new pod, Ready with the new flag, the old one gone, and the new one the leader")
+		var pod corev1.Pod
+		Eventually(func(g Gomega) {
+			pods := runningPods(ctx, g, cairnNamespace, managerSelector)
+			g.Expect(pods).To(HaveLen(1))
+			pod = pods[0]
+			g.Expect(pod.Name).NotTo(Equal(old.Name))
+			g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(&old), &corev1.Pod{}))).To(BeTrue(), "the old pod is gone")
+		}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(podArgs(pod)).To(ContainElement("--queue-resync-period=45s"))
+		Eventually(leader).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Equal(pod.Name))
+	})
+
+	It("runs backups only in the leader of two replicas, and hands over when the leader's pod is deleted", func(ctx SpecContext) {
+		ns := "node-leader-" + rand.String(5)
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
+		})
+		apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  a: b\n", ns))
+
+		By("helm upgrade --reuse-values --set replicas=2")
+		helmOK("upgrade", release, "charts/cairn", "--namespace", cairnNamespace, "--reuse-values",
+			"--set", "replicas=2", "--wait", "--timeout=5m")
+		var pods []corev1.Pod
+		Eventually(func(g Gomega) {
+			pods = runningPods(ctx, g, cairnNamespace, managerSelector)
+			g.Expect(pods).To(HaveLen(2))
+		}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("finding the lease naming one of the two pods, and the other one waiting for it")
+		var first, standby corev1.Pod
+		Eventually(func(g Gomega) {
+			holder, err := leader()
+			g.Expect(err).NotTo(HaveOccurred())
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == holder })
+			g.Expect(i).NotTo(Equal(-1), "the lease's holder %q is one of the pods", holder)
+			first, standby = pods[i], pods[1-i]
+		}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		firstBefore, standbyBefore := backupAttempts(ctx, first), backupAttempts(ctx, standby)
+
+		By("running a backup: the leader runs it, the standby does nothing")
+		apply(backupManifest(ns+"-first", ns, ""))
+		waitBackupPhase(ctx, ns+"-first", cairnv1.BackupPhaseCompleted)
+		Expect(backupAttempts(ctx, first)).To(Equal(firstBefore + 1))
+		Expect(backupAttempts(ctx, standby)).To(Equal(standbyBefore))
+		Expect(standbyBefore).To(BeZero(), "a standby never started a backup")
+		standbyLog := kubectlOK("logs", "-n", cairnNamespace, standby.Name)
+		Expect(standbyLog).To(MatchRegexp(`(?i)attempting to acquire leader lease`))
+		Expect(standbyLog).NotTo(ContainSubstring("Starting workers"))
+		Expect(standbyLog).NotTo(ContainSubstring(ns))
+
+		By("deleting the leader's pod: another pod takes the lease (the standby or the one replacing the deleted pod), and runs the next backup alone")
+		kubectlOK("delete", "pod", first.Name, "-n", cairnNamespace, "--wait=false")
+		var next corev1.Pod
+		var others []corev1.Pod
+		Eventually(func(g Gomega) {
+			holder, err := leader()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(holder).NotTo(Equal(first.Name))
+			pods := runningPods(ctx, g, cairnNamespace, managerSelector)
+			g.Expect(pods).To(HaveLen(2))
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == holder })
+			g.Expect(i).NotTo(Equal(-1), "the lease's holder %q is one of the running pods", holder)
+			next = pods[i]
+			others = slices.Delete(pods, i, i+1)
+		}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
+		nextBefore, otherBefore := backupAttempts(ctx, next), backupAttempts(ctx, others[0])
+		apply(backupManifest(ns+"-second", ns, s3Location))
+		waitBackupPhase(ctx, ns+"-second", cairnv1.BackupPhaseCompleted)
+		Expect(backupAttempts(ctx, next)).To(Equal(nextBefore + 1))
+		Expect(backupAttempts(ctx, others[0])).To(Equal(otherBefore))
+		Expect(kubectlOK("logs", "-n", cairnNamespace, next.Name)).To(ContainSubstring("Starting workers"))
+
+		By("helm upgrade --reuse-values --set replicas=1")
+		helmOK("upgrade", release, "charts/cairn", "--namespace", cairnNamespace, "--reuse-values",
+			"--set", "replicas=1", "--wait", "--timeout=5m")
+	})
+
+	It("leaves the CRDs, the backups and their data on helm uninstall, and a new install takes them over", func(ctx SpecContext) {
+		ns := "node-uninstall-" + rand.String(5)
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
+		})
+		apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  a: b\n", ns))
+		backups := map[string]string{ns + "-fs": "", ns + "-s3": s3Location}
+		for name, location := range backups {
+			apply(backupManifest(name, ns, location))
+		}
+		for name := range backups {
+			waitBackupPhase(ctx, name, cairnv1.BackupPhaseCompleted)
+		}
+		fsData := filepath.Join(storageDir, "backups", cairnNamespace, ns+"-fs", ns+"-fs.tar.gz")
+		Expect(fsData).To(BeAnExistingFile())
+		Expect(filesNamed(filepath.Join(server.Dir, s3Bucket, s3Prefix), ns+"-s3")).NotTo(BeEmpty())
+
+		By("helm uninstall cairn --wait")
+		helmOK("uninstall", release, "--namespace", cairnNamespace, "--wait", "--timeout=5m")
+		Eventually(func(g Gomega) {
+			var list corev1.PodList
+			g.Expect(k8s.List(ctx, &list, client.InNamespace(cairnNamespace))).To(Succeed())
+			g.Expect(list.Items).To(BeEmpty())
+		}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: cairnNamespace, Name: release}, &appsv1.Deployment{}))).To(BeTrue())
+
+		By("finding the CRDs, the Backups and their data still there")
+		for _, crd := range []string{"backups", "restores", "schedules", "backupstoragelocations"} {
+			kubectlOK("get", "crd", crd+".cairn.dev")
+		}
+		for name := range backups {
+			var b cairnv1.Backup
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cairnNamespace, Name: name}, &b)).To(Succeed())
+			Expect(b.DeletionTimestamp).To(BeNil())
+			Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
+		}
+		Expect(fsData).To(BeAnExistingFile())
+		Expect(filesNamed(filepath.Join(server.Dir, s3Bucket, s3Prefix), ns+"-s3")).NotTo(BeEmpty())
+
+		By("installing again: the backups are still Completed, and the one in S3 restores the deleted namespace")
+		helmOK("install", release, "charts/cairn", "--namespace", cairnNamespace, "--values", values, "--wait", "--timeout=5m")
+		readyManager(ctx)
+		kubectlOK("delete", "namespace", ns, "--wait", "--timeout=180s")
+		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata:\n  name: %[1]s\n  namespace: %[2]s\nspec:\n  backupName: %[1]s\n", ns+"-s3", cairnNamespace))
+		waitRestorePhase(ctx, ns+"-s3", cairnv1.RestorePhaseCompleted)
+		var settings corev1.ConfigMap
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, &settings)).To(Succeed())
+		Expect(settings.Data).To(HaveKeyWithValue("a", "b"))
+		for name := range backups {
+			var b cairnv1.Backup
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cairnNamespace, Name: name}, &b)).To(Succeed())
+			Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
+		}
+	})
 })
+
+// removeCairn removes everything the suite installs: the backups and restores first, while
+// the manager runs their finalizers (and the S3 server still runs), then the release, the CRDs
+// the release keeps, and the namespace. Should the manager be gone, the finalizers are dropped.
+// It does nothing when nothing is installed.
+func removeCairn() {
+	By("removing Cairn from the node: its backups and restores first, while the manager runs their finalizers")
+	if _, _, err := kubectl("delete", "restores,backups", "--all", "-n", cairnNamespace, "--wait", "--timeout=120s"); err != nil {
+		for _, kind := range []string{"restores", "backups"} {
+			names, _, _ := kubectl("get", kind, "-n", cairnNamespace, "-o", "name")
+			for _, name := range strings.Fields(names) {
+				_, _, _ = kubectl("patch", name, "-n", cairnNamespace, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+			}
+		}
+	}
+	_, _, _ = helm("uninstall", release, "--namespace", cairnNamespace, "--ignore-not-found", "--wait", "--timeout=2m")
+	_, _, _ = kubectl("delete", "-f", testenv.CRDDir(), "--ignore-not-found", "--timeout=120s")
+	_, _, _ = kubectl("delete", "namespace", cairnNamespace, "--ignore-not-found", "--wait", "--timeout=180s")
+}
+
+// backupManifest is a Backup of namespace ns into location ("": the default location).
+func backupManifest(name, ns, location string) string {
+	m := fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  includedNamespaces: [%s]\n", name, cairnNamespace, ns)
+	if location != "" {
+		m += "  storageLocation: " + location + "\n"
+	}
+	return m
+}
+
+// leader is the name of the pod that holds the manager's leader election lease (its holder
+// identity is "<pod name>_<uuid>").
+func leader() (string, error) {
+	out, _, err := kubectl("get", "lease", leaderLease, "-n", cairnNamespace, "-o", "jsonpath={.spec.holderIdentity}")
+	name, _, _ := strings.Cut(out, "_")
+	return name, err
+}
+
+// podArgs are the arguments of the manager's container in pod.
+func podArgs(pod corev1.Pod) []string {
+	GinkgoHelper()
+	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "manager" })
+	Expect(i).NotTo(Equal(-1), "pod %s has a manager container", pod.Name)
+	return pod.Spec.Containers[i].Args
+}
+
+// backupAttempts is how many backups made by hand pod's manager started, from its metrics
+// (cairn_backup_attempts_total, absent until the first).
+func backupAttempts(ctx context.Context, pod corev1.Pod) int {
+	GinkgoHelper()
+	var attempts int
+	Eventually(func(g Gomega) {
+		metrics, err := httpGet(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/metrics")
+		g.Expect(err).NotTo(HaveOccurred())
+		attempts = 0
+		for _, line := range strings.Split(metrics, "\n") {
+			if value, ok := strings.CutPrefix(line, `cairn_backup_attempts_total{schedule=""} `); ok {
+				attempts, err = strconv.Atoi(value)
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+		}
+	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+	return attempts
+}
+
+// filesNamed are the files under dir whose path contains name.
+func filesNamed(dir, name string) []string {
+	GinkgoHelper()
+	var files []string
+	Expect(filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(path, name) {
+			files = append(files, path)
+		}
+		return err
+	})).To(Succeed())
+	return files
+}
 
 // stallingProxy stands between the manager's pod and an S3 server, on the node's address: reads
 // go through, and while stalled, writes (PUT, POST, DELETE) hang until it is released or the
@@ -450,12 +607,12 @@ func (p *stallingProxy) held() int {
 	return p.holding
 }
 
-// readyPod waits for the one pod matching selector in ns to be Running and Ready, and returns it.
-func readyPod(ctx context.Context, ns, selector string) corev1.Pod {
+// readyManager waits for the one manager pod to be Running and Ready, and returns it.
+func readyManager(ctx context.Context) corev1.Pod {
 	GinkgoHelper()
 	var pod corev1.Pod
 	Eventually(func(g Gomega) {
-		pods := runningPods(ctx, g, ns, selector)
+		pods := runningPods(ctx, g, cairnNamespace, managerSelector)
 		g.Expect(pods).To(HaveLen(1))
 		pod = pods[0]
 	}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())

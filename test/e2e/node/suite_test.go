@@ -123,16 +123,17 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 })
 
-// Whatever a failed spec leaves is shown: the pods, the events, the manager's log.
-var _ = ReportAfterEach(func(report SpecReport) {
-	if !report.Failed() {
+// Whatever a failed spec leaves is shown: the pods, the events, the managers' logs; before the
+// clean-up of an ordered container's BeforeAll removes them.
+var _ = AfterEach(func() {
+	if !CurrentSpecReport().Failed() {
 		return
 	}
 	for _, args := range [][]string{
-		{"get", "nodes,pods", "--all-namespaces", "-o", "wide"},
+		{"get", "nodes,pods,replicasets", "--all-namespaces", "-o", "wide", "--show-labels"},
 		{"get", "events", "--all-namespaces", "--sort-by=.lastTimestamp"},
-		{"get", "backups,restores", "-n", "cairn-system", "-o", "yaml"},
-		{"logs", "-n", "cairn-system", "deployment/cairn-manager", "--tail=200"},
+		{"get", "backups,restores,backupstoragelocations,leases", "-n", "cairn-system", "-o", "yaml"},
+		{"logs", "-n", "cairn-system", "-l", managerSelector, "--prefix", "--tail=200"},
 	} {
 		_, _, _ = kubectl(args...)
 	}
@@ -167,6 +168,36 @@ func apply(manifests string) {
 	GinkgoHelper()
 	_, stderr, err := kubectlStdin(manifests, "apply", "-f", "-")
 	Expect(err).NotTo(HaveOccurred(), stderr)
+}
+
+// helmBinary is $HELM (the Makefile sets it), else the Makefile's pinned helm in bin/.
+func helmBinary() string {
+	if path := os.Getenv("HELM"); path != "" {
+		return path
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "helm-v4.3.1")
+}
+
+// helm runs helm against the node in the repository's root, with no user configuration,
+// repositories or cache, and returns its stdout and stderr.
+func helm(args ...string) (string, string, error) {
+	cmd := exec.Command(helmBinary(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Dir = testenv.RepoRoot()
+	home := filepath.Join(nodeDir, "helm")
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	fmt.Fprintf(GinkgoWriter, "$ helm %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	return stdout.String(), stderr.String(), err
+}
+
+// helmOK runs helm and fails the spec if it fails.
+func helmOK(args ...string) string {
+	GinkgoHelper()
+	stdout, stderr, err := helm(args...)
+	Expect(err).NotTo(HaveOccurred(), "helm %v: %s", args, stderr)
+	return stdout
 }
 
 // httpGet returns the body of url, which must answer 200.
