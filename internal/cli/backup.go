@@ -162,19 +162,7 @@ func newBackupGetCommand(e *env) *cobra.Command {
 
 // getBackup reads one backup of namespace, saying so when there is none.
 func (e *env) getBackup(name string) (*cairnv1.Backup, error) {
-	ns, err := e.namespace()
-	if err != nil {
-		return nil, err
-	}
-	c, err := e.client()
-	if err != nil {
-		return nil, err
-	}
-	var b cairnv1.Backup
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
-		return nil, notFound(err, "backup", name, ns)
-	}
-	return &b, nil
+	return getNamed[cairnv1.Backup](e, "backup", name)
 }
 
 func newBackupDescribeCommand(e *env) *cobra.Command {

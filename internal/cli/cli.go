@@ -305,3 +305,25 @@ func notFound(err error, kind, name, namespace string) error {
 	}
 	return err
 }
+
+// getNamed reads the object of one kind called name in the namespace, saying
+// so (with kind, as the user would name it) when there is none: every command
+// that takes one NAME reads its object this one way, so they fail alike.
+func getNamed[T any, P interface {
+	*T
+	client.Object
+}](e *env, kind, name string) (P, error) {
+	ns, err := e.namespace()
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	obj := P(new(T))
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		return nil, notFound(err, kind, name, ns)
+	}
+	return obj, nil
+}

@@ -132,19 +132,7 @@ func newRestoreGetCommand(e *env) *cobra.Command {
 
 // getRestore reads one restore of the namespace, saying so when there is none.
 func (e *env) getRestore(name string) (*cairnv1.Restore, error) {
-	ns, err := e.namespace()
-	if err != nil {
-		return nil, err
-	}
-	c, err := e.client()
-	if err != nil {
-		return nil, err
-	}
-	var r cairnv1.Restore
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &r); err != nil {
-		return nil, notFound(err, "restore", name, ns)
-	}
-	return &r, nil
+	return getNamed[cairnv1.Restore](e, "restore", name)
 }
 
 func newRestoreDescribeCommand(e *env) *cobra.Command {

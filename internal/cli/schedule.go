@@ -112,22 +112,14 @@ func newScheduleDescribeCommand(e *env) *cobra.Command {
 		Short: "Show a schedule: when it runs, its last and next runs, its backup template",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
+			s, err := getNamed[cairnv1.Schedule](e, "schedule", args[0])
 			if err != nil {
 				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			var s cairnv1.Schedule
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: args[0]}, &s); err != nil {
-				return notFound(err, "schedule", args[0], ns)
 			}
 			if e.output == "json" || e.output == "yaml" {
-				return e.printStructured(&s)
+				return e.printStructured(s)
 			}
-			return e.describeSchedule(&s)
+			return e.describeSchedule(s)
 		},
 	}
 }
