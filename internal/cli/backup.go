@@ -284,30 +284,12 @@ func newBackupDeleteCommand(e *env) *cobra.Command {
 		Short: "Delete backups and their data in storage",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			if !confirmed {
-				ok, err := e.confirm(fmt.Sprintf("Delete backup(s) %s in namespace %s and their data in storage?", strings.Join(args, ", "), ns))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				if err := c.Delete(context.Background(), b); err != nil {
-					return notFound(err, "backup", name, ns)
-				}
+			return deleteNamed(e, "backup", args, confirmed, " and their data in storage", func(b *cairnv1.Backup) error {
 				if !wait {
-					e.printf("Backup %s is being deleted; its data is removed first.\n", name)
-					continue
+					e.printf("Backup %s is being deleted; its data is removed first.\n", b.Name)
+					return nil
 				}
-				e.printf("Backup %s is being deleted; waiting until its data is gone.\n", name)
+				e.printf("Backup %s is being deleted; waiting until its data is gone.\n", b.Name)
 				if err := e.waitGone(b, &cairnv1.BackupList{}, func(o client.Object) string {
 					if cur, ok := o.(*cairnv1.Backup); ok && cur.Status.Phase == cairnv1.BackupPhaseDeletionFailed {
 						return "deletion failed, retrying: " + cur.Status.LastDeletionError
@@ -316,9 +298,9 @@ func newBackupDeleteCommand(e *env) *cobra.Command {
 				}); err != nil {
 					return err
 				}
-				e.printf("Backup %s deleted.\n", name)
-			}
-			return nil
+				e.printf("Backup %s deleted.\n", b.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")

@@ -327,3 +327,39 @@ func getNamed[T any, P interface {
 	}
 	return obj, nil
 }
+
+// deleteNamed deletes the objects of one kind called names in the namespace,
+// first asking "Delete KIND(s) NAMES in namespace NS<also>?" unless confirmed,
+// and calls deleted after each so the kind can say what its deletion means
+// (and wait for it). Every delete command asks, deletes and fails alike.
+func deleteNamed[T any, P interface {
+	*T
+	client.Object
+}](e *env, kind string, names []string, confirmed bool, also string, deleted func(obj P) error) error {
+	ns, err := e.namespace()
+	if err != nil {
+		return err
+	}
+	if !confirmed {
+		ok, err := e.confirm(fmt.Sprintf("Delete %s(s) %s in namespace %s%s?", kind, strings.Join(names, ", "), ns, also))
+		if err != nil || !ok {
+			return err
+		}
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		obj := P(new(T))
+		obj.SetNamespace(ns)
+		obj.SetName(name)
+		if err := c.Delete(context.Background(), obj); err != nil {
+			return notFound(err, kind, name, ns)
+		}
+		if err := deleted(obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}

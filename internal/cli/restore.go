@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -178,27 +177,10 @@ func newRestoreDeleteCommand(e *env) *cobra.Command {
 		Short: "Delete restores and their logs and results in storage (never the restored objects)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			if !confirmed {
-				ok, err := e.confirm(fmt.Sprintf("Delete restore(s) %s in namespace %s?", strings.Join(args, ", "), ns))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				if err := c.Delete(context.Background(), &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-					return notFound(err, "restore", name, ns)
-				}
-				e.printf("Restore %s deleted; the objects it restored stay.\n", name)
-			}
-			return nil
+			return deleteNamed(e, "restore", args, confirmed, "", func(r *cairnv1.Restore) error {
+				e.printf("Restore %s deleted; the objects it restored stay.\n", r.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")

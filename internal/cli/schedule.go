@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -178,27 +177,10 @@ func newScheduleDeleteCommand(e *env) *cobra.Command {
 		Short: "Delete schedules (their backups stay, unless the schedule owns them)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			if !confirmed {
-				ok, err := e.confirm(fmt.Sprintf("Delete schedule(s) %s in namespace %s?", strings.Join(args, ", "), ns))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				if err := c.Delete(context.Background(), &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-					return notFound(err, "schedule", name, ns)
-				}
-				e.printf("Schedule %s deleted.\n", name)
-			}
-			return nil
+			return deleteNamed(e, "schedule", args, confirmed, "", func(s *cairnv1.Schedule) error {
+				e.printf("Schedule %s deleted.\n", s.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
