@@ -340,26 +340,7 @@ func newBackupCancelCommand(e *env) *cobra.Command {
 		Short: "Cancel backups: a running one stops within seconds and its partial data is removed",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				if err := c.Patch(context.Background(), b, cancelPatch); err != nil {
-					return notFound(err, "backup", name, ns)
-				}
-				if b.Status.Phase.IsTerminal() {
-					e.printf("Backup %s already ended %s: nothing to cancel.\n", name, b.Status.Phase)
-					continue
-				}
-				e.printf("Backup %s is being cancelled.\n", name)
-			}
-			return nil
+			return cancelNamed(e, "backup", args, func(b *cairnv1.Backup) phaseEnd { return b.Status.Phase })
 		},
 	}
 }

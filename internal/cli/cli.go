@@ -363,3 +363,40 @@ func deleteNamed[T any, P interface {
 	}
 	return nil
 }
+
+// phaseEnd is what cancelNamed needs of a kind's phase: whether it has ended.
+type phaseEnd interface {
+	IsTerminal() bool
+}
+
+// cancelNamed cancels the objects of one kind called names in the namespace
+// (backups and restores), telling for each whether it is being cancelled or
+// had already ended; phase reads the patched object's phase.
+func cancelNamed[T any, P interface {
+	*T
+	client.Object
+}](e *env, kind string, names []string, phase func(P) phaseEnd) error {
+	ns, err := e.namespace()
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	title := strings.ToUpper(kind[:1]) + kind[1:]
+	for _, name := range names {
+		obj := P(new(T))
+		obj.SetNamespace(ns)
+		obj.SetName(name)
+		if err := c.Patch(context.Background(), obj, cancelPatch); err != nil {
+			return notFound(err, kind, name, ns)
+		}
+		if p := phase(obj); p.IsTerminal() {
+			e.printf("%s %s already ended %s: nothing to cancel.\n", title, name, p)
+			continue
+		}
+		e.printf("%s %s is being cancelled.\n", title, name)
+	}
+	return nil
+}

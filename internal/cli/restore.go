@@ -193,26 +193,7 @@ func newRestoreCancelCommand(e *env) *cobra.Command {
 		Short: "Cancel restores: a running one stops within seconds; what it created stays",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				r := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				if err := c.Patch(context.Background(), r, cancelPatch); err != nil {
-					return notFound(err, "restore", name, ns)
-				}
-				if r.Status.Phase.IsTerminal() {
-					e.printf("Restore %s already ended %s: nothing to cancel.\n", name, r.Status.Phase)
-					continue
-				}
-				e.printf("Restore %s is being cancelled.\n", name)
-			}
-			return nil
+			return cancelNamed(e, "restore", args, func(r *cairnv1.Restore) phaseEnd { return r.Status.Phase })
 		},
 	}
 }
