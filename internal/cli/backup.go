@@ -129,13 +129,11 @@ func newBackupGetCommand(e *env) *cobra.Command {
 			}
 			list := &cairnv1.BackupList{}
 			if len(args) > 0 {
-				for _, name := range args {
-					var b cairnv1.Backup
-					if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
-						return notFound(err, "backup", name, ns)
-					}
-					list.Items = append(list.Items, b)
+				items, err := getEach[cairnv1.Backup](c, "backup", ns, args)
+				if err != nil {
+					return err
 				}
+				list.Items = append(list.Items, items...)
 			} else {
 				opts := []client.ListOption{client.InNamespace(ns)}
 				if selector != "" {

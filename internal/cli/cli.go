@@ -400,3 +400,20 @@ func cancelNamed[T any, P interface {
 	}
 	return nil
 }
+
+// getEach reads the objects of one kind called names in the namespace, in
+// that order, saying which one is not there: what `list NAME...` prints.
+func getEach[T any, P interface {
+	*T
+	client.Object
+}](c client.Client, kind, ns string, names []string) ([]T, error) {
+	items := make([]T, 0, len(names))
+	for _, name := range names {
+		obj := P(new(T))
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			return nil, notFound(err, kind, name, ns)
+		}
+		items = append(items, *obj)
+	}
+	return items, nil
+}

@@ -117,13 +117,11 @@ func newRestoreGetCommand(e *env) *cobra.Command {
 					return err
 				}
 			}
-			for _, name := range args {
-				var r cairnv1.Restore
-				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &r); err != nil {
-					return notFound(err, "restore", name, ns)
-				}
-				list.Items = append(list.Items, r)
+			items, err := getEach[cairnv1.Restore](c, "restore", ns, args)
+			if err != nil {
+				return err
 			}
+			list.Items = append(list.Items, items...)
 			return e.printList(list, restoreTable(list.Items, e.clock.Now()), ns)
 		},
 	}

@@ -93,13 +93,11 @@ func newScheduleGetCommand(e *env) *cobra.Command {
 					return err
 				}
 			}
-			for _, name := range args {
-				var s cairnv1.Schedule
-				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
-					return notFound(err, "schedule", name, ns)
-				}
-				list.Items = append(list.Items, s)
+			items, err := getEach[cairnv1.Schedule](c, "schedule", ns, args)
+			if err != nil {
+				return err
 			}
+			list.Items = append(list.Items, items...)
 			return e.printList(list, scheduleTable(list.Items, e.clock.Now()), ns)
 		},
 	}
