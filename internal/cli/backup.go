@@ -129,13 +129,11 @@ func newBackupGetCommand(e *env) *cobra.Command {
 			}
 			list := &cairnv1.BackupList{}
 			if len(args) > 0 {
-				for _, name := range args {
-					var b cairnv1.Backup
-					if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
-						return notFound(err, "backup", name, ns)
-					}
-					list.Items = append(list.Items, b)
+				items, err := getEach[cairnv1.Backup](c, "backup", ns, args)
+				if err != nil {
+					return err
 				}
+				list.Items = append(list.Items, items...)
 			} else {
 				opts := []client.ListOption{client.InNamespace(ns)}
 				if selector != "" {
@@ -162,19 +160,7 @@ func newBackupGetCommand(e *env) *cobra.Command {
 
 // getBackup reads one backup of namespace, saying so when there is none.
 func (e *env) getBackup(name string) (*cairnv1.Backup, error) {
-	ns, err := e.namespace()
-	if err != nil {
-		return nil, err
-	}
-	c, err := e.client()
-	if err != nil {
-		return nil, err
-	}
-	var b cairnv1.Backup
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
-		return nil, notFound(err, "backup", name, ns)
-	}
-	return &b, nil
+	return getNamed[cairnv1.Backup](e, "backup", name)
 }
 
 func newBackupDescribeCommand(e *env) *cobra.Command {
@@ -296,30 +282,12 @@ func newBackupDeleteCommand(e *env) *cobra.Command {
 		Short: "Delete backups and their data in storage",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			if !confirmed {
-				ok, err := e.confirm(fmt.Sprintf("Delete backup(s) %s in namespace %s and their data in storage?", strings.Join(args, ", "), ns))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				if err := c.Delete(context.Background(), b); err != nil {
-					return notFound(err, "backup", name, ns)
-				}
+			return deleteNamed(e, "backup", args, confirmed, " and their data in storage", func(b *cairnv1.Backup) error {
 				if !wait {
-					e.printf("Backup %s is being deleted; its data is removed first.\n", name)
-					continue
+					e.printf("Backup %s is being deleted; its data is removed first.\n", b.Name)
+					return nil
 				}
-				e.printf("Backup %s is being deleted; waiting until its data is gone.\n", name)
+				e.printf("Backup %s is being deleted; waiting until its data is gone.\n", b.Name)
 				if err := e.waitGone(b, &cairnv1.BackupList{}, func(o client.Object) string {
 					if cur, ok := o.(*cairnv1.Backup); ok && cur.Status.Phase == cairnv1.BackupPhaseDeletionFailed {
 						return "deletion failed, retrying: " + cur.Status.LastDeletionError
@@ -328,9 +296,9 @@ func newBackupDeleteCommand(e *env) *cobra.Command {
 				}); err != nil {
 					return err
 				}
-				e.printf("Backup %s deleted.\n", name)
-			}
-			return nil
+				e.printf("Backup %s deleted.\n", b.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
@@ -370,26 +338,7 @@ func newBackupCancelCommand(e *env) *cobra.Command {
 		Short: "Cancel backups: a running one stops within seconds and its partial data is removed",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				if err := c.Patch(context.Background(), b, cancelPatch); err != nil {
-					return notFound(err, "backup", name, ns)
-				}
-				if b.Status.Phase.IsTerminal() {
-					e.printf("Backup %s already ended %s: nothing to cancel.\n", name, b.Status.Phase)
-					continue
-				}
-				e.printf("Backup %s is being cancelled.\n", name)
-			}
-			return nil
+			return cancelNamed(e, "backup", args, func(b *cairnv1.Backup) phaseEnd { return b.Status.Phase })
 		},
 	}
 }

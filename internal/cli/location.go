@@ -37,13 +37,11 @@ func newLocationGetCommand(e *env) *cobra.Command {
 					return err
 				}
 			}
-			for _, name := range args {
-				var l cairnv1.BackupStorageLocation
-				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &l); err != nil {
-					return notFound(err, "storage location", name, ns)
-				}
-				list.Items = append(list.Items, l)
+			items, err := getEach[cairnv1.BackupStorageLocation](c, "storage location", ns, args)
+			if err != nil {
+				return err
 			}
+			list.Items = append(list.Items, items...)
 			return e.printList(list, locationTable(list.Items, e.clock.Now()), ns)
 		},
 	}

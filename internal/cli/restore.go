@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,13 +117,11 @@ func newRestoreGetCommand(e *env) *cobra.Command {
 					return err
 				}
 			}
-			for _, name := range args {
-				var r cairnv1.Restore
-				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &r); err != nil {
-					return notFound(err, "restore", name, ns)
-				}
-				list.Items = append(list.Items, r)
+			items, err := getEach[cairnv1.Restore](c, "restore", ns, args)
+			if err != nil {
+				return err
 			}
+			list.Items = append(list.Items, items...)
 			return e.printList(list, restoreTable(list.Items, e.clock.Now()), ns)
 		},
 	}
@@ -132,19 +129,7 @@ func newRestoreGetCommand(e *env) *cobra.Command {
 
 // getRestore reads one restore of the namespace, saying so when there is none.
 func (e *env) getRestore(name string) (*cairnv1.Restore, error) {
-	ns, err := e.namespace()
-	if err != nil {
-		return nil, err
-	}
-	c, err := e.client()
-	if err != nil {
-		return nil, err
-	}
-	var r cairnv1.Restore
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &r); err != nil {
-		return nil, notFound(err, "restore", name, ns)
-	}
-	return &r, nil
+	return getNamed[cairnv1.Restore](e, "restore", name)
 }
 
 func newRestoreDescribeCommand(e *env) *cobra.Command {
@@ -190,27 +175,10 @@ func newRestoreDeleteCommand(e *env) *cobra.Command {
 		Short: "Delete restores and their logs and results in storage (never the restored objects)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			if !confirmed {
-				ok, err := e.confirm(fmt.Sprintf("Delete restore(s) %s in namespace %s?", strings.Join(args, ", "), ns))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				if err := c.Delete(context.Background(), &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-					return notFound(err, "restore", name, ns)
-				}
-				e.printf("Restore %s deleted; the objects it restored stay.\n", name)
-			}
-			return nil
+			return deleteNamed(e, "restore", args, confirmed, "", func(r *cairnv1.Restore) error {
+				e.printf("Restore %s deleted; the objects it restored stay.\n", r.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
@@ -223,26 +191,7 @@ func newRestoreCancelCommand(e *env) *cobra.Command {
 		Short: "Cancel restores: a running one stops within seconds; what it created stays",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				r := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				if err := c.Patch(context.Background(), r, cancelPatch); err != nil {
-					return notFound(err, "restore", name, ns)
-				}
-				if r.Status.Phase.IsTerminal() {
-					e.printf("Restore %s already ended %s: nothing to cancel.\n", name, r.Status.Phase)
-					continue
-				}
-				e.printf("Restore %s is being cancelled.\n", name)
-			}
-			return nil
+			return cancelNamed(e, "restore", args, func(r *cairnv1.Restore) phaseEnd { return r.Status.Phase })
 		},
 	}
 }

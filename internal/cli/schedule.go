@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,13 +93,11 @@ func newScheduleGetCommand(e *env) *cobra.Command {
 					return err
 				}
 			}
-			for _, name := range args {
-				var s cairnv1.Schedule
-				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
-					return notFound(err, "schedule", name, ns)
-				}
-				list.Items = append(list.Items, s)
+			items, err := getEach[cairnv1.Schedule](c, "schedule", ns, args)
+			if err != nil {
+				return err
 			}
+			list.Items = append(list.Items, items...)
 			return e.printList(list, scheduleTable(list.Items, e.clock.Now()), ns)
 		},
 	}
@@ -112,22 +109,14 @@ func newScheduleDescribeCommand(e *env) *cobra.Command {
 		Short: "Show a schedule: when it runs, its last and next runs, its backup template",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
+			s, err := getNamed[cairnv1.Schedule](e, "schedule", args[0])
 			if err != nil {
 				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			var s cairnv1.Schedule
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: args[0]}, &s); err != nil {
-				return notFound(err, "schedule", args[0], ns)
 			}
 			if e.output == "json" || e.output == "yaml" {
-				return e.printStructured(&s)
+				return e.printStructured(s)
 			}
-			return e.describeSchedule(&s)
+			return e.describeSchedule(s)
 		},
 	}
 }
@@ -186,27 +175,10 @@ func newScheduleDeleteCommand(e *env) *cobra.Command {
 		Short: "Delete schedules (their backups stay, unless the schedule owns them)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			if !confirmed {
-				ok, err := e.confirm(fmt.Sprintf("Delete schedule(s) %s in namespace %s?", strings.Join(args, ", "), ns))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				if err := c.Delete(context.Background(), &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-					return notFound(err, "schedule", name, ns)
-				}
-				e.printf("Schedule %s deleted.\n", name)
-			}
-			return nil
+			return deleteNamed(e, "schedule", args, confirmed, "", func(s *cairnv1.Schedule) error {
+				e.printf("Schedule %s deleted.\n", s.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
