@@ -283,15 +283,15 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	for i := range backups.Items {
 		b := &backups.Items[i]
 		byName[client.ObjectKeyFromObject(b)] = b
+		if loc := b.Status.StorageLocation; loc != "" && removingData(b) {
+			if _, seen := pass.deleting[loc]; !seen {
+				pass.deleting[loc] = qualifiedName(b)
+			}
+			continue
+		}
 		switch b.EffectivePhase() {
 		case cairnv1.BackupPhaseReadyToStart, cairnv1.BackupPhaseInProgress:
 			pass.running = append(pass.running, r.entry(b, b.Status.StorageLocation))
-		case cairnv1.BackupPhaseDeleting:
-			if loc := b.Status.StorageLocation; loc != "" {
-				if _, seen := pass.deleting[loc]; !seen {
-					pass.deleting[loc] = qualifiedName(b)
-				}
-			}
 		case cairnv1.BackupPhaseNew, cairnv1.BackupPhaseQueued:
 			if b.IsSyncPending() {
 				continue // made by the sync from storage, which owns it (DESIGN.md section 11)

@@ -402,6 +402,38 @@ var _ = Describe("Backup queue", Ordered, func() {
 		expectQueue(map[string]string{"same-location": "ReadyToStart"})
 	})
 
+	It("holds a backup while a deleted backup's data is removed before its phase says Deleting", func() {
+		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 4})
+		adminBackup("quiet", "del")
+		expectQueue(map[string]string{"quiet": "ReadyToStart"})
+		// As the backup reconcilers would: it ran and completed.
+		Eventually(func() error {
+			b := getBackup(operatorNamespace, "quiet")
+			patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			b.Status.Phase = cairnv1.BackupPhaseCompleted
+			b.Status.StartTimestamp = &metav1.Time{Time: time.Now()}
+			return k8sClient.Status().Patch(suiteCtx, b, patch)
+		}).WithTimeout(5 * time.Second).Should(Succeed())
+		// Deleted: the finalizer keeps it while its data goes, still Completed (a first deletion
+		// shows Deleting only after a second).
+		quiet := getBackup(operatorNamespace, "quiet")
+		Expect(quiet.Finalizers).To(ContainElement(cairnv1.BackupDataFinalizer))
+		Expect(k8sClient.Delete(suiteCtx, quiet)).To(Succeed())
+		createBackup(operatorNamespace, "after-quiet", cairnv1.BackupSpec{IncludedNamespaces: []string{"s1"}})
+		expectQueue(map[string]string{"after-quiet": "Queued:1"})
+		Eventually(func() string { return queuedCondition("after-quiet").Message }).
+			Should(Equal("waiting for backup cairn-system/quiet to be deleted from storage location queue-default"))
+
+		// Its data gone, the finalizer goes with the object; the queued backup starts.
+		Eventually(func() error {
+			b := getBackup(operatorNamespace, "quiet")
+			patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			b.Finalizers = nil
+			return k8sClient.Patch(suiteCtx, b, patch)
+		}).WithTimeout(5 * time.Second).Should(Succeed())
+		expectQueue(map[string]string{"after-quiet": "ReadyToStart"})
+	})
+
 	It("fails validation with a message for each problem", func() {
 		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Maybe"}}}

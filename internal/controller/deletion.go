@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -32,7 +34,21 @@ const (
 type deletionRecord struct {
 	State   deletionState
 	Message string
+	// Since is when the deletion was handed to the slots.
+	Since time.Time
+	// Shown: the backup's phase says Deleting (written when the deletion started, or once it
+	// ran for deletingShownAfter).
+	Shown bool
 }
+
+// deletingShownAfter is how long a backup's first deletion runs before its phase is set to
+// Deleting. Most deletions end well within it (a few storage calls), and the object simply
+// goes: a Deleting status and its event would be two more writes to the API server for each
+// of a schedule's backups expiring together, for a phase nobody would see. One that takes
+// longer (a big backup, a slow or stalled location) shows Deleting from then on; a failure is
+// DeletionFailed at once. docs/architecture.md ("Deleting is shown after a second") says why
+// this departs from DESIGN.md section 6.
+const deletingShownAfter = time.Second
 
 // pending reports whether this process will still delete under the backup's name: its
 // deletion runs or waits for a slot.
@@ -54,8 +70,14 @@ const (
 	stepNone deletionStep = "None"
 	// stepRelease: remove the finalizer; no data to remove, or the user keeps it.
 	stepRelease deletionStep = "Release"
-	// stepStart: phase Deleting, record it, start the goroutine.
+	// stepStart: record the deletion and start the goroutine; the phase stays as it is
+	// until the deletion has run for deletingShownAfter.
 	stepStart deletionStep = "Start"
+	// stepStartDeleting: phase Deleting first, then as stepStart: a retry after
+	// DeletionFailed, or a deletion that waited for a restore (the user watches it).
+	stepStartDeleting deletionStep = "StartDeleting"
+	// stepShowDeleting: the first deletion has run for deletingShownAfter: phase Deleting.
+	stepShowDeleting deletionStep = "ShowDeleting"
 	// stepWait: the goroutine runs or waits for a slot; its end triggers the next reconcile.
 	stepWait deletionStep = "Wait"
 	// stepWithdraw: keep-data was set while the deletion still waits for a slot: take it out
@@ -91,48 +113,80 @@ type deletionInput struct {
 	NextAttempt *metav1.Time
 	// ReadBy is the name of a restore that has not ended and reads the backup; "" when none.
 	ReadBy string
-	Now    time.Time
+	// Blocked: the backup's DeletionBlocked condition is True (it waited for a restore).
+	Blocked bool
+	Now     time.Time
 }
 
 // nextDeletionStep is the deletion reconciler's decision (DESIGN.md section 6), and the
 // message that goes with a failure or a wait for a restore. A backup that a restore still
-// reads is not moved to Deleting (DESIGN.md section 9): keep-data, or a backup that never
-// started (nothing to read, nothing to delete), still lets the object go, since neither
-// touches storage; a backup already Deleting or DeletionFailed can have no new reader, since
-// a restore of a backup being deleted fails validation.
+// reads is not deleted (DESIGN.md section 9): keep-data, or a backup that never started
+// (nothing to read, nothing to delete), still lets the object go, since neither touches
+// storage; a backup already Deleting or DeletionFailed can have no new reader, since a
+// restore of a backup being deleted fails validation. A terminal backup's first deletion
+// shows Deleting only once it has run for deletingShownAfter.
 func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	owned := in.Phase.IsTerminal() || in.Phase == cairnv1.BackupPhaseDeleting || in.Phase == cairnv1.BackupPhaseDeletionFailed
+	rec := in.Record
 	switch {
 	case !in.Deleted || !owned:
 		return stepNone, "" // a running backup is cancelled by its phase's owner first
-	case in.Record != nil && in.Record.State == deletionWaiting && in.KeepData:
+	case rec != nil && rec.State == deletionWaiting && in.KeepData:
 		return stepWithdraw, ""
-	case in.Record != nil && in.Record.pending():
+	case rec != nil && rec.pending() && in.Phase.IsTerminal() && !rec.Shown && !in.Now.Before(rec.Since.Add(deletingShownAfter)):
+		return stepShowDeleting, ""
+	case rec != nil && rec.pending():
 		// Also when keep-data was set once the deletion started, or the read is stale: the
 		// object must not go while this process still deletes under its name.
 		return stepWait, ""
+	case rec != nil && rec.State == deletionDone:
+		return stepVerify, ""
+	case rec != nil && rec.State == deletionFailed:
+		return stepFail, rec.Message
 	case in.KeepData:
 		return stepRelease, ""
 	case in.Phase.IsTerminal() && (!in.HasData || in.DataMissing):
 		return stepRelease, ""
 	case in.Phase.IsTerminal() && in.ReadBy != "":
 		return stepWaitForRestore, fmt.Sprintf("waiting for restore %s to end before deleting", in.ReadBy)
+	case in.Phase.IsTerminal() && in.Blocked:
+		return stepStartDeleting, ""
 	case in.Phase.IsTerminal():
 		return stepStart, ""
 	case in.Phase == cairnv1.BackupPhaseDeletionFailed:
 		if in.NextAttempt != nil && in.Now.Before(in.NextAttempt.Time) {
 			return stepBackoff, ""
 		}
-		return stepStart, ""
+		return stepStartDeleting, ""
 	}
-	// Deleting.
-	switch {
-	case in.Record == nil:
-		return stepFail, messageNoDeletionInProgress
-	case in.Record.State == deletionDone:
-		return stepVerify, ""
+	// Deleting, and this process runs no deletion of it.
+	return stepFail, messageNoDeletionInProgress
+}
+
+// removingData reports whether a backup's data may be being removed from its location, which
+// holds the queue's deletion lock on that location (DESIGN.md section 3): Deleting, or a
+// terminal backup with a deletion timestamp and the data finalizer, whose first deletion shows
+// Deleting only after deletingShownAfter. Not when nothing of it is removed: it never started,
+// keeps its data, its data is already missing, or it waits for a restore.
+func removingData(b *cairnv1.Backup) bool {
+	switch phase := b.EffectivePhase(); {
+	case phase == cairnv1.BackupPhaseDeleting:
+		return true
+	case !phase.IsTerminal() || b.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer):
+		return false
 	}
-	return stepFail, in.Record.Message
+	return b.Status.StartTimestamp != nil && b.Annotations[cairnv1.KeepDataAnnotation] != "true" && !dataMissing(b) &&
+		!meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked)
+}
+
+// deletionWait is how long a backup whose deletion runs (stepWait) waits before the next
+// reconcile, should the goroutine's end not bring it first: until its phase is to show
+// Deleting, or deletionSafetyRequeue.
+func deletionWait(in deletionInput) time.Duration {
+	if rec := in.Record; rec != nil && in.Phase.IsTerminal() && !rec.Shown {
+		return max(rec.Since.Add(deletingShownAfter).Sub(in.Now), time.Millisecond)
+	}
+	return deletionSafetyRequeue
 }
 
 // restoreReads reports whether restore rs (of the backup's namespace) reads backup b: the

@@ -31,6 +31,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -95,6 +96,7 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		HasData:     b.Status.StartTimestamp != nil,
 		DataMissing: dataMissing(&b), // sync from storage: the data is gone, nothing to delete
 		NextAttempt: b.Status.NextDeletionAttempt,
+		Blocked:     meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked),
 		Now:         r.Clock.Now(),
 	}
 	if rec, ok := r.deletions.get(b.UID); ok {
@@ -119,9 +121,13 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case stepWaitForRestore:
 		return ctrl.Result{}, r.waitForRestore(ctx, &b, in.ReadBy, message)
 	case stepStart:
-		return r.start(ctx, &b)
+		return r.start(ctx, &b, false)
+	case stepStartDeleting:
+		return r.start(ctx, &b, true)
+	case stepShowDeleting:
+		return r.showDeleting(ctx, &b)
 	case stepWait:
-		return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+		return ctrl.Result{RequeueAfter: deletionWait(in)}, nil
 	case stepVerify:
 		return r.verify(ctx, &b)
 	case stepFail:
@@ -132,30 +138,51 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{}, nil
 }
 
-// start moves the backup to Deleting, records the deletion and runs it in a goroutine.
-func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+// start records the deletion and runs it in a goroutine, with the phase Deleting written
+// first when shown (a retry, or a deletion the user watched wait for a restore); otherwise the
+// phase says Deleting only once the deletion has run for deletingShownAfter, and most are
+// over by then. Should this process stop meanwhile, the next one finds the backup terminal
+// with its deletion timestamp (or Deleting with no record) and deletes again.
+func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup, shown bool) (ctrl.Result, error) {
 	base, ok := r.life.context()
 	if !ok {
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
-	// The phase first: should this process stop before the goroutine starts, the next one
-	// finds Deleting with no record and retries.
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseDeleting
-		s.NextDeletionAttempt = nil
-		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionDeletionBlocked)
-	}); err != nil {
-		return ctrl.Result{}, err
+	if shown {
+		if err := r.markDeleting(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	// Recorded before it is submitted: the goroutine marks it running as it starts.
-	r.deletions.set(b.UID, deletionRecord{State: deletionWaiting})
-	// The phase change to Deleting is the backup's one event (PhaseWatcher's, which says when
-	// it expired): a schedule's backups expire together, and every event is a write to the API
-	// server while they go (docs/expiry.md).
+	r.deletions.set(b.UID, deletionRecord{State: deletionWaiting, Since: r.Clock.Now(), Shown: shown})
+	metrics.DeletionStarted()
 	if slots := r.deletionSlots(); !slots.submit(base, b.DeepCopy()) {
 		ctrl.LoggerFrom(ctx).Info("Backup's deletion waits for a slot", "backup", qualifiedName(b), "running", slots.limit)
 	}
+	if shown {
+		return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+	}
+	return ctrl.Result{RequeueAfter: deletingShownAfter}, nil
+}
+
+// showDeleting sets the phase Deleting of a backup whose first deletion has run for
+// deletingShownAfter.
+func (r *DeletionReconciler) showDeleting(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+	if err := r.markDeleting(ctx, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.deletions.update(b.UID, func(rec *deletionRecord) { rec.Shown = true })
 	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
+}
+
+// markDeleting writes the phase Deleting. Its event (PhaseWatcher's, which says when an
+// expired backup expired) is the only one of a deletion that goes well.
+func (r *DeletionReconciler) markDeleting(ctx context.Context, b *cairnv1.Backup) error {
+	return patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		s.Phase = cairnv1.BackupPhaseDeleting
+		s.NextDeletionAttempt = nil
+		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionDeletionBlocked)
+	})
 }
 
 // waitForRestore keeps a deleted backup that a restore still reads where it is, saying so in
@@ -184,10 +211,13 @@ func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Back
 // reconciler. A panic is a failure like any other. It only updates the backup's entry: one
 // forgotten meanwhile (the object is gone) stays forgotten.
 func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
-	r.deletions.replace(b.UID, deletionRecord{State: deletionRunning})
+	report := func(state deletionState, message string) {
+		r.deletions.update(b.UID, func(rec *deletionRecord) { rec.State, rec.Message = state, message })
+	}
+	report(deletionRunning, "")
 	defer func() {
 		if p := recover(); p != nil {
-			r.deletions.replace(b.UID, deletionRecord{State: deletionFailed, Message: fmt.Sprintf("the deletion panicked: %v", p)})
+			report(deletionFailed, fmt.Sprintf("the deletion panicked: %v", p))
 		}
 		select {
 		case r.ended <- event.GenericEvent{Object: b}:
@@ -195,10 +225,10 @@ func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup)
 		}
 	}()
 	if err := r.removeData(ctx, b); err != nil {
-		r.deletions.replace(b.UID, deletionRecord{State: deletionFailed, Message: err.Error()})
+		report(deletionFailed, err.Error())
 		return
 	}
-	r.deletions.replace(b.UID, deletionRecord{State: deletionDone})
+	report(deletionDone, "")
 }
 
 // removeData deletes every object under the backup's own directory in its location (the
@@ -297,6 +327,7 @@ func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, messag
 		s.LastDeletionError = message
 		s.DeletionAttempts = attempts
 		s.NextDeletionAttempt = &next
+		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionDeletionBlocked)
 	}); err != nil {
 		return ctrl.Result{}, err
 	}

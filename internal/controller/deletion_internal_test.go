@@ -15,7 +15,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -26,8 +28,14 @@ func TestNextDeletionStep(t *testing.T) {
 	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
 	later := metav1.NewTime(now.Add(10 * time.Second))
 	earlier := metav1.NewTime(now.Add(-time.Second))
-	running := &deletionRecord{State: deletionRunning}
-	waiting := &deletionRecord{State: deletionWaiting}
+	running := &deletionRecord{State: deletionRunning, Shown: true}
+	waiting := &deletionRecord{State: deletionWaiting, Shown: true}
+	// A first deletion, its phase not yet Deleting: started half a second ago, or just long
+	// enough ago to show it.
+	quietRunning := &deletionRecord{State: deletionRunning, Since: now.Add(-deletingShownAfter / 2)}
+	quietWaiting := &deletionRecord{State: deletionWaiting, Since: now.Add(-deletingShownAfter / 2)}
+	dueRunning := &deletionRecord{State: deletionRunning, Since: now.Add(-deletingShownAfter)}
+	dueWaiting := &deletionRecord{State: deletionWaiting, Since: now.Add(-2 * deletingShownAfter)}
 	done := &deletionRecord{State: deletionDone}
 	failed := &deletionRecord{State: deletionFailed, Message: "connection refused"}
 	tests := []struct {
@@ -59,8 +67,17 @@ func TestNextDeletionStep(t *testing.T) {
 		{name: "deleting, goroutine failed", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: failed}, want: stepFail, wantMessage: "connection refused"},
 		{name: "deleting, no record: the operator restarted", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true}, want: stepFail, wantMessage: messageNoDeletionInProgress},
 		{name: "failed, retry not due", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, NextAttempt: &later}, want: stepBackoff},
-		{name: "failed, retry due", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, NextAttempt: &earlier}, want: stepStart},
-		{name: "failed, no retry time recorded", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true}, want: stepStart},
+		{name: "failed, retry due: Deleting at once", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true, NextAttempt: &earlier}, want: stepStartDeleting},
+		{name: "failed, no retry time recorded", in: deletionInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, HasData: true}, want: stepStartDeleting},
+		{name: "first deletion running, not yet shown", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: quietRunning}, want: stepWait},
+		{name: "first deletion waiting for a slot, not yet shown", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: quietWaiting}, want: stepWait},
+		{name: "first deletion ran a second: show Deleting", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: dueRunning}, want: stepShowDeleting},
+		{name: "first deletion waited two seconds for a slot: show Deleting", in: deletionInput{Phase: cairnv1.BackupPhasePartiallyFailed, Deleted: true, HasData: true, Record: dueWaiting}, want: stepShowDeleting},
+		{name: "first deletion done before it showed: verify and let go", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: done}, want: stepVerify},
+		{name: "first deletion failed before it showed", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Record: failed}, want: stepFail, wantMessage: "connection refused"},
+		{name: "done while keep-data was set: the data went, verify", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, KeepData: true, Record: done}, want: stepVerify},
+		{name: "after waiting for a restore: Deleting at once", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, Blocked: true}, want: stepStartDeleting},
+		{name: "a retry ran a while: already shown", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: true, HasData: true, Record: &deletionRecord{State: deletionRunning, Since: now.Add(-time.Hour), Shown: true}}, want: stepWait},
 		{name: "finalizer already gone", in: deletionInput{Phase: cairnv1.BackupPhaseDeleting, Deleted: false, HasData: true, Record: done}, want: stepNone},
 		{name: "read by a restore: wait for it to end", in: deletionInput{Phase: cairnv1.BackupPhaseCompleted, Deleted: true, HasData: true, ReadBy: "r1"},
 			want: stepWaitForRestore, wantMessage: "waiting for restore r1 to end before deleting"},
@@ -79,6 +96,69 @@ func TestNextDeletionStep(t *testing.T) {
 			got, message := nextDeletionStep(tt.in)
 			if got != tt.want || message != tt.wantMessage {
 				t.Errorf("got (%s, %q), want (%s, %q)", got, message, tt.want, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func TestDeletionWait(t *testing.T) {
+	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		phase cairnv1.BackupPhase
+		rec   *deletionRecord
+		want  time.Duration
+	}{
+		{"first deletion just started: until Deleting is due", cairnv1.BackupPhaseCompleted, &deletionRecord{State: deletionWaiting, Since: now}, deletingShownAfter},
+		{"first deletion ran a while: the rest of the wait", cairnv1.BackupPhaseCompleted, &deletionRecord{State: deletionRunning, Since: now.Add(-deletingShownAfter / 4)}, deletingShownAfter - deletingShownAfter/4},
+		{"due already (a late reconcile): at once", cairnv1.BackupPhaseFailed, &deletionRecord{State: deletionRunning, Since: now.Add(-time.Hour)}, time.Millisecond},
+		{"shown: only the safety net", cairnv1.BackupPhaseCompleted, &deletionRecord{State: deletionRunning, Since: now, Shown: true}, deletionSafetyRequeue},
+		{"Deleting: only the safety net", cairnv1.BackupPhaseDeleting, &deletionRecord{State: deletionRunning, Since: now}, deletionSafetyRequeue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := deletionWait(deletionInput{Phase: tt.phase, Deleted: true, HasData: true, Record: tt.rec, Now: now}); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRemovingData(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
+	backup := func(phase cairnv1.BackupPhase, edit func(*cairnv1.Backup)) *cairnv1.Backup {
+		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", DeletionTimestamp: &now,
+			Finalizers: []string{cairnv1.BackupDataFinalizer}},
+			Status: cairnv1.BackupStatus{Phase: phase, StartTimestamp: &now, StorageLocation: "default"}}
+		if edit != nil {
+			edit(b)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		b    *cairnv1.Backup
+		want bool
+	}{
+		{"Deleting", backup(cairnv1.BackupPhaseDeleting, nil), true},
+		{"terminal and deleted: its first deletion may run before Deleting shows", backup(cairnv1.BackupPhaseCompleted, nil), true},
+		{"failed and deleted: its log is data", backup(cairnv1.BackupPhaseFailed, nil), true},
+		{"DeletionFailed: waits for its next attempt", backup(cairnv1.BackupPhaseDeletionFailed, nil), false},
+		{"not deleted", backup(cairnv1.BackupPhaseCompleted, func(b *cairnv1.Backup) { b.DeletionTimestamp = nil }), false},
+		{"finalizer gone", backup(cairnv1.BackupPhaseCompleted, func(b *cairnv1.Backup) { b.Finalizers = nil }), false},
+		{"still running: cancelled first", backup(cairnv1.BackupPhaseInProgress, nil), false},
+		{"never started: nothing to remove", backup(cairnv1.BackupPhaseFailedValidation, func(b *cairnv1.Backup) { b.Status.StartTimestamp = nil }), false},
+		{"keep-data", backup(cairnv1.BackupPhaseCompleted, func(b *cairnv1.Backup) {
+			b.Annotations = map[string]string{cairnv1.KeepDataAnnotation: "true"}
+		}), false},
+		{"waits for a restore", backup(cairnv1.BackupPhaseCompleted, func(b *cairnv1.Backup) {
+			b.Status.Conditions = []metav1.Condition{{Type: cairnv1.BackupConditionDeletionBlocked, Status: metav1.ConditionTrue}}
+		}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := removingData(tt.b); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -196,9 +276,15 @@ func TestDeletionBackoff(t *testing.T) {
 	}
 
 	for attempt, wantDelay := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute} {
-		reconcile() // start: Deleting, the goroutine runs
-		if got := get(); got.Status.Phase != cairnv1.BackupPhaseDeleting {
-			t.Fatalf("attempt %d: phase %s, want Deleting", attempt+1, got.Status.Phase)
+		// start: the goroutine runs; a retry shows Deleting at once, the first attempt only
+		// once it has run for deletingShownAfter (it fails before).
+		reconcile()
+		want := cairnv1.BackupPhaseDeleting
+		if attempt == 0 {
+			want = cairnv1.BackupPhaseCompleted
+		}
+		if got := get(); got.Status.Phase != want {
+			t.Fatalf("attempt %d: phase %s, want %s", attempt+1, got.Status.Phase, want)
 		}
 		select {
 		case <-r.ended:
@@ -259,6 +345,9 @@ func TestDeletionBackoff(t *testing.T) {
 	}
 }
 
+// ptrTo is a pointer to a deletion record as get returns it.
+func ptrTo(rec deletionRecord, _ bool) *deletionRecord { return &rec }
+
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
@@ -266,6 +355,69 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestQuickDeletionWritesNoStatus: a first deletion that ends before deletingShownAfter lets
+// the object go with no status write and no event: the data removed, checked, and the
+// finalizer removed, nothing else (a schedule's backups expiring together cost the API server
+// two writes each, the Delete and the finalizer's removal).
+func TestQuickDeletionWritesNoStatus(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(clk.Now())
+	dir := t.TempDir()
+	store, err := storage.NewFilesystem(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := storage.Layout{}.Backup("cairn-system", "b")
+	for _, key := range []string{keys.Archive, keys.Logs} {
+		if err := store.Put(ctx, key, strings.NewReader("data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "rw", Namespace: "cairn-system"},
+		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{cairnv1.ConfigKeyPath: dir}}}
+	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-q",
+		DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
+	var statusWrites int
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			statusWrites++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	recorder := events.NewFakeRecorder(100)
+	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system"}, Clock: clk,
+		Recorder: recorder, Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
+		deletions: newDeletions(), ended: make(chan event.GenericEvent, 1), life: &lifetime{ready: make(chan struct{})}}
+	go func() { _ = r.life.Start(ctx) }()
+	<-r.life.ready
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deletion goroutine did not report")
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, req.NamespacedName, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the backup is still there: %v", err)
+	}
+	if left, err := store.List(ctx, keys.Dir); err != nil || len(left) > 0 {
+		t.Fatalf("left in storage: %v, %v", left, err)
+	}
+	if statusWrites != 0 || len(recorder.Events) != 0 {
+		t.Errorf("%d status writes and %d events for a deletion that ended at once, want none", statusWrites, len(recorder.Events))
+	}
+	if r.deletions.len() != 0 {
+		t.Errorf("%d deletion records left of a backup that is gone", r.deletions.len())
+	}
 }
 
 // panickingStore panics on every read, as a buggy provider might.
@@ -333,8 +485,8 @@ func (s hangingListStore) List(ctx context.Context, prefix string) ([]string, er
 	return s.ObjectStore.List(ctx, prefix)
 }
 
-// TestDeletionWaitingForASlot: with one deletion slot, a second deleted backup waits in line
-// (Deleting); keep-data takes it out of the line and the object goes without its data being
+// TestDeletionWaitingForASlot: with one deletion slot, a second deleted backup waits in line,
+// and shows Deleting once it has waited deletingShownAfter; keep-data takes it out of the line and the object goes without its data being
 // touched. A backup whose object goes while its deletion runs leaves nothing in memory.
 func TestDeletionWaitingForASlot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -378,16 +530,40 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 
 	reconcile("b1")
 	<-listed // b1's deletion runs and holds the only slot
-	reconcile("b2")
-	if b, err := get("b2"); err != nil || b.Status.Phase != cairnv1.BackupPhaseDeleting {
-		t.Fatalf("b2: %v, %v; want Deleting while it waits", b.Status.Phase, err)
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key("b2")})
+	if err != nil || res.RequeueAfter != deletingShownAfter {
+		t.Fatalf("b2's start: %+v, %v; want a requeue when Deleting is due", res, err)
 	}
-	if rec, _ := r.deletions.get("uid-b2"); rec.State != deletionWaiting {
-		t.Fatalf("b2's record %+v, want waiting", rec)
+	if b, err := get("b2"); err != nil || b.Status.Phase != cairnv1.BackupPhaseCompleted {
+		t.Fatalf("b2: %v, %v; want Completed for the first %s", b.Status.Phase, err, deletingShownAfter)
+	}
+	clk.Step(deletingShownAfter / 2)
+	reconcile("b2")
+	if b, _ := get("b2"); b.Status.Phase != cairnv1.BackupPhaseCompleted {
+		t.Fatalf("b2: %v half-way; want Completed", b.Status.Phase)
+	}
+	clk.Step(deletingShownAfter / 2)
+	reconcile("b2")
+	b2, _ := get("b2")
+	if b2.Status.Phase != cairnv1.BackupPhaseDeleting {
+		t.Fatalf("b2: %v; want Deleting after waiting %s", b2.Status.Phase, deletingShownAfter)
+	}
+	if rec, _ := r.deletions.get("uid-b2"); rec.State != deletionWaiting || !rec.Shown {
+		t.Fatalf("b2's record %+v, want waiting and shown", rec)
+	}
+	// Shown once: a stale read of the terminal phase writes nothing more.
+	stale := b2.DeepCopy()
+	stale.Status.Phase = cairnv1.BackupPhaseCompleted
+	if step, _ := nextDeletionStep(deletionInput{Phase: stale.Status.Phase, Deleted: true, HasData: true, Record: ptrTo(r.deletions.get("uid-b2")), Now: clk.Now()}); step != stepWait {
+		t.Fatalf("a stale read after Deleting was shown: %s, want %s", step, stepWait)
+	}
+	reconcile("b2")
+	if again, _ := get("b2"); again.ResourceVersion != b2.ResourceVersion {
+		t.Fatalf("b2 was written again while it waits (resourceVersion %s → %s)", b2.ResourceVersion, again.ResourceVersion)
 	}
 
 	// keep-data while waiting: out of the line, the object goes.
-	b2, _ := get("b2")
+	b2, _ = get("b2")
 	b2.Annotations = map[string]string{cairnv1.KeepDataAnnotation: "true"}
 	if err := c.Update(ctx, b2); err != nil {
 		t.Fatal(err)

@@ -176,8 +176,8 @@ func (r *GCReconciler) expire(ctx context.Context, b *cairnv1.Backup) error {
 	if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	// The deletion reconciler's Deleting event says the backup expired: one event per backup
-	// while a schedule's backups expire together.
+	// No event: most deletions end within a second and the object goes with no other write; a
+	// slower one shows Deleting, whose event says when the backup expired (docs/expiry.md).
 	ctrl.LoggerFrom(ctx).Info("Deleted an expired backup", "backup", qualifiedName(b), "expiration", b.Status.Expiration)
 	return nil
 }

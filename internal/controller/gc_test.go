@@ -66,14 +66,6 @@ var _ = Describe("Expiry", Ordered, func() {
 		Expect(dataOf(defaultStore, "short-lived")()).NotTo(BeEmpty())
 		Eventually(gone("short-lived")).WithTimeout(20 * time.Second).Should(BeTrue())
 		Expect(dataOf(defaultStore, "short-lived")()).To(BeEmpty())
-		// One event tells the story: it expired, and its data is being deleted.
-		Eventually(func() []string {
-			var notes []string
-			for _, e := range backupEvents(operatorNamespace, "short-lived") {
-				notes = append(notes, e.Reason+": "+e.Note)
-			}
-			return notes
-		}).Should(ContainElement("Deleting: Completed → Deleting: the backup expired at " + b.Status.Expiration.UTC().Format(time.RFC3339) + ": deleting its data"))
 	})
 
 	It("gives a backup with ttl 0s no expiration, and the default ttl to one without ttl", func() {

@@ -45,15 +45,17 @@ func (u *uidMap[V]) forget(uid types.UID) {
 	delete(u.m, uid)
 }
 
-// replace sets the entry only if there is one, and reports whether it did: work that outlives
-// a reconcile reports through it, so that an entry forgotten meanwhile (its object is gone)
-// stays forgotten.
-func (u *uidMap[V]) replace(uid types.UID, v V) bool {
+// update changes the entry with fn only if there is one, and reports whether it did: work
+// that outlives a reconcile reports through it, so that an entry forgotten meanwhile (its
+// object is gone) stays forgotten.
+func (u *uidMap[V]) update(uid types.UID, fn func(*V)) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if _, ok := u.m[uid]; !ok {
+	v, ok := u.m[uid]
+	if !ok {
 		return false
 	}
+	fn(&v)
 	u.m[uid] = v
 	return true
 }

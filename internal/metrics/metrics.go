@@ -76,7 +76,7 @@ var (
 	})
 	deletionAttempts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "cairn_backup_deletion_attempts_total",
-		Help: "Times a deleted backup's data removal started (entered Deleting), retries included.",
+		Help: "Times a deleted backup's data removal started, retries included.",
 	})
 	deletionFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "cairn_backup_deletion_failures_total",
@@ -130,6 +130,10 @@ func init() {
 	)
 }
 
+// DeletionStarted counts a deleted backup's data removal, which the deletion reconciler
+// starts: the first one of a backup shows no phase until it has run a while.
+func DeletionStarted() { deletionAttempts.Inc() }
+
 // ObserveBackup counts a backup's phase change from old to cur (the same backup, two
 // versions; a change that is not one of the phase is ignored).
 func ObserveBackup(old, cur *cairnv1.Backup) {
@@ -167,8 +171,6 @@ func ObserveBackup(old, cur *cairnv1.Backup) {
 		observeDuration(backupDuration.WithLabelValues(schedule), cur.Status.StartTimestamp, cur.Status.CompletionTimestamp)
 	case cairnv1.BackupPhaseFailedValidation:
 		backupValidationFailures.WithLabelValues(schedule).Inc()
-	case cairnv1.BackupPhaseDeleting:
-		deletionAttempts.Inc()
 	case cairnv1.BackupPhaseDeletionFailed:
 		deletionFailures.Inc()
 	}

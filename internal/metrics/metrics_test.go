@@ -40,6 +40,14 @@ func histogramCount(t *testing.T, h prometheus.Observer) uint64 {
 	return m.GetHistogram().GetSampleCount()
 }
 
+func TestDeletionStarted(t *testing.T) {
+	before := testutil.ToFloat64(deletionAttempts)
+	DeletionStarted()
+	if got := testutil.ToFloat64(deletionAttempts) - before; got != 1 {
+		t.Errorf("moved by %v, want 1", got)
+	}
+}
+
 func TestObserveBackup(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -57,8 +65,9 @@ func TestObserveBackup(t *testing.T) {
 			backupFailures.WithLabelValues("a"), 1},
 		{"failed validation", backupIn("", "a"), backupIn(cairnv1.BackupPhaseFailedValidation, "a"),
 			backupValidationFailures.WithLabelValues("a"), 1},
-		{"deleting", backupIn(cairnv1.BackupPhaseCompleted, ""), backupIn(cairnv1.BackupPhaseDeleting, ""), deletionAttempts, 1},
+		{"Deleting is not an attempt (the deletion reconciler counts those)", backupIn(cairnv1.BackupPhaseCompleted, ""), backupIn(cairnv1.BackupPhaseDeleting, ""), deletionAttempts, 0},
 		{"deletion failed", backupIn(cairnv1.BackupPhaseDeleting, ""), backupIn(cairnv1.BackupPhaseDeletionFailed, ""), deletionFailures, 1},
+		{"a first deletion failed before it showed Deleting", backupIn(cairnv1.BackupPhaseCompleted, ""), backupIn(cairnv1.BackupPhaseDeletionFailed, ""), deletionFailures, 1},
 		{"the same phase again (a progress write) counts nothing", backupIn(cairnv1.BackupPhaseInProgress, "b"), backupIn(cairnv1.BackupPhaseInProgress, "b"),
 			backupAttempts.WithLabelValues("b"), 0},
 		{"New written over \"\" counts nothing", backupIn("", "c"), backupIn(cairnv1.BackupPhaseNew, "c"), backupAttempts.WithLabelValues("c"), 0},

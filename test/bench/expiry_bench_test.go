@@ -22,7 +22,8 @@ import (
 // ConfigMap each), then gives all of them the same status.expiration, a few seconds ahead (as
 // 200 backups of one schedule with one ttl would have, had they started together), and
 // reports, for each, the lag from that expiration to its Delete (deletion timestamp seen) and
-// to its object gone (data deleted first by the deletion reconciler).
+// to its object gone (data deleted first by the deletion reconciler), and how many showed
+// Deleting (their deletion ran for over a second).
 func BenchmarkExpiry200(b *testing.B) {
 	const n = 200
 	cl := startClusterWith(b, controller.Config{Namespace: operatorNamespace, ConcurrentBackups: 8, ItemBlockWorkerCount: 2})
@@ -36,12 +37,16 @@ func BenchmarkExpiry200(b *testing.B) {
 
 	var mu sync.Mutex
 	deleted, gone := map[string]time.Time{}, map[string]time.Time{}
+	showedDeleting := map[string]bool{} // a deletion that ran over a second shows Deleting
 	stopWatch := runInformer(b, cl.cfg, cache.Options{Scheme: testenv.Scheme()}, &cairnv1.Backup{}, toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if bk, ok := obj.(*cairnv1.Backup); ok && bk.DeletionTimestamp != nil {
 				mu.Lock()
 				if _, seen := deleted[bk.Name]; !seen {
 					deleted[bk.Name] = time.Now()
+				}
+				if bk.Status.Phase == cairnv1.BackupPhaseDeleting {
+					showedDeleting[bk.Name] = true
 				}
 				mu.Unlock()
 			}
@@ -113,6 +118,7 @@ func BenchmarkExpiry200(b *testing.B) {
 	b.ReportMetric(float64(percentile(toGone, 50).Milliseconds()), "to-gone-p50-ms")
 	b.ReportMetric(float64(percentile(toGone, 99).Milliseconds()), "to-gone-p99-ms")
 	b.ReportMetric(float64(slicesMax(toGone).Milliseconds()), "to-gone-max-ms")
+	b.ReportMetric(float64(len(showedDeleting)), "showed-deleting")
 }
 
 // waitAllCompleted waits until n admin backups are Completed.

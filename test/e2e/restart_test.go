@@ -371,12 +371,13 @@ spec:
 		createBackup(ns, "doomed", ns)
 		waitBackupPhase(ns, "doomed", "Completed")
 		// The deletion's first removal, the commit marker's, is done by the bucket but its
-		// answer never comes back: the backup is Deleting, half deleted.
+		// answer never comes back: the backup is half deleted, and Deleting once its deletion
+		// has run a second.
 		keys := keysOf(ns, "doomed")
 		hold := proxy.holdAfter(request(http.MethodDelete, ns, keys.Metadata))
 		kubectlOK("delete", "backup", "doomed", "-n", ns, "--wait=false")
 		hold.waitHeld()
-		Expect(backupField(ns, "doomed", "{.status.phase}")).To(Equal("Deleting"))
+		waitBackupPhase(ns, "doomed", "Deleting")
 		bucket := bucketClient(server, ns)
 		Expect(bucket.List(context.Background(), keys.Dir)).To(ContainElement(keys.Archive))
 
