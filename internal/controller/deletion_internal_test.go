@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -251,11 +252,7 @@ func TestDeletionBackoff(t *testing.T) {
 		DeletionTimestamp: &deleted, Finalizers: []string{cairnv1.BackupDataFinalizer}},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "ro", StartTimestamp: &deleted}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
-	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system"}, Clock: clk,
-		Recorder: events.NewFakeRecorder(100), Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
-		deletions: newDeletions(), ended: make(chan event.GenericEvent, 1), life: &lifetime{ready: make(chan struct{})}}
-	go func() { _ = r.life.Start(ctx) }()
-	<-r.life.ready
+	r := startTestDeletionReconciler(ctx, c, clk, events.NewFakeRecorder(100), nil)
 
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
 	reconcile := func() ctrl.Result {
@@ -345,6 +342,36 @@ func TestDeletionBackoff(t *testing.T) {
 	}
 }
 
+// startTestDeletionReconciler is a deletion reconciler on client c and clock clk, as
+// SetupWithManager would make it but with a 10s–1m backoff and room for two goroutines' ends,
+// running for ctx; wrap, when not nil, wraps every store it opens.
+func startTestDeletionReconciler(ctx context.Context, c client.Client, clk clock.Clock, recorder events.EventRecorder,
+	wrap func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore) *DeletionReconciler {
+	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system", wrap: wrap}, Clock: clk,
+		Recorder: recorder, Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
+		deletions: newDeletions(), ended: make(chan event.GenericEvent, 2), life: &lifetime{ready: make(chan struct{})}}
+	go func() { _ = r.life.Start(ctx) }()
+	<-r.life.ready
+	return r
+}
+
+// reconcileDeletion reconciles req, which starts its deletion, waits for the deletion goroutine
+// to report, and reconciles again, as the goroutine's end does.
+func reconcileDeletion(ctx context.Context, t *testing.T, r *DeletionReconciler, req ctrl.Request) {
+	t.Helper()
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deletion goroutine did not report")
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ptrTo is a pointer to a deletion record as get returns it.
 func ptrTo(rec deletionRecord, _ bool) *deletionRecord { return &rec }
 
@@ -389,23 +416,9 @@ func TestQuickDeletionWritesNoStatus(t *testing.T) {
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		}}).Build()
 	recorder := events.NewFakeRecorder(100)
-	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system"}, Clock: clk,
-		Recorder: recorder, Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
-		deletions: newDeletions(), ended: make(chan event.GenericEvent, 1), life: &lifetime{ready: make(chan struct{})}}
-	go func() { _ = r.life.Start(ctx) }()
-	<-r.life.ready
+	r := startTestDeletionReconciler(ctx, c, clk, recorder, nil)
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the deletion goroutine did not report")
-	}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
+	reconcileDeletion(ctx, t, r, req)
 	if err := c.Get(ctx, req.NamespacedName, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the backup is still there: %v", err)
 	}
@@ -439,26 +452,11 @@ func TestDeletionPanic(t *testing.T) {
 		DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
-	r := &DeletionReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{},
-		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
-			return panickingStore{s}
-		}},
-		BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
-		deletions: newDeletions(), ended: make(chan event.GenericEvent, 1), life: &lifetime{ready: make(chan struct{})}}
-	go func() { _ = r.life.Start(ctx) }()
-	<-r.life.ready
+	r := startTestDeletionReconciler(ctx, c, clk, events.NewFakeRecorder(100), func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+		return panickingStore{s}
+	})
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the panicking goroutine did not report")
-	}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
+	reconcileDeletion(ctx, t, r, req)
 	var got cairnv1.Backup
 	if err := c.Get(ctx, req.NamespacedName, &got); err != nil {
 		t.Fatal(err)
@@ -504,15 +502,10 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 	release := make(chan struct{})
 	listed := make(chan string, 10)
 	recorder := events.NewFakeRecorder(100)
-	r := &DeletionReconciler{Client: c, Clock: clk, Recorder: recorder, Gate: openGate{},
-		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
-			return hangingListStore{ObjectStore: s, release: release, listed: listed}
-		}},
-		BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
-		deletions: newDeletions(), ended: make(chan event.GenericEvent, 2), life: &lifetime{ready: make(chan struct{})}}
+	r := startTestDeletionReconciler(ctx, c, clk, recorder, func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+		return hangingListStore{ObjectStore: s, release: release, listed: listed}
+	})
 	r.slots = &deletionSlots{limit: 1, run: r.runDeletion}
-	go func() { _ = r.life.Start(ctx) }()
-	<-r.life.ready
 	key := func(name string) types.NamespacedName {
 		return types.NamespacedName{Namespace: "cairn-system", Name: name}
 	}
