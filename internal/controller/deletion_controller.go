@@ -40,17 +40,19 @@ import (
 const deletionSafetyRequeue = time.Minute
 
 // DeletionReconciler removes the data of deleted backups (DESIGN.md section 6, Longhorn's
-// asynchronous deletion). It owns Deleting and DeletionFailed, and moves a terminal backup
-// with a deletion timestamp to Deleting; a backup deleted before it ended is first cancelled by
-// the owner of its phase. The removal — every object under the backup's directory in its
-// location, and the VolumeSnapshots labelled with its UID — runs in a goroutine, which reports
-// through an in-memory map keyed by UID and wakes the reconciler when it ends. Success, checked
-// against the store, removes the finalizer cairn.dev/backup-data and the object goes; a failure
-// is DeletionFailed with the error, retried with backoff; Deleting with no map entry means the
-// operator restarted mid-deletion: DeletionFailed, retried. The annotation
-// cairn.dev/keep-data: "true" removes the finalizer without touching storage. A terminal
-// backup that a restore still reads is not moved to Deleting until that restore ends
-// (condition DeletionBlocked says which); the restore's end brings the backup back here.
+// asynchronous deletion). It owns Deleting and DeletionFailed, and terminal backups with a
+// deletion timestamp: it starts their deletion at once and moves them to Deleting only once it
+// has run for deletingShownAfter (most are over by then, and the object simply goes); a backup
+// deleted before it ended is first cancelled by the owner of its phase. The removal — every
+// object under the backup's directory in its location, and the VolumeSnapshots labelled with
+// its UID — runs in a goroutine, which reports through an in-memory map keyed by UID and wakes
+// the reconciler when it ends. Success, checked against the store, removes the finalizer
+// cairn.dev/backup-data and the object goes; a failure is DeletionFailed with the error,
+// retried with backoff; Deleting with no map entry means the operator restarted mid-deletion:
+// DeletionFailed, retried. The annotation cairn.dev/keep-data: "true" removes the finalizer
+// without touching storage. A terminal backup that a restore still reads is not deleted until
+// that restore ends (condition DeletionBlocked says which); the restore's end brings the
+// backup back here.
 type DeletionReconciler struct {
 	client.Client
 	// Dynamic deletes the backup's VolumeSnapshots.
