@@ -759,7 +759,9 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // queueTrigger passes the backup events that can change the queue: creations and deletions,
 // phase changes (a backup entering Queued, leaving InProgress or ReadyToStart, a deletion
-// ending), a cancel, a deletion request, and any update of a New backup.
+// ending), a cancel, a deletion request, a backup taking or releasing its location's deletion
+// lock (removingData: also when its deletion comes to wait for a restore), and any update of a
+// New backup.
 func queueTrigger() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
@@ -776,6 +778,7 @@ func queueTrigger() predicate.Predicate {
 			return old.Status.Phase != cur.Status.Phase ||
 				old.Spec.Cancel != cur.Spec.Cancel ||
 				(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+				removingData(old) != removingData(cur) ||
 				cur.EffectivePhase() == cairnv1.BackupPhaseNew
 		},
 		GenericFunc: func(event.GenericEvent) bool { return true },
