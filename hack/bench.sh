@@ -217,8 +217,9 @@ In-process reconcilers (\`--concurrent-backups=5\`) on an envtest control plane,
 filesystem locations. A backup of 10,000 ConfigMaps is made in the default location, whose
 deletes are slowed to 1 s each (a slow or distant object store: the deletion then runs for
 about 5 s). Five backups of one small namespace each are created at once in the other
-location, first with no deletion running, then right after the big backup entered
-\`Deleting\`. Time from each one's creation to InProgress:
+location, first with no deletion running, then right after the big backup shows
+\`Deleting\` (its deletion has then run for a second). Time from each one's creation to
+InProgress:
 
 | new backup | no deletion running | while the deletion runs |
 |---|---|---|
@@ -229,7 +230,7 @@ location, first with no deletion running, then right after the big backup entere
 | 5 | $(metric $d DeletionDoesNotBlock without-5-ms) ms | $(metric $d DeletionDoesNotBlock with-5-ms) ms |
 | median | $(metric $d DeletionDoesNotBlock without-median-ms) ms | $(metric $d DeletionDoesNotBlock with-median-ms) ms |
 
-The deletion took $(metric $d DeletionDoesNotBlock deletion-s) s and was still running when all five new backups had
+The deletion took $(metric $d DeletionDoesNotBlock deletion-s) s (from the Delete) and was still running when all five new backups had
 completed ($(metric $d DeletionDoesNotBlock deleting-when-all-completed) = yes). The deletion runs in its own goroutine and holds
 no concurrency slot; only a queued backup in the *same* location waits for it (the deletion
 lock, tested in the controller suite). Differences between the two columns are noise on two

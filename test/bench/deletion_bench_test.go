@@ -84,9 +84,11 @@ func BenchmarkDeletionDoesNotBlock(b *testing.B) {
 	waitFor("big", cairnv1.BackupPhaseCompleted)
 	without := startFive("without")
 
+	deletedAt := time.Now()
 	if err := cl.c.Delete(ctx, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "big"}}); err != nil {
 		b.Fatal(err)
 	}
+	// The deletion shows Deleting once it has run a second (a quicker one never would).
 	deletingAt := waitFor("big", cairnv1.BackupPhaseDeleting)
 	with := startFive("with")
 	allStarted := time.Now()
@@ -100,7 +102,7 @@ func BenchmarkDeletionDoesNotBlock(b *testing.B) {
 	if !apierrors.IsNotFound(err) {
 		b.Fatal(err)
 	}
-	deletion := time.Since(deletingAt)
+	deletion := time.Since(deletedAt)
 
 	for i := range fresh {
 		b.ReportMetric(float64(without[i].Milliseconds()), fmt.Sprintf("without-%d-ms", i+1))
