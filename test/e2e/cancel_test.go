@@ -5,14 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,8 +17,6 @@ import (
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-// Cancelling with `kubectl patch`: a backup stuck uploading to an S3 server that hangs, and one
-// queued behind it. The S3 server is real (versitygw on 127.0.0.1), frozen with SIGSTOP.
 // s3Location starts a real S3 server with a bucket and creates a storage location (with its
 // credential Secret) for it, removed when the spec ends; it waits until the location is Available.
 func s3Location(name, bucket string) *testenv.S3Server {
@@ -57,61 +50,6 @@ spec:
 	Expect(err).NotTo(HaveOccurred(), stderr)
 }
 
-// stallingProxy stands between the manager and an S3 server: reads go through, and while
-// stalled, writes (PUT, POST, DELETE) hang until it is released or the client gives up, like
-// an object store that takes requests and never answers them.
-type stallingProxy struct {
-	URL     string
-	mu      sync.Mutex
-	release chan struct{}
-}
-
-func startStallingProxy(target string) *stallingProxy {
-	GinkgoHelper()
-	u, err := url.Parse(target)
-	Expect(err).NotTo(HaveOccurred())
-	p := &stallingProxy{}
-	rp := httputil.NewSingleHostReverseProxy(u) // keeps the Host header, which SigV4 signed
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			p.mu.Lock()
-			release := p.release
-			p.mu.Unlock()
-			if release != nil {
-				select {
-				case <-release:
-				case <-r.Context().Done():
-					return
-				}
-			}
-		}
-		rp.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(l) }()
-	DeferCleanup(func() { p.unstall(); _ = srv.Close() })
-	p.URL = "http://" + l.Addr().String()
-	return p
-}
-
-func (p *stallingProxy) stall() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.release == nil {
-		p.release = make(chan struct{})
-	}
-}
-
-func (p *stallingProxy) unstall() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.release != nil {
-		close(p.release)
-		p.release = nil
-	}
-}
-
 // namespaceWithConfigMap creates a namespace holding one ConfigMap, something to back up.
 func namespaceWithConfigMap(name string) {
 	GinkgoHelper()
@@ -136,17 +74,20 @@ func bucketClient(server *testenv.S3Server, bucket string) *storage.S3 {
 	return s3
 }
 
+// Cancelling with `kubectl patch`: a backup stuck uploading to an S3 server whose writes hang,
+// and one queued behind it. The S3 server is real (versitygw on 127.0.0.1); its writes hang in a
+// testenv.StallingProxy in front of it.
 var _ = Describe("Cancelling backups with kubectl patch", func() {
 	It("fails a Queued and an InProgress backup; the InProgress one keeps only its log, which is downloadable", func() {
 		server := testenv.StartS3Server(GinkgoT())
 		server.CreateBucket("cancel-e2e")
-		proxy := startStallingProxy(server.Endpoint())
+		proxy := testenv.StartStallingProxy(GinkgoT(), server.Endpoint())
 		createS3Location("s3-cancel", "cancel-e2e", server, proxy.URL)
 		namespaceWithConfigMap("cancel-e2e")
 
 		// Writes hang from now on: the first backup cannot finish its upload, and the second
 		// waits in the queue behind it (one backup at a time).
-		proxy.stall()
+		proxy.Stall()
 		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
 kind: Backup
 metadata: {name: stuck, namespace: cairn-system}
@@ -181,7 +122,7 @@ spec:
 			return out
 		}).WithTimeout(60 * time.Second).Should(Equal("CleanupFailed"))
 
-		proxy.unstall()
+		proxy.Unstall()
 		_, stderr, err = kubectl("wait", "backup/stuck", "-n", "cairn-system", "--for=jsonpath={.status.phase}=Failed", "--timeout=90s")
 		Expect(err).NotTo(HaveOccurred(), stderr)
 		Expect(kubectlOK("get", "backup", "stuck", "-n", "cairn-system", "-o", "jsonpath={.status.failureReason}")).To(Equal("Backup cancelled by user"))

@@ -160,17 +160,17 @@ var _ = Describe("The cairn CLI", func() {
 		const ns = "e2e-cli-queue"
 		server := testenv.StartS3Server(GinkgoT())
 		server.CreateBucket("cli-queue")
-		proxy := startStallingProxy(server.Endpoint())
+		proxy := testenv.StartStallingProxy(GinkgoT(), server.Endpoint())
 		createS3Location("e2e-cli-stall", "cli-queue", server, proxy.URL)
 		namespaceWithConfigMap(ns)
 		DeferCleanup(func() {
-			proxy.unstall()
+			proxy.Unstall()
 			_, _, _ = kubectl("delete", "backup", "e2e-cli-hold", "e2e-cli-queued", "-n", "cairn-system", "--timeout=60s", "--ignore-not-found")
 			_, _, _ = kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
 		})
 
 		// Writes hang: the first backup cannot finish its upload; the second waits behind it.
-		proxy.stall()
+		proxy.Stall()
 		cairnOK("backup", "create", "e2e-cli-hold", "-n", "cairn-system", "--include-namespaces", ns, "--storage-location", "e2e-cli-stall")
 		waitBackupPhase("cairn-system", "e2e-cli-hold", "InProgress")
 		cairnOK("backup", "create", "e2e-cli-queued", "-n", "cairn-system", "--include-namespaces", ns, "--storage-location", "e2e-cli-stall")
@@ -190,7 +190,7 @@ var _ = Describe("The cairn CLI", func() {
 		out := cairnOK("backup", "cancel", "e2e-cli-queued", "e2e-cli-hold", "-n", "cairn-system")
 		Expect(out).To(ContainSubstring("Backup e2e-cli-queued is being cancelled."))
 		waitBackupPhase("cairn-system", "e2e-cli-queued", "Failed")
-		proxy.unstall()
+		proxy.Unstall()
 		waitBackupPhase("cairn-system", "e2e-cli-hold", "Failed")
 		Expect(cairnOK("backup", "cancel", "e2e-cli-queued", "-n", "cairn-system")).To(ContainSubstring("already ended Failed: nothing to cancel"))
 

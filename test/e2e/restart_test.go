@@ -233,47 +233,7 @@ var _ = Describe("Restart recovery after kill -9", func() {
 
 	It("WaitingForPluginOperations: the stored operations are resumed and the backup completes", func() {
 		ns := "restart-operations"
-		stderr, err := kubectlStdin(`apiVersion: v1
-kind: Namespace
-metadata: {name: restart-operations}
----
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: csi-restart}
-provisioner: `+testenv.TestDriver+`
----
-apiVersion: snapshot.storage.k8s.io/v1
-kind: VolumeSnapshotClass
-metadata:
-  name: csi-restart
-  annotations: {snapshot.storage.kubernetes.io/is-default-class: "true"}
-driver: `+testenv.TestDriver+`
-deletionPolicy: Delete
----
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: restart-volume}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  storageClassName: csi-restart
-  csi: {driver: `+testenv.TestDriver+`, volumeHandle: restart-volume}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: data, namespace: restart-operations}
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: csi-restart
-  volumeName: restart-volume
-  resources: {requests: {storage: 1Gi}}
-`, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), stderr)
-		DeferCleanup(func() {
-			kubectlOK("delete", "volumesnapshotclass", "csi-restart", "--ignore-not-found")
-			kubectlOK("delete", "storageclass", "csi-restart", "--ignore-not-found")
-			kubectlOK("delete", "pv", "restart-volume", "--ignore-not-found", "--wait=false")
-		})
+		namespaceWithCSIVolume(ns)
 
 		// No snapshotter runs yet: the snapshot is not ready, and the backup waits for it.
 		createBackup(ns, "with-snapshot", "")

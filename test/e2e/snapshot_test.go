@@ -25,42 +25,7 @@ var _ = Describe("A backup with a CSI volume snapshot", func() {
 		Expect(err).NotTo(HaveOccurred())
 		go testenv.SimulateSnapshotter(ctx, c, 2*time.Second)
 
-		stderr, err := kubectlStdin(`apiVersion: v1
-kind: Namespace
-metadata: {name: snapshots}
----
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: csi-e2e}
-provisioner: `+testenv.TestDriver+`
----
-apiVersion: snapshot.storage.k8s.io/v1
-kind: VolumeSnapshotClass
-metadata:
-  name: csi-e2e
-  annotations: {snapshot.storage.kubernetes.io/is-default-class: "true"}
-driver: `+testenv.TestDriver+`
-deletionPolicy: Delete
----
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: e2e-volume}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  storageClassName: csi-e2e
-  csi: {driver: `+testenv.TestDriver+`, volumeHandle: e2e-volume}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: data, namespace: snapshots}
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: csi-e2e
-  volumeName: e2e-volume
-  resources: {requests: {storage: 1Gi}}
-`, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), stderr)
+		namespaceWithCSIVolume("snapshots")
 
 		watch := exec.Command(kubectlBinary(), "--kubeconfig", kubeconfig, "get", "backup", "-n", "cairn-system", "-w", "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase", "--field-selector", "metadata.name=with-snapshot")
 		out, err := watch.StdoutPipe()
@@ -80,7 +45,7 @@ spec:
 			close(phases)
 		}()
 
-		stderr, err = kubectlStdin(`apiVersion: cairn.dev/v1alpha1
+		stderr, err := kubectlStdin(`apiVersion: cairn.dev/v1alpha1
 kind: Backup
 metadata: {name: with-snapshot, namespace: cairn-system}
 spec: {includedNamespaces: [snapshots]}
@@ -112,6 +77,56 @@ spec: {includedNamespaces: [snapshots]}
 		Expect(kubectlOK("get", "backup", "with-snapshot", "-n", "cairn-system", "-o", "jsonpath={.status.backupItemOperationsCompleted}")).To(Equal("1"))
 	})
 })
+
+// namespaceWithCSIVolume creates a namespace holding a PVC "data" bound to a PersistentVolume of
+// the test CSI driver (testenv.TestDriver), whose StorageClass and default VolumeSnapshotClass
+// are named after the namespace, as is the volume: a backup of the namespace snapshots the
+// volume. The cluster-scoped objects are removed when the spec ends, so that each spec's
+// default snapshot class is the only one for the driver.
+func namespaceWithCSIVolume(name string) {
+	GinkgoHelper()
+	stderr, err := kubectlStdin(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: %[1]s}
+provisioner: %[2]s
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotClass
+metadata:
+  name: %[1]s
+  annotations: {snapshot.storage.kubernetes.io/is-default-class: "true"}
+driver: %[2]s
+deletionPolicy: Delete
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: %[1]s}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: %[1]s
+  csi: {driver: %[2]s, volumeHandle: %[1]s}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: %[1]s}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: %[1]s
+  volumeName: %[1]s
+  resources: {requests: {storage: 1Gi}}
+`, name, testenv.TestDriver), "apply", "-f", "-")
+	Expect(err).NotTo(HaveOccurred(), stderr)
+	DeferCleanup(func() {
+		kubectlOK("delete", "volumesnapshotclass", name, "--ignore-not-found")
+		kubectlOK("delete", "storageclass", name, "--ignore-not-found")
+		kubectlOK("delete", "pv", name, "--ignore-not-found", "--wait=false")
+	})
+}
 
 func indexOf(list []string, s string) int {
 	for i, x := range list {

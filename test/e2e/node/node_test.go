@@ -7,16 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -201,7 +197,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		storageDir string
 		values     string // the values file
 		server     *testenv.S3Server
-		proxy      *stallingProxy
+		proxy      *testenv.StallingProxy
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -216,7 +212,9 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		By("running versitygw in the node's namespace, behind a proxy on the node's address that can hold writes")
 		server = testenv.StartS3Server(GinkgoT())
 		server.CreateBucket(s3Bucket)
-		proxy = startStallingProxy(server.Endpoint())
+		l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0")) // where the manager's pod reaches it
+		Expect(err).NotTo(HaveOccurred())
+		proxy = testenv.ServeStallingProxy(GinkgoT(), l, server.Endpoint())
 		values = filepath.Join(GinkgoT().TempDir(), "values.yaml")
 		Expect(os.WriteFile(values, []byte(chartValues(storageDir, proxy.URL, server.CredentialsFile())), 0o600)).To(Succeed())
 
@@ -292,7 +290,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	It("fails the backup its deleted pod was running, in the new pod's restart recovery, and completes the next", func(ctx SpecContext) {
 		ns := "node-restart-" + rand.String(5)
 		DeferCleanup(func() {
-			proxy.unstall()
+			proxy.Unstall()
 			_, _, _ = kubectl("delete", "backups", "-n", cairnNamespace, ns+"-interrupted", ns+"-next", "--ignore-not-found", "--wait", "--timeout=120s")
 			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
 		})
@@ -300,10 +298,10 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 
 		By("deleting the manager's pod while its backup's uploads to the chart's S3 location hang")
 		old := readyManager(ctx)
-		proxy.stall()
+		proxy.Stall()
 		apply(backupManifest(ns+"-interrupted", ns, s3Location))
 		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseInProgress)
-		Eventually(proxy.held).WithTimeout(60*time.Second).Should(BeNumerically(">", 0), "an upload of the backup reaches the proxy")
+		Eventually(proxy.Held).WithTimeout(60*time.Second).Should(BeNumerically(">", 0), "an upload of the backup reaches the proxy")
 		kubectlOK("delete", "pod", old.Name, "-n", cairnNamespace, "--wait=false")
 		Eventually(func(g Gomega) {
 			pods := runningPods(ctx, g, cairnNamespace, managerSelector)
@@ -312,7 +310,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		By("finding the backup failed by the new pod's restart recovery")
-		proxy.unstall()
+		proxy.Unstall()
 		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseFailed)
 		var interrupted cairnv1.Backup
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cairnNamespace, Name: ns + "-interrupted"}, &interrupted)).To(Succeed())
@@ -539,72 +537,6 @@ func filesNamed(dir, name string) []string {
 		return err
 	})).To(Succeed())
 	return files
-}
-
-// stallingProxy stands between the manager's pod and an S3 server, on the node's address: reads
-// go through, and while stalled, writes (PUT, POST, DELETE) hang until it is released or the
-// client goes away, like an object store that takes requests and never answers them.
-type stallingProxy struct {
-	URL     string
-	mu      sync.Mutex
-	release chan struct{}
-	holding int
-}
-
-func startStallingProxy(target string) *stallingProxy {
-	GinkgoHelper()
-	u, err := url.Parse(target)
-	Expect(err).NotTo(HaveOccurred())
-	p := &stallingProxy{}
-	rp := httputil.NewSingleHostReverseProxy(u) // keeps the Host header, which SigV4 signed
-	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
-	Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			p.mu.Lock()
-			release := p.release
-			if release != nil {
-				p.holding++
-			}
-			p.mu.Unlock()
-			if release != nil {
-				select {
-				case <-release:
-				case <-r.Context().Done():
-					return
-				}
-			}
-		}
-		rp.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(l) }()
-	DeferCleanup(func() { p.unstall(); _ = srv.Close() })
-	p.URL = "http://" + l.Addr().String()
-	return p
-}
-
-func (p *stallingProxy) stall() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.release == nil {
-		p.release = make(chan struct{})
-	}
-}
-
-func (p *stallingProxy) unstall() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.release != nil {
-		close(p.release)
-		p.release = nil
-	}
-}
-
-// held is how many writes the proxy has held since it was first stalled.
-func (p *stallingProxy) held() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.holding
 }
 
 // readyManager waits for the one manager pod to be Running and Ready, and returns it.
