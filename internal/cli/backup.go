@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
@@ -49,10 +50,14 @@ func (o *backupCreateOptions) backup(name, namespace string, template *cairnv1.S
 	}
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
 	if template != nil {
+		// Labelled as the schedule's own runs are: the template's labels and the
+		// schedule-name label; --labels beside them.
 		b.Spec = *template.Spec.Template.DeepCopy()
-		if b.Labels == nil {
-			b.Labels = map[string]string{}
+		b.Labels = map[string]string{}
+		if m := template.Spec.Template.Metadata; m != nil {
+			maps.Copy(b.Labels, m.Labels)
 		}
+		maps.Copy(b.Labels, labels)
 		b.Labels[cairnv1.ScheduleNameLabel] = template.Name
 		return b, nil
 	}

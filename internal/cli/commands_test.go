@@ -359,3 +359,24 @@ func TestDescribeScheduleTemplateLabels(t *testing.T) {
 		t.Errorf("describe does not show the schedule's own labels:\n%s", out)
 	}
 }
+
+func TestCreateFromScheduleTemplateLabels(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "daily", Labels: map[string]string{"owner": "gitops"}},
+		Spec: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{
+			Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"tier": "gold", "app": "web"}}}}}
+	e, _, errOut := testEnv(t, s)
+	if got := run(e, "backup", "create", "now", "--from-schedule", "daily", "--labels", "app=shop,by=hand"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	c, _ := e.client()
+	var b cairnv1.Backup
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "now"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	// The template's labels as on a run of the schedule, --labels beside (and over) them, never the
+	// schedule's own.
+	want := map[string]string{"tier": "gold", "app": "shop", "by": "hand", cairnv1.ScheduleNameLabel: "daily"}
+	if !reflect.DeepEqual(b.Labels, want) {
+		t.Errorf("labels = %v, want %v", b.Labels, want)
+	}
+}
