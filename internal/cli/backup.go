@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
@@ -21,9 +22,15 @@ var cancelPatch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel
 
 func newBackupCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "backup", Aliases: []string{"backups"}, Short: "Create, follow, read and delete backups"}
-	cmd.AddCommand(newBackupCreateCommand(e), withOutput(e, newBackupGetCommand(e)), withOutput(e, newBackupDescribeCommand(e)), newBackupLogsCommand(e),
+	cmd.AddCommand(newBackupCreateCommand(e), newGetCommand(e, backupKind), newBackupDescribeCommand(e), newBackupLogsCommand(e),
 		newBackupDownloadCommand(e), newBackupDeleteCommand(e), newBackupCancelCommand(e))
 	return cmd
+}
+
+// backupKind is what the commands every kind has need to know of backups: `get -l` lists those whose labels match.
+var backupKind = kind[cairnv1.Backup, cairnv1.BackupList]{
+	name: "backup", plural: "backups", table: backupTable, selectable: true,
+	items: func(l *cairnv1.BackupList) *[]cairnv1.Backup { return &l.Items },
 }
 
 // backupCreateOptions are `backup create`'s flags.
@@ -43,10 +50,14 @@ func (o *backupCreateOptions) backup(name, namespace string, template *cairnv1.S
 	}
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
 	if template != nil {
+		// Labelled as the schedule's own runs are: the template's labels and the
+		// schedule-name label; --labels beside them.
 		b.Spec = *template.Spec.Template.DeepCopy()
-		if b.Labels == nil {
-			b.Labels = map[string]string{}
+		b.Labels = map[string]string{}
+		if m := template.Spec.Template.Metadata; m != nil {
+			maps.Copy(b.Labels, m.Labels)
 		}
+		maps.Copy(b.Labels, labels)
 		b.Labels[cairnv1.ScheduleNameLabel] = template.Name
 		return b, nil
 	}
@@ -113,108 +124,29 @@ func newBackupCreateCommand(e *env) *cobra.Command {
 	return cmd
 }
 
-func newBackupGetCommand(e *env) *cobra.Command {
-	var selector string
-	cmd := &cobra.Command{
-		Use:   "get [NAME...]",
-		Short: "List backups",
-		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			list := &cairnv1.BackupList{}
-			if len(args) > 0 {
-				items, err := getEach[cairnv1.Backup](c, "backup", ns, args)
-				if err != nil {
-					return err
-				}
-				list.Items = append(list.Items, items...)
-			} else {
-				opts := []client.ListOption{client.InNamespace(ns)}
-				if selector != "" {
-					sel, err := metav1.ParseToLabelSelector(selector)
-					if err != nil {
-						return usageErrorf("invalid --selector: %v", err)
-					}
-					s, err := metav1.LabelSelectorAsSelector(sel)
-					if err != nil {
-						return usageErrorf("invalid --selector: %v", err)
-					}
-					opts = append(opts, client.MatchingLabelsSelector{Selector: s})
-				}
-				if err := c.List(context.Background(), list, opts...); err != nil {
-					return err
-				}
-			}
-			return e.printList(list, backupTable(list.Items, e.clock.Now()), ns)
-		},
-	}
-	cmd.Flags().StringVarP(&selector, "selector", "l", "", "Only backups whose labels match this selector.")
-	return cmd
-}
-
-// getBackup reads one backup of namespace, saying so when there is none.
-func (e *env) getBackup(name string) (*cairnv1.Backup, error) {
-	return getNamed[cairnv1.Backup](e, "backup", name)
-}
-
 func newBackupDescribeCommand(e *env) *cobra.Command {
 	var details bool
-	cmd := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show a backup in detail: why it waits, its progress, operations, warnings and errors",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			b, err := e.getBackup(args[0])
-			if err != nil {
-				return err
-			}
-			if e.output == "json" || e.output == "yaml" {
-				return e.printStructured(b)
-			}
-			return e.describeBackup(b, details)
-		},
-	}
+	cmd := newDescribeCommand(e, backupKind, "Show a backup in detail: why it waits, its progress, operations, warnings and errors",
+		func(b *cairnv1.Backup) error { return e.describeBackup(b, details) })
 	cmd.Flags().BoolVar(&details, "details", false, "Also list the backed-up resources and every warning and error (read from storage).")
 	return cmd
 }
 
 func newBackupLogsCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "logs NAME",
-		Short: "Print a backup's log",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			b, err := e.getBackup(args[0])
-			if err != nil {
-				return err
-			}
-			err = e.fetchGzip(context.Background(), b.Namespace, b.Name, cairnv1.DownloadTargetBackupLog, e.streams.Out)
-			if err != nil && !b.Status.Phase.IsTerminal() {
-				return fmt.Errorf("%w (the backup is %s: its log is stored when it ends)", err, b.EffectivePhase())
-			}
-			return err
-		},
-	}
+	return newNamedCommand(e, backupKind, "logs", "Print a backup's log", func(b *cairnv1.Backup) error {
+		err := e.fetchGzip(context.Background(), b.Namespace, b.Name, cairnv1.DownloadTargetBackupLog, e.streams.Out)
+		if err != nil && !b.Status.Phase.IsTerminal() {
+			return fmt.Errorf("%w (the backup is %s: its log is stored when it ends)", err, b.EffectivePhase())
+		}
+		return err
+	})
 }
 
 func newBackupDownloadCommand(e *env) *cobra.Command {
 	var output string
 	var force bool
-	cmd := &cobra.Command{
-		Use:   "download NAME",
-		Short: "Download a backup's archive (a tar.gz of JSON files), checking its SHA-256",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			b, err := e.getBackup(args[0])
-			if err != nil {
-				return err
-			}
+	cmd := newNamedCommand(e, backupKind, "download", "Download a backup's archive (a tar.gz of JSON files), checking its SHA-256",
+		func(b *cairnv1.Backup) error {
 			path := output
 			if path == "" {
 				path = b.Name + ".tar.gz"
@@ -239,8 +171,7 @@ func newBackupDownloadCommand(e *env) *cobra.Command {
 			}
 			e.printf("Backup %s downloaded to %s; its SHA-256 %s matches the backup's.\n", b.Name, path, digest)
 			return nil
-		},
-	}
+		})
 	cmd.Flags().StringVarP(&output, "output", "o", "", "The file to save the archive to (default NAME.tar.gz).")
 	cmd.Flags().BoolVar(&force, "force", false, "Overwrite the file if it exists.")
 	return cmd
@@ -276,32 +207,24 @@ func (e *env) confirm(question string) (bool, error) {
 }
 
 func newBackupDeleteCommand(e *env) *cobra.Command {
-	var confirmed, wait bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME...",
-		Short: "Delete backups and their data in storage",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return deleteNamed(e, "backup", args, confirmed, " and their data in storage", func(b *cairnv1.Backup) error {
-				if !wait {
-					e.printf("Backup %s is being deleted; its data is removed first.\n", b.Name)
-					return nil
-				}
-				e.printf("Backup %s is being deleted; waiting until its data is gone.\n", b.Name)
-				if err := e.waitGone(b, &cairnv1.BackupList{}, func(o client.Object) string {
-					if cur, ok := o.(*cairnv1.Backup); ok && cur.Status.Phase == cairnv1.BackupPhaseDeletionFailed {
-						return "deletion failed, retrying: " + cur.Status.LastDeletionError
-					}
-					return ""
-				}); err != nil {
-					return err
-				}
-				e.printf("Backup %s deleted.\n", b.Name)
-				return nil
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
+	var wait bool
+	cmd := newDeleteCommand(e, backupKind, "Delete backups and their data in storage", " and their data in storage", func(b *cairnv1.Backup) error {
+		if !wait {
+			e.printf("Backup %s is being deleted; its data is removed first.\n", b.Name)
+			return nil
+		}
+		e.printf("Backup %s is being deleted; waiting until its data is gone.\n", b.Name)
+		if err := e.waitGone(b, &cairnv1.BackupList{}, func(o client.Object) string {
+			if cur, ok := o.(*cairnv1.Backup); ok && cur.Status.Phase == cairnv1.BackupPhaseDeletionFailed {
+				return "deletion failed, retrying: " + cur.Status.LastDeletionError
+			}
+			return ""
+		}); err != nil {
+			return err
+		}
+		e.printf("Backup %s deleted.\n", b.Name)
+		return nil
+	})
 	cmd.Flags().BoolVarP(&wait, "wait", "w", false, "Wait until the data is deleted and the backup is gone.")
 	return cmd
 }
@@ -333,12 +256,6 @@ func (e *env) waitGone(obj client.Object, list client.ObjectList, status func(cl
 }
 
 func newBackupCancelCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel NAME...",
-		Short: "Cancel backups: a running one stops within seconds and its partial data is removed",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return cancelNamed(e, "backup", args, func(b *cairnv1.Backup) phaseEnd { return b.Status.Phase })
-		},
-	}
+	return newCancelCommand(e, backupKind, "Cancel backups: a running one stops within seconds and its partial data is removed",
+		func(b *cairnv1.Backup) phaseEnd { return b.Status.Phase })
 }

@@ -234,10 +234,10 @@ It talks only to the Kubernetes API, with kubectl's configuration (--kubeconfig,
 		"The namespace Cairn runs in, which holds the storage locations.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
 	root.AddCommand(
-		withNameCompletion(e, newBackupCommand(e), backupList, false),
-		withNameCompletion(e, newRestoreCommand(e), restoreList, false),
-		withNameCompletion(e, newScheduleCommand(e), scheduleList, false),
-		withNameCompletion(e, newLocationCommand(e), locationList, true),
+		withNameCompletion(e, newBackupCommand(e), backupKind),
+		withNameCompletion(e, newRestoreCommand(e), restoreKind),
+		withNameCompletion(e, newScheduleCommand(e), scheduleKind),
+		withNameCompletion(e, newLocationCommand(e), locationKind),
 		newVersionCommand(e))
 	return root
 }
@@ -304,116 +304,4 @@ func notFound(err error, kind, name, namespace string) error {
 		return fmt.Errorf("%s %q not found in namespace %s", kind, name, namespace)
 	}
 	return err
-}
-
-// getNamed reads the object of one kind called name in the namespace, saying
-// so (with kind, as the user would name it) when there is none: every command
-// that takes one NAME reads its object this one way, so they fail alike.
-func getNamed[T any, P interface {
-	*T
-	client.Object
-}](e *env, kind, name string) (P, error) {
-	ns, err := e.namespace()
-	if err != nil {
-		return nil, err
-	}
-	c, err := e.client()
-	if err != nil {
-		return nil, err
-	}
-	obj := P(new(T))
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
-		return nil, notFound(err, kind, name, ns)
-	}
-	return obj, nil
-}
-
-// deleteNamed deletes the objects of one kind called names in the namespace,
-// first asking "Delete KIND(s) NAMES in namespace NS<also>?" unless confirmed,
-// and calls deleted after each so the kind can say what its deletion means
-// (and wait for it). Every delete command asks, deletes and fails alike.
-func deleteNamed[T any, P interface {
-	*T
-	client.Object
-}](e *env, kind string, names []string, confirmed bool, also string, deleted func(obj P) error) error {
-	ns, err := e.namespace()
-	if err != nil {
-		return err
-	}
-	if !confirmed {
-		ok, err := e.confirm(fmt.Sprintf("Delete %s(s) %s in namespace %s%s?", kind, strings.Join(names, ", "), ns, also))
-		if err != nil || !ok {
-			return err
-		}
-	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		obj := P(new(T))
-		obj.SetNamespace(ns)
-		obj.SetName(name)
-		if err := c.Delete(context.Background(), obj); err != nil {
-			return notFound(err, kind, name, ns)
-		}
-		if err := deleted(obj); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// phaseEnd is what cancelNamed needs of a kind's phase: whether it has ended.
-type phaseEnd interface {
-	IsTerminal() bool
-}
-
-// cancelNamed cancels the objects of one kind called names in the namespace
-// (backups and restores), telling for each whether it is being cancelled or
-// had already ended; phase reads the patched object's phase.
-func cancelNamed[T any, P interface {
-	*T
-	client.Object
-}](e *env, kind string, names []string, phase func(P) phaseEnd) error {
-	ns, err := e.namespace()
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	title := strings.ToUpper(kind[:1]) + kind[1:]
-	for _, name := range names {
-		obj := P(new(T))
-		obj.SetNamespace(ns)
-		obj.SetName(name)
-		if err := c.Patch(context.Background(), obj, cancelPatch); err != nil {
-			return notFound(err, kind, name, ns)
-		}
-		if p := phase(obj); p.IsTerminal() {
-			e.printf("%s %s already ended %s: nothing to cancel.\n", title, name, p)
-			continue
-		}
-		e.printf("%s %s is being cancelled.\n", title, name)
-	}
-	return nil
-}
-
-// getEach reads the objects of one kind called names in the namespace, in
-// that order, saying which one is not there: what `list NAME...` prints.
-func getEach[T any, P interface {
-	*T
-	client.Object
-}](c client.Client, kind, ns string, names []string) ([]T, error) {
-	items := make([]T, 0, len(names))
-	for _, name := range names {
-		obj := P(new(T))
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
-			return nil, notFound(err, kind, name, ns)
-		}
-		items = append(items, *obj)
-	}
-	return items, nil
 }

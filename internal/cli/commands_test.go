@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -290,5 +292,91 @@ func TestKubectlPluginName(t *testing.T) {
 	}
 	if got := newRootCommand("cairn", e).DisplayName(); got != "cairn" {
 		t.Errorf("DisplayName = %q, want cairn", got)
+	}
+}
+
+func TestScheduleCreateLabels(t *testing.T) {
+	tests := []struct {
+		name             string
+		args             []string
+		wantLabels       map[string]string
+		wantBackupLabels *cairnv1.BackupMetadata
+		wantErr          string
+	}{
+		{name: "neither", args: nil},
+		{name: "--labels only", args: []string{"--labels", "team=a"}, wantLabels: map[string]string{"team": "a"}},
+		{name: "--backup-labels only", args: []string{"--backup-labels", "app=web"},
+			wantBackupLabels: &cairnv1.BackupMetadata{Labels: map[string]string{"app": "web"}}},
+		{name: "both, each on its own object", args: []string{"--labels", "team=a", "--backup-labels", "app=web,tier=db"},
+			wantLabels: map[string]string{"team": "a"}, wantBackupLabels: &cairnv1.BackupMetadata{Labels: map[string]string{"app": "web", "tier": "db"}}},
+		{name: "a cairn.dev key is refused before the API", args: []string{"--labels", "team=a", "--backup-labels", "cairn.dev/schedule-name=x"},
+			wantErr: "Error: invalid --backup-labels: spec.template.metadata.labels[cairn.dev/schedule-name]: keys in the cairn.dev domain are Cairn's own"},
+		{name: "a bad value is refused before the API", args: []string{"--backup-labels", "app=a b"},
+			wantErr: `Error: invalid --backup-labels: spec.template.metadata.labels[app]: "a b" is not a label value`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _, errOut := testEnv(t)
+			code := run(e, append([]string{"schedule", "create", "s1", "--schedule", "@daily"}, tt.args...)...)
+			c, _ := e.client()
+			var s cairnv1.Schedule
+			err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "s1"}, &s)
+			if tt.wantErr != "" {
+				if code != ExitUsage || !strings.Contains(errOut.String(), tt.wantErr) {
+					t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, ExitUsage, tt.wantErr)
+				}
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the schedule was created (get: %v)", err)
+				}
+				return
+			}
+			if code != ExitOK || err != nil {
+				t.Fatalf("exit %d, stderr %q, get: %v", code, errOut, err)
+			}
+			if !reflect.DeepEqual(s.Labels, tt.wantLabels) {
+				t.Errorf("schedule labels = %v, want %v", s.Labels, tt.wantLabels)
+			}
+			if !reflect.DeepEqual(s.Spec.Template.Metadata, tt.wantBackupLabels) {
+				t.Errorf("spec.template.metadata = %+v, want %+v", s.Spec.Template.Metadata, tt.wantBackupLabels)
+			}
+		})
+	}
+}
+
+func TestDescribeScheduleTemplateLabels(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "s1", Labels: map[string]string{"team": "a"}},
+		Spec: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{
+			Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"tier": "db", "app": "web"}}}}}
+	e, out, errOut := testEnv(t, s)
+	if got := run(e, "schedule", "describe", "s1"); got != ExitOK {
+		t.Fatalf("exit %d: %s", got, errOut)
+	}
+	_, template, ok := strings.Cut(out.String(), "Backup template:\n")
+	if !ok || !regexp.MustCompile(`(?m)^  Labels:\s+app=web,tier=db$`).MatchString(template) {
+		t.Errorf("describe does not show the template's labels under the template:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^Labels:\s+team=a$`).MatchString(out.String()) {
+		t.Errorf("describe does not show the schedule's own labels:\n%s", out)
+	}
+}
+
+func TestCreateFromScheduleTemplateLabels(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "daily", Labels: map[string]string{"owner": "gitops"}},
+		Spec: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{
+			Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"tier": "gold", "app": "web"}}}}}
+	e, _, errOut := testEnv(t, s)
+	if got := run(e, "backup", "create", "now", "--from-schedule", "daily", "--labels", "app=shop,by=hand"); got != ExitOK {
+		t.Fatalf("exit code = %d: %s", got, errOut)
+	}
+	c, _ := e.client()
+	var b cairnv1.Backup
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "now"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	// The template's labels as on a run of the schedule, --labels beside (and over) them, never the
+	// schedule's own.
+	want := map[string]string{"tier": "gold", "app": "shop", "by": "hand", cairnv1.ScheduleNameLabel: "daily"}
+	if !reflect.DeepEqual(b.Labels, want) {
+		t.Errorf("labels = %v, want %v", b.Labels, want)
 	}
 }

@@ -457,6 +457,11 @@ func (e *env) describeSchedule(s *cairnv1.Schedule) error {
 	d.line(0, "Next backup", "%s", next)
 	d.line(0, "Owns its backups", "%t", s.Spec.UseOwnerReferencesInBackup)
 	d.section("Backup template")
+	var backupLabels map[string]string
+	if m := s.Spec.Template.Metadata; m != nil {
+		backupLabels = m.Labels
+	}
+	d.line(1, "Labels", "%s", labelsString(backupLabels))
 	d.backupSpec(1, s.Spec.Template)
 	d.conditions(s.Status.Conditions)
 	return tw.Flush()

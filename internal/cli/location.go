@@ -17,34 +17,14 @@ import (
 
 func newLocationCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "location", Aliases: []string{"locations", "backup-location"}, Short: "Manage backup storage locations (in Cairn's namespace)"}
-	cmd.AddCommand(withOutput(e, newLocationGetCommand(e)), newLocationCreateCommand(e), newLocationSetDefaultCommand(e))
+	cmd.AddCommand(newGetCommand(e, locationKind), newLocationCreateCommand(e), newLocationSetDefaultCommand(e))
 	return cmd
 }
 
-func newLocationGetCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get [NAME...]",
-		Short: "List storage locations",
-		RunE: func(_ *cobra.Command, args []string) error {
-			ns := e.locationNamespace()
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			list := &cairnv1.BackupStorageLocationList{}
-			if len(args) == 0 {
-				if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-					return err
-				}
-			}
-			items, err := getEach[cairnv1.BackupStorageLocation](c, "storage location", ns, args)
-			if err != nil {
-				return err
-			}
-			list.Items = append(list.Items, items...)
-			return e.printList(list, locationTable(list.Items, e.clock.Now()), ns)
-		},
-	}
+// locationKind is what the commands every kind has need to know of storage locations, in Cairn's namespace.
+var locationKind = kind[cairnv1.BackupStorageLocation, cairnv1.BackupStorageLocationList]{
+	name: "storage location", plural: "storage locations", table: locationTable, inOperatorNamespace: true,
+	items: func(l *cairnv1.BackupStorageLocationList) *[]cairnv1.BackupStorageLocation { return &l.Items },
 }
 
 // locationCreateOptions are `location create`'s flags.

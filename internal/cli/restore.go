@@ -7,16 +7,21 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
 func newRestoreCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "restore", Aliases: []string{"restores"}, Short: "Restore backups and follow restores"}
-	cmd.AddCommand(newRestoreCreateCommand(e), withOutput(e, newRestoreGetCommand(e)), withOutput(e, newRestoreDescribeCommand(e)),
+	cmd.AddCommand(newRestoreCreateCommand(e), newGetCommand(e, restoreKind), newRestoreDescribeCommand(e),
 		newRestoreLogsCommand(e), newRestoreDeleteCommand(e), newRestoreCancelCommand(e))
 	return cmd
+}
+
+// restoreKind is what the commands every kind has need to know of restores.
+var restoreKind = kind[cairnv1.Restore, cairnv1.RestoreList]{
+	name: "restore", plural: "restores", table: restoreTable,
+	items: func(l *cairnv1.RestoreList) *[]cairnv1.Restore { return &l.Items },
 }
 
 // restoreCreateOptions are `restore create`'s flags.
@@ -91,107 +96,36 @@ func newRestoreCreateCommand(e *env) *cobra.Command {
 		},
 	}
 	o.add(cmd.Flags())
-	_ = cmd.RegisterFlagCompletionFunc("from-backup", completeNames(e, backupList, false))
-	_ = cmd.RegisterFlagCompletionFunc("from-schedule", completeNames(e, scheduleList, false))
+	_ = cmd.RegisterFlagCompletionFunc("from-backup", completeNames(e, backupKind))
+	_ = cmd.RegisterFlagCompletionFunc("from-schedule", completeNames(e, scheduleKind))
 	cmd.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels of the restore object, k=v comma-separated.")
 	cmd.Flags().BoolVarP(&o.wait, "wait", "w", false, "Wait until the restore is finished, showing its progress; exit 0 only if it Completed.")
 	return cmd
 }
 
-func newRestoreGetCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get [NAME...]",
-		Short: "List restores",
-		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			list := &cairnv1.RestoreList{}
-			if len(args) == 0 {
-				if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-					return err
-				}
-			}
-			items, err := getEach[cairnv1.Restore](c, "restore", ns, args)
-			if err != nil {
-				return err
-			}
-			list.Items = append(list.Items, items...)
-			return e.printList(list, restoreTable(list.Items, e.clock.Now()), ns)
-		},
-	}
-}
-
-// getRestore reads one restore of the namespace, saying so when there is none.
-func (e *env) getRestore(name string) (*cairnv1.Restore, error) {
-	return getNamed[cairnv1.Restore](e, "restore", name)
-}
-
 func newRestoreDescribeCommand(e *env) *cobra.Command {
 	var details bool
-	cmd := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show a restore in detail: why it waits, its progress, warnings and errors",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			r, err := e.getRestore(args[0])
-			if err != nil {
-				return err
-			}
-			if e.output == "json" || e.output == "yaml" {
-				return e.printStructured(r)
-			}
-			return e.describeRestore(r, details)
-		},
-	}
+	cmd := newDescribeCommand(e, restoreKind, "Show a restore in detail: why it waits, its progress, warnings and errors",
+		func(r *cairnv1.Restore) error { return e.describeRestore(r, details) })
 	cmd.Flags().BoolVar(&details, "details", false, "Also list what was created, updated and skipped, and every warning and error (read from storage).")
 	return cmd
 }
 
 func newRestoreLogsCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "logs NAME",
-		Short: "Print a restore's log",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			r, err := e.getRestore(args[0])
-			if err != nil {
-				return err
-			}
-			return e.fetchGzip(context.Background(), r.Namespace, r.Name, cairnv1.DownloadTargetRestoreLog, e.streams.Out)
-		},
-	}
+	return newNamedCommand(e, restoreKind, "logs", "Print a restore's log", func(r *cairnv1.Restore) error {
+		return e.fetchGzip(context.Background(), r.Namespace, r.Name, cairnv1.DownloadTargetRestoreLog, e.streams.Out)
+	})
 }
 
 func newRestoreDeleteCommand(e *env) *cobra.Command {
-	var confirmed bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME...",
-		Short: "Delete restores and their logs and results in storage (never the restored objects)",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return deleteNamed(e, "restore", args, confirmed, "", func(r *cairnv1.Restore) error {
-				e.printf("Restore %s deleted; the objects it restored stay.\n", r.Name)
-				return nil
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
-	return cmd
+	return newDeleteCommand(e, restoreKind, "Delete restores and their logs and results in storage (never the restored objects)", "",
+		func(r *cairnv1.Restore) error {
+			e.printf("Restore %s deleted; the objects it restored stay.\n", r.Name)
+			return nil
+		})
 }
 
 func newRestoreCancelCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel NAME...",
-		Short: "Cancel restores: a running one stops within seconds; what it created stays",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return cancelNamed(e, "restore", args, func(r *cairnv1.Restore) phaseEnd { return r.Status.Phase })
-		},
-	}
+	return newCancelCommand(e, restoreKind, "Cancel restores: a running one stops within seconds; what it created stays",
+		func(r *cairnv1.Restore) phaseEnd { return r.Status.Phase })
 }

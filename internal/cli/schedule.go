@@ -15,9 +15,16 @@ import (
 
 func newScheduleCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "schedule", Aliases: []string{"schedules"}, Short: "Back up on a schedule"}
-	cmd.AddCommand(newScheduleCreateCommand(e), withOutput(e, newScheduleGetCommand(e)), withOutput(e, newScheduleDescribeCommand(e)),
+	cmd.AddCommand(newScheduleCreateCommand(e), newGetCommand(e, scheduleKind),
+		newDescribeCommand(e, scheduleKind, "Show a schedule: when it runs, its last and next runs, its backup template", e.describeSchedule),
 		newSchedulePauseCommand(e, true), newSchedulePauseCommand(e, false), newScheduleDeleteCommand(e))
 	return cmd
+}
+
+// scheduleKind is what the commands every kind has need to know of schedules.
+var scheduleKind = kind[cairnv1.Schedule, cairnv1.ScheduleList]{
+	name: "schedule", plural: "schedules", table: scheduleTable,
+	items: func(l *cairnv1.ScheduleList) *[]cairnv1.Schedule { return &l.Items },
 }
 
 // scheduleCreateOptions are `schedule create`'s flags.
@@ -74,53 +81,6 @@ func newScheduleCreateCommand(e *env) *cobra.Command {
 	return cmd
 }
 
-func newScheduleGetCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get [NAME...]",
-		Short: "List schedules",
-		RunE: func(_ *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := e.client()
-			if err != nil {
-				return err
-			}
-			list := &cairnv1.ScheduleList{}
-			if len(args) == 0 {
-				if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-					return err
-				}
-			}
-			items, err := getEach[cairnv1.Schedule](c, "schedule", ns, args)
-			if err != nil {
-				return err
-			}
-			list.Items = append(list.Items, items...)
-			return e.printList(list, scheduleTable(list.Items, e.clock.Now()), ns)
-		},
-	}
-}
-
-func newScheduleDescribeCommand(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show a schedule: when it runs, its last and next runs, its backup template",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			s, err := getNamed[cairnv1.Schedule](e, "schedule", args[0])
-			if err != nil {
-				return err
-			}
-			if e.output == "json" || e.output == "yaml" {
-				return e.printStructured(s)
-			}
-			return e.describeSchedule(s)
-		},
-	}
-}
-
 // pausePatch sets spec.paused, and with unpause --skip-immediately spec.skipImmediately, so
 // that a run due at once (missed while paused) is skipped.
 func pausePatch(pause, skipImmediately bool) client.Patch {
@@ -169,18 +129,9 @@ func newSchedulePauseCommand(e *env, pause bool) *cobra.Command {
 }
 
 func newScheduleDeleteCommand(e *env) *cobra.Command {
-	var confirmed bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME...",
-		Short: "Delete schedules (their backups stay, unless the schedule owns them)",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return deleteNamed(e, "schedule", args, confirmed, "", func(s *cairnv1.Schedule) error {
-				e.printf("Schedule %s deleted.\n", s.Name)
-				return nil
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&confirmed, "confirm", false, "Delete without asking.")
-	return cmd
+	return newDeleteCommand(e, scheduleKind, "Delete schedules (their backups stay, unless the schedule owns them)", "",
+		func(s *cairnv1.Schedule) error {
+			e.printf("Schedule %s deleted.\n", s.Name)
+			return nil
+		})
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/schedule"
 )
 
 // optionalBool is a flag that is unset (nil), true or false: `--flag` alone means true.
@@ -217,6 +218,8 @@ func (f *restoreFlags) spec() (cairnv1.RestoreSpec, error) {
 // scheduleFlags set a ScheduleSpec.
 type scheduleFlags struct {
 	backupFlags
+	// backupLabels are the template's labels, which the schedule's backups get.
+	backupLabels       map[string]string
 	schedule           string
 	paused             bool
 	skipImmediately    bool
@@ -229,7 +232,13 @@ func (f *scheduleFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.paused, "paused", false, "Create the schedule paused.")
 	fs.BoolVar(&f.skipImmediately, "skip-immediately", false, "Skip a run that is due right away; start with the next one.")
 	fs.BoolVar(&f.useOwnerReferences, "use-owner-references-in-backup", false, "Make the schedule the owner of its backups, so that deleting it deletes them.")
+	fs.StringToStringVar(&f.backupLabels, "backup-labels", nil,
+		"Labels of the backups the schedule creates (beside cairn.dev/schedule-name), k=v comma-separated.")
 }
+
+// maxTemplateLabels is how many labels a schedule's template may hold: the API's limit
+// (MaxProperties on spec.template.metadata.labels).
+const maxTemplateLabels = 20
 
 // spec is the ScheduleSpec the flags say.
 func (f *scheduleFlags) spec() (cairnv1.ScheduleSpec, error) {
@@ -239,6 +248,17 @@ func (f *scheduleFlags) spec() (cairnv1.ScheduleSpec, error) {
 	template, err := f.backupFlags.spec()
 	if err != nil {
 		return cairnv1.ScheduleSpec{}, err
+	}
+	if len(f.backupLabels) > 0 {
+		if len(f.backupLabels) > maxTemplateLabels {
+			return cairnv1.ScheduleSpec{}, usageErrorf("invalid --backup-labels: %d labels, at most %d", len(f.backupLabels), maxTemplateLabels)
+		}
+		// The schedule reconciler's own check, so that the CLI refuses what the schedule
+		// would fail validation for.
+		if errs := schedule.ValidateTemplateLabels(f.backupLabels); len(errs) > 0 {
+			return cairnv1.ScheduleSpec{}, usageErrorf("invalid --backup-labels: %s", strings.Join(errs, "; "))
+		}
+		template.Metadata = &cairnv1.BackupMetadata{Labels: f.backupLabels}
 	}
 	return cairnv1.ScheduleSpec{Schedule: f.schedule, Template: template, Paused: f.paused,
 		SkipImmediately: f.skipImmediately, UseOwnerReferencesInBackup: f.useOwnerReferences}, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -152,7 +153,23 @@ func TestScheduleFlags(t *testing.T) {
 		{name: "--paused", args: []string{"--schedule", "@daily", "--paused"}, want: cairnv1.ScheduleSpec{Schedule: "@daily", Paused: true}},
 		{name: "--skip-immediately", args: []string{"--schedule", "@daily", "--skip-immediately"}, want: cairnv1.ScheduleSpec{Schedule: "@daily", SkipImmediately: true}},
 		{name: "--use-owner-references-in-backup", args: []string{"--schedule", "@daily", "--use-owner-references-in-backup"}, want: cairnv1.ScheduleSpec{Schedule: "@daily", UseOwnerReferencesInBackup: true}},
+		{name: "--backup-labels", args: []string{"--schedule", "@daily", "--backup-labels", "app=web,example.com/tier=db"},
+			want: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"app": "web", "example.com/tier": "db"}}}}},
+		{name: "--backup-labels with an empty value", args: []string{"--schedule", "@daily", "--backup-labels", "app="},
+			want: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"app": ""}}}}},
+		{name: "20 --backup-labels", args: []string{"--schedule", "@daily", "--backup-labels", labelsFlag(manyLabels(20))},
+			want: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: manyLabels(20)}}}},
 		{name: "no --schedule", args: nil, wantErr: "--schedule is required"},
+		{name: "a --backup-labels key that is not a label key", args: []string{"--schedule", "@daily", "--backup-labels", "bad key!=a"},
+			wantErr: "invalid --backup-labels: spec.template.metadata.labels[bad key!]: the key is not a label key"},
+		{name: "a --backup-labels value that is not a label value", args: []string{"--schedule", "@daily", "--backup-labels", "app=not a value"},
+			wantErr: `invalid --backup-labels: spec.template.metadata.labels[app]: "not a value" is not a label value`},
+		{name: "a --backup-labels key in the cairn.dev domain", args: []string{"--schedule", "@daily", "--backup-labels", "cairn.dev/schedule-name=other"},
+			wantErr: "spec.template.metadata.labels[cairn.dev/schedule-name]: keys in the cairn.dev domain are Cairn's own"},
+		{name: "a --backup-labels key under cairn.dev", args: []string{"--schedule", "@daily", "--backup-labels", "x.cairn.dev/a=b"},
+			wantErr: "keys in the cairn.dev domain are Cairn's own"},
+		{name: "21 --backup-labels", args: []string{"--schedule", "@daily", "--backup-labels", labelsFlag(manyLabels(21))},
+			wantErr: "invalid --backup-labels: 21 labels, at most 20"},
 		{name: "a bad template flag", args: []string{"--schedule", "@daily", "-l", "app in"}, wantErr: "invalid --selector"},
 	}
 	for _, tt := range tests {
@@ -163,6 +180,23 @@ func TestScheduleFlags(t *testing.T) {
 			checkSpec(t, got, tt.want, err, tt.wantErr)
 		})
 	}
+}
+
+// manyLabels is n labels l0=v, l1=v...; labelsFlag is labels as --backup-labels takes them.
+func manyLabels(n int) map[string]string {
+	labels := map[string]string{}
+	for i := range n {
+		labels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	return labels
+}
+
+func labelsFlag(labels map[string]string) string {
+	pairs := make([]string, 0, len(labels))
+	for k, v := range labels {
+		pairs = append(pairs, k+"="+v)
+	}
+	return strings.Join(pairs, ",")
 }
 
 func TestLocationFlags(t *testing.T) {

@@ -271,7 +271,7 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 		errs = append(errs, "spec.template.cancel: a schedule's backups cannot be cancelled before they are created; pause the schedule instead")
 	}
 	if m := s.Spec.Template.Metadata; m != nil {
-		errs = append(errs, validateTemplateLabels(m.Labels)...)
+		errs = append(errs, ValidateTemplateLabels(m.Labels)...)
 	}
 	backupErrs, _ := queue.Validate(NewBackup(s, time.Time{}), operatorNamespace, locations)
 	for _, e := range backupErrs {
@@ -285,11 +285,12 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 	return queue.CapValidationErrors(errs)
 }
 
-// validateTemplateLabels checks the labels a schedule puts on its backups: valid label keys
+// ValidateTemplateLabels checks the labels a schedule puts on its backups: valid label keys
 // and values (the API server would refuse the backups otherwise, at every run), and none in
 // Cairn's own cairn.dev domain, whose labels say what Cairn made (the schedule-name label is
-// set by the run itself).
-func validateTemplateLabels(labels map[string]string) []string {
+// set by the run itself). `cairn schedule create --backup-labels` checks its labels with it
+// too, before they reach the API.
+func ValidateTemplateLabels(labels map[string]string) []string {
 	var errs []string
 	for _, key := range slices.Sorted(maps.Keys(labels)) {
 		path := fmt.Sprintf("spec.template.metadata.labels[%s]", key)

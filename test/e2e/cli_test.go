@@ -213,6 +213,18 @@ var _ = Describe("The cairn CLI", func() {
 		Expect(cairnOK("schedule", "describe", name, "-n", "cairn-system")).To(MatchRegexp(`Next backup:\s+\d{4}-\d\d-\d\dT03:00:00Z \(in `))
 		Expect(cairnOK("schedule", "get", "-n", "cairn-system")).To(MatchRegexp(name + `\s+0 3 \* \* \*\s+Enabled\s+false`))
 
+		By("labelling a schedule's backups with --backup-labels")
+		const labelled = "e2e-cli-labelled"
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "schedule", labelled, "-n", "cairn-system", "--ignore-not-found")
+			_, _, _ = kubectl("delete", "backups", "-n", "cairn-system", "-l", "cairn.dev/schedule-name="+labelled, "--wait=false")
+		})
+		cairnOK("schedule", "create", labelled, "-n", "cairn-system", "--schedule", "@every 2s", "--include-namespaces", "e2e-cli-none", "--backup-labels", "tier=gold")
+		Eventually(func() string {
+			return kubectlOK("get", "backups", "-n", "cairn-system", "-l", "cairn.dev/schedule-name="+labelled+",tier=gold", "-o", "name")
+		}).WithTimeout(30*time.Second).ShouldNot(BeEmpty(), "a run of the schedule carries the template's label")
+		cairnOK("schedule", "pause", labelled, "-n", "cairn-system")
+
 		Expect(cairnOK("schedule", "pause", name, "-n", "cairn-system")).To(ContainSubstring("Schedule " + name + " paused."))
 		Expect(kubectlOK("get", "schedule", name, "-n", "cairn-system", "-o", "jsonpath={.spec.paused}")).To(Equal("true"))
 		Expect(cairnOK("schedule", "describe", name, "-n", "cairn-system")).To(MatchRegexp(`Next backup:\s+<paused>`))
