@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// tourBlock is one ```sh block of a README section: the commands a reader types, and the
+// output the README shows for them in a plain ``` block right after, if there is one.
+type tourBlock struct {
+	// Script is the block's text as written, heredocs included, without the fences.
+	Script string
+	// Output is the text of the plain ``` block that follows Script with no other fenced
+	// block in between, or "".
+	Output string
+}
+
+// tourBlocks returns, in order, the ```sh blocks of the README section whose heading is the
+// line heading ("## A five-minute tour"): from that line to the next level-2 heading or the
+// end. Fenced blocks in other languages are skipped; a plain ``` block is the output of the
+// ```sh block before it.
+func tourBlocks(readme, heading string) ([]tourBlock, error) {
+	lines := strings.Split(readme, "\n")
+	start := -1
+	for i, line := range lines {
+		if strings.TrimRight(line, " ") == heading {
+			start = i + 1
+			break
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("no section %q", heading)
+	}
+	var blocks []tourBlock
+	// lastSh is the ```sh block a following plain block belongs to: none after any other
+	// fenced block.
+	lastSh := -1
+	for i := start; i < len(lines); i++ {
+		line := lines[i]
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		if !strings.HasPrefix(line, "```") {
+			continue
+		}
+		lang := strings.TrimSpace(strings.TrimPrefix(line, "```"))
+		end := i + 1
+		for end < len(lines) && strings.TrimSpace(lines[end]) != "```" {
+			end++
+		}
+		if end == len(lines) {
+			return nil, fmt.Errorf("the fenced block at line %d is not closed", i+1)
+		}
+		text := strings.Join(lines[i+1:end], "\n")
+		switch {
+		case lang == "sh":
+			blocks = append(blocks, tourBlock{Script: text})
+			lastSh = len(blocks) - 1
+		case lang == "" && lastSh >= 0:
+			blocks[lastSh].Output = text
+			lastSh = -1
+		default:
+			lastSh = -1
+		}
+		i = end
+	}
+	return blocks, nil
+}
+
+func TestTourBlocks(t *testing.T) {
+	const heading = "## Tour"
+	tests := []struct {
+		name   string
+		readme string
+		want   []tourBlock
+		err    string
+	}{{
+		name:   "sh blocks in order, each with the plain block after it as its output",
+		readme: "# X\n\n```sh\nintro\n```\n\n## Tour\n\nText.\n\n```sh\none\ntwo\n```\n\n```\nout\n```\n\nMore.\n\n```sh\nthree\n```\n",
+		want:   []tourBlock{{Script: "one\ntwo", Output: "out"}, {Script: "three"}},
+	}, {
+		name:   "stops at the next level-2 heading, not at a level-3 one",
+		readme: "## Tour\n```sh\na\n```\n### Part\n```sh\nb\n```\n## Documentation\n```sh\nc\n```\n",
+		want:   []tourBlock{{Script: "a"}, {Script: "b"}},
+	}, {
+		name:   "blocks in other languages are skipped and end the output chain",
+		readme: "## Tour\n```sh\na\n```\n```yaml\nkind: X\n```\n```\nnot a's output\n```\n",
+		want:   []tourBlock{{Script: "a"}},
+	}, {
+		name:   "a heredoc stays intact, blank lines and indentation included",
+		readme: "## Tour\n```sh\nkubectl apply -f - <<'EOF'\nspec:\n\n  ttl: 72h\nEOF\nkubectl get x   # shown\n```\n",
+		want:   []tourBlock{{Script: "kubectl apply -f - <<'EOF'\nspec:\n\n  ttl: 72h\nEOF\nkubectl get x   # shown"}},
+	}, {
+		name:   "no such section",
+		readme: "## Other\n```sh\na\n```\n",
+		err:    `no section "## Tour"`,
+	}, {
+		name:   "an unclosed block",
+		readme: "## Tour\n\n```sh\na\n",
+		err:    "the fenced block at line 3 is not closed",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tourBlocks(tt.readme, heading)
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %#v\nwant %#v", got, tt.want)
+			}
+		})
+	}
+}
