@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,16 @@ func tourBlocks(readme, heading string) ([]tourBlock, error) {
 	return blocks, nil
 }
 
+// tourLocalDirs are the state directories of the control planes a block starts itself
+// (`LOCAL_DIR=DIR ... hack/local-up.sh up`).
+func tourLocalDirs(script string) []string {
+	var dirs []string
+	for _, m := range regexp.MustCompile(`LOCAL_DIR=(\S+)[^\n]*(?:\\\n[^\n]*)*hack/local-up\.sh up`).FindAllStringSubmatch(script, -1) {
+		dirs = append(dirs, m[1])
+	}
+	return dirs
+}
+
 func TestTourBlocks(t *testing.T) {
 	const heading = "## Tour"
 	tests := []struct {
@@ -115,6 +126,26 @@ func TestTourBlocks(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %#v\nwant %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTourLocalDirs(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		want   []string
+	}{
+		{"none", "kubectl get backups", nil},
+		{"one line", "LOCAL_DIR=bin/local-b hack/local-up.sh up\nbin/manager &", []string{"bin/local-b"}},
+		{"continued over lines", "LOCAL_DIR=bin/local-b LOCAL_API_PORT=1 \\\n  LOCAL_ETCD_PORT=2 hack/local-up.sh up", []string{"bin/local-b"}},
+		{"down is not a start", "LOCAL_DIR=bin/local-b hack/local-up.sh down", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tourLocalDirs(tt.script); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
 	}

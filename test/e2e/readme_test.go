@@ -31,8 +31,8 @@ import (
 //     bin/local, bin/local-b and the files the tour downloads are the test's own, never a
 //     developer's: no path in the tour is rewritten.
 //   - Each block runs in a fresh bash, so what a reader's terminal keeps from one block to
-//     the next comes from the environment: KUBECONFIG as the tour exports it, PATH with bin/
-//     (as the tour's CLI section exports it) and the envtest kubectl first.
+//     the next comes from the environment: KUBECONFIG as the tour exports it, and PATH with
+//     bin/ first (as the tour's CLI section exports it), then the envtest binaries (kubectl).
 //   - The fixed ports of the disaster-recovery block become free ports: tourPortRewrites.
 const tourHeading = "## A five-minute tour"
 
@@ -203,15 +203,16 @@ var _ = Describe("The README tour", Ordered, func() {
 			for _, port := range tourPortRewrites {
 				script = regexp.MustCompile(`\b`+port+`\b`).ReplaceAllString(script, fmt.Sprint(freePort()))
 			}
-			if strings.Contains(script, "LOCAL_DIR=bin/local-b") {
-				// The block starts a second control plane, and a manager with `&` that outlives
-				// the block's bash; both stop when the spec ends, however it ends.
+			for _, localDir := range tourLocalDirs(script) {
+				// The block starts a control plane of its own (the second cluster of disaster
+				// recovery); it stops when the spec ends, however it ends. A manager the block
+				// started with `&` is stopped by runTourBlock.
 				DeferCleanup(func() {
 					cmd := exec.Command(filepath.Join(dir, "hack", "local-up.sh"), "down")
 					cmd.Dir = dir
-					cmd.Env = append(tourEnv, "LOCAL_DIR=bin/local-b")
+					cmd.Env = append(tourEnv, "LOCAL_DIR="+localDir)
 					out, _ := cmd.CombinedOutput()
-					fmt.Fprintf(GinkgoWriter, "$ LOCAL_DIR=bin/local-b hack/local-up.sh down\n%s", out)
+					fmt.Fprintf(GinkgoWriter, "$ LOCAL_DIR=%s hack/local-up.sh down\n%s", localDir, out)
 				})
 			}
 			run := runTourBlock(dir, tourEnv, script, !step.Fails)
