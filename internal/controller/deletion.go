@@ -169,14 +169,24 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 // Deleting only after deletingShownAfter. Not when nothing of it is removed: it never started,
 // keeps its data, its data is already missing, or it waits for a restore.
 func removingData(b *cairnv1.Backup) bool {
-	switch phase := b.EffectivePhase(); {
-	case phase == cairnv1.BackupPhaseDeleting:
-		return true
-	case !phase.IsTerminal() || b.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer):
-		return false
+	in := deletionInputOf(b, time.Time{})
+	return in.Phase == cairnv1.BackupPhaseDeleting ||
+		in.Phase.IsTerminal() && in.Deleted && in.HasData && !in.KeepData && !in.DataMissing && !in.Blocked
+}
+
+// deletionInputOf is what the backup itself says for nextDeletionStep, at now; the deletion
+// record and the restore reading it are the reconciler's to add.
+func deletionInputOf(b *cairnv1.Backup, now time.Time) deletionInput {
+	return deletionInput{
+		Phase:       b.Status.Phase,
+		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer),
+		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
+		HasData:     b.Status.StartTimestamp != nil,
+		DataMissing: dataMissing(b), // sync from storage: the data is gone, nothing to delete
+		NextAttempt: b.Status.NextDeletionAttempt,
+		Blocked:     meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked),
+		Now:         now,
 	}
-	return b.Status.StartTimestamp != nil && b.Annotations[cairnv1.KeepDataAnnotation] != "true" && !dataMissing(b) &&
-		!meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked)
 }
 
 // deletionWait is how long a backup whose deletion runs (stepWait) waits before the next

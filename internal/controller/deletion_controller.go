@@ -91,16 +91,7 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	in := deletionInput{
-		Phase:       b.Status.Phase,
-		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&b, cairnv1.BackupDataFinalizer),
-		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
-		HasData:     b.Status.StartTimestamp != nil,
-		DataMissing: dataMissing(&b), // sync from storage: the data is gone, nothing to delete
-		NextAttempt: b.Status.NextDeletionAttempt,
-		Blocked:     meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked),
-		Now:         r.Clock.Now(),
-	}
+	in := deletionInputOf(&b, r.Clock.Now())
 	if rec, ok := r.deletions.get(b.UID); ok {
 		in.Record = &rec
 	}
