@@ -106,14 +106,13 @@ func (w *PhaseWatcher) changed(k phaseKind, oldObj, newObj any) {
 	if from == to || to == "" {
 		return
 	}
+	k.observe(oldObj, newObj)
 	if b, ok := newObj.(*cairnv1.Backup); ok && from == string(cairnv1.BackupPhaseNew) && b.Annotations[cairnv1.SyncedFromAnnotation] != "" {
 		// A backup made by sync from storage gets its terminal status in one write: it mirrors a
 		// run of another cluster, not one here. The location's Synced event counts them; an
 		// event each would be thousands of writes for one pass (docs/disaster-recovery.md).
-		k.observe(oldObj, newObj)
 		return
 	}
-	k.observe(oldObj, newObj)
 	eventType, note := phaseEvent(from, to, k.conditions(newObj))
 	w.Recorder.Eventf(newObj.(client.Object), nil, eventType, to, "ChangePhase", "%s", note)
 }
