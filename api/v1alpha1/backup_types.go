@@ -251,6 +251,10 @@ type BackupSpec struct {
 	Metadata *BackupMetadata `json:"metadata,omitempty"`
 }
 
+// MaxTemplateLabels is how many labels BackupMetadata may hold: the MaxProperties marker on
+// its Labels says the same number to the API server (a marker cannot name a constant).
+const MaxTemplateLabels = 20
+
 // BackupMetadata is what a Schedule puts on the metadata of the backups it creates.
 type BackupMetadata struct {
 	// Labels go on every backup the schedule creates, beside cairn.dev/schedule-name. At most

@@ -236,10 +236,6 @@ func (f *scheduleFlags) add(fs *pflag.FlagSet) {
 		"Labels of the backups the schedule creates (beside cairn.dev/schedule-name), k=v comma-separated.")
 }
 
-// maxTemplateLabels is how many labels a schedule's template may hold: the API's limit
-// (MaxProperties on spec.template.metadata.labels).
-const maxTemplateLabels = 20
-
 // spec is the ScheduleSpec the flags say.
 func (f *scheduleFlags) spec() (cairnv1.ScheduleSpec, error) {
 	if strings.TrimSpace(f.schedule) == "" {
@@ -250,8 +246,8 @@ func (f *scheduleFlags) spec() (cairnv1.ScheduleSpec, error) {
 		return cairnv1.ScheduleSpec{}, err
 	}
 	if len(f.backupLabels) > 0 {
-		if len(f.backupLabels) > maxTemplateLabels {
-			return cairnv1.ScheduleSpec{}, usageErrorf("invalid --backup-labels: %d labels, at most %d", len(f.backupLabels), maxTemplateLabels)
+		if len(f.backupLabels) > cairnv1.MaxTemplateLabels {
+			return cairnv1.ScheduleSpec{}, usageErrorf("invalid --backup-labels: %d labels, at most %d", len(f.backupLabels), cairnv1.MaxTemplateLabels)
 		}
 		// The schedule reconciler's own check, so that the CLI refuses what the schedule
 		// would fail validation for.
