@@ -112,18 +112,26 @@ TEST_NODE = go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) 
 # them the one-node suite, which brings the node up (and down) itself and mostly waits on it.
 # Either failing fails 'make test', once both ended.
 .PHONY: test
+# Each suite's output is also kept in bin/test-logs/, and the failures of all of them are
+# repeated, short, at the very end (hack/test-digest.sh): CI shows only a run's last lines.
 test: envtest versitygw helm helm3 image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
-	$(MAKE) -j2 test-go-suites test-node-suite
+	@rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
+	@status=0; $(MAKE) -j2 test-go-suites test-node-suite || status=$$?; \
+		hack/test-digest.sh $(TEST_LOGS)/unit.log $(TEST_LOGS)/e2e.log $(TEST_LOGS)/node.log; exit $$status
+
+TEST_LOGS = $(ROOT)/bin/test-logs
 
 # The envtest suites one after the other (each uses both cores), without prerequisites.
 .PHONY: test-go-suites
 test-go-suites:
-	$(TEST_UNIT)
-	$(TEST_E2E)
+	@mkdir -p $(TEST_LOGS)
+	$(TEST_UNIT) 2>&1 | tee $(TEST_LOGS)/unit.log
+	$(TEST_E2E) 2>&1 | tee $(TEST_LOGS)/e2e.log
 
 .PHONY: test-node-suite
 test-node-suite:
-	$(TEST_NODE)
+	@mkdir -p $(TEST_LOGS)
+	$(TEST_NODE) 2>&1 | tee $(TEST_LOGS)/node.log
 
 .PHONY: test-unit
 test-unit: envtest versitygw helm helm3 ## Unit and envtest integration tests, and the chart's tests.
