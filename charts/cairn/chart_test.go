@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from what helm renders now")
@@ -135,6 +136,30 @@ func documents(t *testing.T, manifest string) map[string][]byte {
 			continue // a comment-only document
 		}
 		docs[meta.Kind+"/"+meta.Name] = doc
+		if meta.Kind == "ConfigMap" && strings.HasSuffix(meta.Name, "-objects") {
+			addChartObjects(t, doc, meta.Namespace, docs)
+		}
+	}
+}
+
+// addChartObjects adds the storage locations and schedules of the chart's objects ConfigMap to
+// docs, as the manager reads them (--chart-objects).
+func addChartObjects(t *testing.T, doc []byte, namespace string, docs map[string][]byte) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(doc, &cm); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := controller.DecodeChartObjects(cm.Data[controller.ChartObjectsKey], namespace)
+	if err != nil {
+		t.Fatalf("ConfigMap %s: the manager refuses its objects: %v", cm.Name, err)
+	}
+	for _, obj := range objects {
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[obj.GetKind()+"/"+obj.GetName()] = data
 	}
 }
 
@@ -466,6 +491,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		"Secret":                   func() any { return &corev1.Secret{} },
 		"PersistentVolumeClaim":    func() any { return &corev1.PersistentVolumeClaim{} },
 		"PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
+		"ConfigMap":                func() any { return &corev1.ConfigMap{} },
 		"ClusterRole":              func() any { return &rbacv1.ClusterRole{} },
 		"ClusterRoleBinding":       func() any { return &rbacv1.ClusterRoleBinding{} },
 		"Role":                     func() any { return &rbacv1.Role{} },
@@ -525,7 +551,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 	}
 	args := d.Spec.Template.Spec.Containers[0].Args
 	for _, want := range []string{"--restore-resource-priorities=namespaces,persistentvolumeclaims,secrets", "--zap-log-level=debug", "--zap-devel",
-		"--backup-sync-period=5m", "--download-bind-address=:9086", "--download-url-base=https://cairn-downloads.example.com/cairn"} {
+		"--backup-sync-period=5m", "--chart-objects=cairn-objects", "--download-bind-address=:9086", "--download-url-base=https://cairn-downloads.example.com/cairn"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

@@ -96,6 +96,7 @@ func run(args []string) int {
 		BackupSyncPeriod:           &opts.backupSyncPeriod,
 		DownloadBindAddress:        opts.downloadAddr,
 		DownloadURLBase:            opts.downloadURLBase,
+		ChartObjects:               opts.chartObjects,
 		DownloadSigningKey:         downloadKey,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)

@@ -41,6 +41,7 @@ type options struct {
 	downloadAddr         string
 	downloadURLBase      string
 	downloadKeyFile      string
+	chartObjects         string
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -96,6 +97,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"The URL clients reach the download server by, such as https://cairn-downloads.example.com (default: http://localhost:<port>, for kubectl port-forward).")
 	fs.StringVar(&o.downloadKeyFile, "download-signing-key-file", "",
 		"A file holding the key (at least 32 bytes) that signs download URLs, the same for every replica (such as a mounted Secret); default: a random key per process, so a URL works only on the replica that answered its DownloadRequest.")
+	fs.StringVar(&o.chartObjects, "chart-objects", "",
+		"A ConfigMap in --namespace whose objects.yaml declares storage locations and schedules that the manager applies, as the Helm chart's values give them (default: none).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -163,6 +166,9 @@ func parseOptions(args []string) (options, error) {
 	o.priorities = priorities
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(o.chartObjects); o.chartObjects != "" && len(errs) > 0 {
+		return o, fmt.Errorf("invalid value %q for --chart-objects: %s", o.chartObjects, strings.Join(errs, "; "))
 	}
 	return o, nil
 }

@@ -45,7 +45,8 @@ type Config struct {
 	// "operations", "finalizer", "deletion", "restore", "restoreoperations", "restorefinalizer",
 	// "cancelwarning", "restorecancelwarning", "schedule", "storagelocation", "gc", "sync",
 	// "downloadrequest", "readiness" (the kstatus conditions of every kind), "phaseevents" (an
-	// Event and the metrics counters on every phase change)); empty means all of them.
+	// Event and the metrics counters on every phase change), "chartobjects" (with ChartObjects));
+	// empty means all of them.
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
@@ -102,9 +103,18 @@ type Config struct {
 	DownloadSigningKey []byte
 	// DownloadRequestTTL is how long a download URL works; 0 means DefaultDownloadRequestTTL.
 	DownloadRequestTTL time.Duration
+	// ChartObjects names the ConfigMap of the chart's storage locations and schedules, in
+	// Namespace (--chart-objects); "" means none.
+	ChartObjects string
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
+}
+
+// namedReconciler is a reconciler and its name in Config.Controllers.
+type namedReconciler struct {
+	name string
+	r    interface{ SetupWithManager(ctrl.Manager) error }
 }
 
 // SetupWithManager registers the startup recovery and every reconciler with mgr.
@@ -142,10 +152,21 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("creating the discovery client: %w", err)
 	}
 	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore, timeout: cfg.StorageTimeout}
-	recovery := NewStartupRecovery(append([]RecoveryStep{
+	steps := []RecoveryStep{
 		endInterruptedBackups(mgr.GetClient(), cfg.Clock),
 		failInterruptedRestores(mgr.GetClient(), cfg.Clock),
-	}, cfg.RecoverySteps...)...)
+	}
+	var chartObjects *ChartObjectsReconciler
+	if cfg.ChartObjects != "" && (len(cfg.Controllers) == 0 || slices.Contains(cfg.Controllers, "chartobjects")) {
+		chartObjects = &ChartObjectsReconciler{
+			Client:    mgr.GetClient(),
+			Namespace: cfg.Namespace,
+			ConfigMap: cfg.ChartObjects,
+			Recorder:  mgr.GetEventRecorder("cairn-chart"),
+		}
+		steps = append(steps, chartObjects.RecoveryStep())
+	}
+	recovery := NewStartupRecovery(append(steps, cfg.RecoverySteps...)...)
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
 	}
@@ -171,10 +192,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	reconcilers := []struct {
-		name string
-		r    interface{ SetupWithManager(ctrl.Manager) error }
-	}{
+	reconcilers := []namedReconciler{
 		{"queue", &BackupQueueReconciler{
 			Client:             mgr.GetClient(),
 			Namespace:          cfg.Namespace,
@@ -321,6 +339,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
 		{"phaseevents", &PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
 	}
+	if chartObjects != nil {
+		reconcilers = append(reconcilers, namedReconciler{"chartobjects", chartObjects})
+	}
 	// The gauges are computed from the cache at every scrape, on every replica.
 	metrics.SetSource(metrics.Source{Reader: mgr.GetCache(), Namespace: cfg.Namespace})
 	for _, rc := range reconcilers {
@@ -371,6 +392,7 @@ func CacheOptions(namespace string) cache.Options {
 	only := map[string]cache.Config{namespace: {}}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}:                 {Namespaces: only},
+		&corev1.ConfigMap{}:              {Namespaces: only},
 		&cairnv1.BackupStorageLocation{}: {Namespaces: only},
 	}}
 }

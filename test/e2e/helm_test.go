@@ -55,12 +55,16 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		Expect(err).To(HaveOccurred(), "a dry run creates nothing")
 		out = cluster.helmOK(append([]string{"install", release, chartDir(), "-n", ns, "--take-ownership"}, values...)...)
 		Expect(out).To(ContainSubstring("STATUS: deployed"))
-		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path}")).To(Equal(storage))
-		Expect(cluster.kubectlOK("get", "schedule", "often", "-n", ns, "-o", "jsonpath={.spec.schedule}")).To(Equal("@every 5s"))
 		Expect(cluster.kubectlOK("get", "pvc", release+"-storage", "-n", ns, "-o", "name")).To(Equal("persistentvolumeclaim/" + release + "-storage\n"))
 
+		By("applying the location and the schedule of the values: the manager does, once it runs")
+		_, _, err = cluster.kubectl("get", "backupstoragelocation", "default", "-n", ns)
+		Expect(err).To(HaveOccurred(), "helm creates no storage location itself")
 		m := cluster.runManagerAsChart(ns, release, release)
 		DeferCleanup(m.stop)
+		cluster.waitExists(ns, "backupstoragelocation/default", "schedule/often")
+		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path}")).To(Equal(storage))
+		Expect(cluster.kubectlOK("get", "schedule", "often", "-n", ns, "-o", "jsonpath={.spec.schedule}")).To(Equal("@every 5s"))
 
 		By("backing up")
 		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
@@ -101,15 +105,19 @@ spec: {includedNamespaces: [%s], cancel: true}
 		cluster.kubectlOK("delete", "backup", "first", "-n", ns, "--timeout=60s")
 		Expect(filepath.Join(storage, "backups", ns, "first", "cairn-backup.json")).NotTo(BeAnExistingFile())
 
-		By("upgrading a flag, and pausing the schedule; the download signing key stays")
+		By("upgrading a flag, and pausing the schedule in place; the download signing key stays, and so does a change made with kubectl to an object the upgrade leaves alone")
 		key := cluster.signingKey(ns, release, "signing-key")
 		uids := cluster.uids(ns, "backupstoragelocation/default", "schedule/often")
+		Expect(cluster.kubectlOK("get", "schedule", "often", "-n", ns, "-o", "jsonpath={.status.lastBackup}")).NotTo(BeEmpty())
+		cluster.kubectlOK("label", "backupstoragelocation", "default", "-n", ns, "--overwrite", "app.kubernetes.io/managed-by=someone")
 		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=3", "--set", "schedules[0].paused=true"}, values...)...)
-		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/often")).NotTo(ContainElement(BeElementOf(uids)),
-			"the hook's default delete policy (before-hook-creation) makes them anew, as docs/install.md says")
+		cluster.kubectlOK("wait", "schedule/often", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
+		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/often")).To(Equal(uids), "the manager updates them in place, as docs/install.md says")
+		Expect(cluster.kubectlOK("get", "schedule", "often", "-n", ns, "-o", "jsonpath={.status.lastBackup}")).NotTo(BeEmpty(), "the schedule's status stays")
+		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}`)).To(Equal("someone"),
+			"the values did not change the location: it is not applied again")
 		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=3"))
 		Expect(cluster.signingKey(ns, release, "signing-key")).To(Equal(key), "an upgrade keeps the signing key: URLs signed before it still work")
-		cluster.kubectlOK("wait", "schedule/often", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
 
 		By("uninstalling: the CRDs, the backups and their data stay")
 		m.stop()
@@ -124,7 +132,7 @@ spec: {includedNamespaces: [%s], cancel: true}
 		Expect(cluster.kubectlOK("get", "backup", scheduled, "-n", ns, "-o", "jsonpath={.status.phase}")).To(Equal("Completed"))
 		Expect(filepath.Join(storage, "backups", ns, scheduled, "cairn-backup.json")).To(BeAnExistingFile())
 		cluster.kubectlOK("get", "pvc", release+"-storage", "-n", ns)
-		// The schedule (a hook object, kept) would go on running under a later manager.
+		// The schedule (applied by the manager, not a release object: kept) would go on running under a later manager.
 		cluster.kubectlOK("delete", "schedule", "often", "-n", ns)
 	})
 
@@ -189,11 +197,12 @@ spec: {includedNamespaces: [%s]}
 	})
 })
 
-// Helm 4 is what users run now; charts must also work with Helm 3. Helm 3 creates a hook's
-// objects with a plain create where Helm 4 applies them server-side: with the default hook
-// delete policy (before-hook-creation) both delete the locations and schedules of the last
-// install or upgrade and create them anew, which is what lets Helm 3 upgrade them at all. A
-// control plane of the spec's own, which has never seen Cairn, so that Helm 3 creates the CRDs.
+// Helm 4 is what users run now; charts must also work with Helm 3, which creates and patches a
+// release's objects client-side where Helm 4 applies them server-side. The storage locations
+// and schedules of the values are the manager's to apply with either (docs/install.md); Helm 3
+// creating the CRDs and Cairn's own kinds in one install raced the API server's discovery of
+// the new CRDs when the chart made them in a post-install hook. A control plane of the spec's
+// own, which has never seen Cairn, so that Helm 3 creates the CRDs.
 var _ = Describe("The Helm chart with Helm 3", func() {
 	It("installs (a server dry run, then for real), backs up, upgrades the locations and schedules, and uninstalls keeping the CRDs and the backups", func() {
 		cluster := startHelmCluster()
@@ -223,11 +232,12 @@ var _ = Describe("The Helm chart with Helm 3", func() {
 		for _, crd := range []string{"backups", "restores", "schedules", "backupstoragelocations", "downloadrequests"} {
 			Expect(cluster.kubectlOK("get", "crd", crd+".cairn.dev", "-o", "jsonpath={.metadata.annotations.helm\\.sh/resource-policy}")).To(Equal("keep"))
 		}
-		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path} {.spec.default}")).To(Equal(storage + " true"))
-		Expect(cluster.kubectlOK("get", "schedule", "nightly", "-n", ns, "-o", "jsonpath={.spec.schedule} {.spec.paused}")).To(Equal("0 2 * * * false"))
 
 		m := cluster.runManagerAsChart(ns, release, release)
 		DeferCleanup(m.stop)
+		cluster.waitExists(ns, "backupstoragelocation/default", "schedule/nightly")
+		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path} {.spec.default}")).To(Equal(storage + " true"))
+		Expect(cluster.kubectlOK("get", "schedule", "nightly", "-n", ns, "-o", "jsonpath={.spec.schedule} {.spec.paused}")).To(Equal("0 2 * * * false"))
 
 		By("backing up with the RBAC the chart grants")
 		cluster.apply(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
@@ -238,19 +248,19 @@ spec: {includedNamespaces: [%s]}
 		cluster.waitPhase(m, "backup", ns, "before-upgrade", "Completed")
 		Expect(filepath.Join(storage, "backups", ns, "before-upgrade", "cairn-backup.json")).To(BeAnExistingFile())
 
-		By("upgrading: the location and the schedule are made anew with the new values, the signing key stays")
+		By("upgrading: the manager updates the location and the schedule in place with the new values, the signing key stays")
 		key := cluster.signingKey(ns, release, "signing-key")
 		uids := cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")
 		cluster.helmOK(append([]string{"upgrade", release, chartDir(), "-n", ns, "--set", "concurrentBackups=2",
 			"--set", "storage.filesystem.default=false", "--set", "schedules[0].paused=true"}, values...)...)
 		Expect(cluster.deploymentArgs(ns, release)).To(ContainElement("--concurrent-backups=2"))
 		Expect(cluster.signingKey(ns, release, "signing-key")).To(Equal(key), "an upgrade keeps the signing key")
+		cluster.kubectlOK("wait", "schedule/nightly", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
+		cluster.kubectlOK("wait", "backupstoragelocation/default", "-n", ns, "--for=jsonpath={.spec.default}=false", "--timeout=30s")
+		cluster.kubectlOK("wait", "backupstoragelocation/default", "-n", ns, "--for=jsonpath={.status.phase}=Available", "--timeout=30s")
 		Expect(cluster.kubectlOK("get", "backupstoragelocation", "default", "-n", ns, "-o", "jsonpath={.spec.config.path} {.spec.default}")).To(Equal(storage + " false"))
 		Expect(cluster.kubectlOK("get", "schedule", "nightly", "-n", ns, "-o", "jsonpath={.spec.schedule} {.spec.paused}")).To(Equal("0 2 * * * true"))
-		cluster.kubectlOK("wait", "schedule/nightly", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "--timeout=30s")
-		cluster.kubectlOK("wait", "backupstoragelocation/default", "-n", ns, "--for=jsonpath={.status.phase}=Available", "--timeout=30s")
-		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")).NotTo(ContainElement(BeElementOf(uids)),
-			"the hook's default delete policy (before-hook-creation) makes them anew, as docs/install.md says")
+		Expect(cluster.uids(ns, "backupstoragelocation/default", "schedule/nightly")).To(Equal(uids), "the manager updates them in place, as docs/install.md says")
 
 		By("uninstalling: the CRDs, the backup, its data, the location and the schedule stay")
 		m.stop()
@@ -368,6 +378,18 @@ func (c *helmCluster) uids(namespace string, objects ...string) []string {
 		uids = append(uids, c.kubectlOK("get", obj, "-n", namespace, "-o", "jsonpath={.metadata.uid}"))
 	}
 	return uids
+}
+
+// waitExists waits until every one of objects exists in namespace.
+func (c *helmCluster) waitExists(namespace string, objects ...string) {
+	GinkgoHelper()
+	Eventually(func() error {
+		_, stderr, err := c.kubectl(append([]string{"get", "-n", namespace, "-o", "name"}, objects...)...)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, stderr)
+		}
+		return nil
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
 
 // deploymentArgs are the arguments of the chart's manager container.

@@ -25,6 +25,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* Labels of the storage locations and schedules that the manager applies for the chart. */}}
+{{- define "cairn.objectLabels" -}}
+app.kubernetes.io/name: {{ include "cairn.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: cairn
+{{- end }}
+
 {{/* Labels that select the manager's pods. */}}
 {{- define "cairn.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "cairn.name" . }}
@@ -80,4 +87,9 @@ create update patch delete deletecollection
 {{/* The Secret that holds the download server's signing key: an existing one, or the chart's. */}}
 {{- define "cairn.downloadKeySecret" -}}
 {{- default (printf "%s-download-signing-key" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-") .Values.downloadServer.signingKey.existingSecret }}
+{{- end }}
+
+{{/* The ConfigMap of the storage locations and schedules the manager applies (objects.yaml). */}}
+{{- define "cairn.objectsConfigMap" -}}
+{{ include "cairn.fullname" . }}-objects
 {{- end }}

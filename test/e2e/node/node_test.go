@@ -228,6 +228,8 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		helmOK("install", release, "charts/cairn", "--namespace", cairnNamespace, "--create-namespace",
 			"--values", values, "--wait", "--timeout=5m")
 		for _, location := range []string{"default", s3Location} {
+			// The manager applies the chart's locations when it starts (docs/install.md).
+			kubectlOK("wait", "backupstoragelocation/"+location, "-n", cairnNamespace, "--for=create", "--timeout=120s")
 			kubectlOK("wait", "backupstoragelocation/"+location, "-n", cairnNamespace,
 				"--for=jsonpath={.status.phase}=Available", "--timeout=120s")
 		}

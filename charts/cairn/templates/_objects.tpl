@@ -1,8 +1,12 @@
 {{- /*
-Storage locations: the embedded filesystem one and those of storage.locations. Cairn's own kinds
-are applied by a post-install/post-upgrade hook, after the CRDs they need exist (Helm maps
-every object of a release before it creates any, so they cannot sit next to the CRDs).
+cairn.objects: the storage locations (the embedded filesystem one and those of
+storage.locations) and the schedules that the values declare, as YAML documents. They are not
+release objects: objects.yaml hands them to the manager in a ConfigMap, and the manager applies
+them (--chart-objects). Helm cannot create Cairn's kinds in the step that creates their CRDs (it
+maps every object of a release before it creates any), and a post-install hook races the API
+server's discovery of the new CRDs (docs/install.md).
 */}}
+{{- define "cairn.objects" -}}
 {{- $fs := .Values.storage.filesystem }}
 {{- if $fs.enabled }}
 ---
@@ -10,12 +14,8 @@ apiVersion: cairn.dev/v1alpha1
 kind: BackupStorageLocation
 metadata:
   name: {{ $fs.locationName }}
-  namespace: {{ .Release.Namespace }}
   labels:
-    {{- include "cairn.labels" . | nindent 4 }}
-  annotations:
-    helm.sh/hook: post-install,post-upgrade
-    helm.sh/hook-weight: "0"
+    {{- include "cairn.objectLabels" . | nindent 4 }}
 spec:
   provider: filesystem
   default: {{ $fs.default }}
@@ -24,32 +24,13 @@ spec:
 {{- end }}
 {{- range $loc := .Values.storage.locations }}
 {{- $cred := $loc.credential | default dict }}
-{{- if and $cred.cloud (not $cred.existingSecret) }}
----
-# The credential of location {{ $loc.name }}: an AWS shared-credentials file.
-apiVersion: v1
-kind: Secret
-metadata:
-  name: {{ include "cairn.credentialSecret" (dict "root" $ "location" $loc) }}
-  namespace: {{ $.Release.Namespace }}
-  labels:
-    {{- include "cairn.labels" $ | nindent 4 }}
-type: Opaque
-stringData:
-  {{ $cred.key | default "cloud" }}: |
-    {{- $cred.cloud | nindent 4 }}
-{{- end }}
 ---
 apiVersion: cairn.dev/v1alpha1
 kind: BackupStorageLocation
 metadata:
   name: {{ $loc.name }}
-  namespace: {{ $.Release.Namespace }}
   labels:
-    {{- include "cairn.labels" $ | nindent 4 }}
-  annotations:
-    helm.sh/hook: post-install,post-upgrade
-    helm.sh/hook-weight: "0"
+    {{- include "cairn.objectLabels" $ | nindent 4 }}
 spec:
   provider: {{ $loc.provider }}
   default: {{ $loc.default | default false }}
@@ -77,4 +58,22 @@ spec:
   {{- with $loc.validationFrequency }}
   validationFrequency: {{ . }}
   {{- end }}
+{{- end }}
+{{- range $s := .Values.schedules }}
+---
+apiVersion: cairn.dev/v1alpha1
+kind: Schedule
+metadata:
+  name: {{ $s.name }}
+  labels:
+    {{- include "cairn.objectLabels" $ | nindent 4 }}
+spec:
+  schedule: {{ $s.schedule | quote }}
+  paused: {{ $s.paused | default false }}
+  skipImmediately: {{ $s.skipImmediately | default false }}
+  {{- with $s.template }}
+  template:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
 {{- end }}

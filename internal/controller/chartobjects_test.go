@@ -1,0 +1,172 @@
+package controller_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+)
+
+// The chart's storage locations and schedules, declared in a ConfigMap as the chart renders them
+// and applied by the manager (--chart-objects).
+var _ = Describe("Chart objects reconciler", Ordered, func() {
+	const configMap = "test-chart-objects"
+	var dir string
+
+	// objects declares a location of dir (with extra spec lines) and a schedule.
+	objects := func(locationSpec, cron string) string {
+		return fmt.Sprintf(`---
+apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata:
+  name: chart-location
+  labels: {app.kubernetes.io/managed-by: cairn}
+spec:
+  provider: filesystem
+  default: false
+  accessMode: ReadWrite
+  config: {path: %q}
+%s---
+apiVersion: cairn.dev/v1alpha1
+kind: Schedule
+metadata: {name: chart-schedule}
+spec:
+  schedule: %q
+  paused: true
+  template: {includedNamespaces: [chart-app]}
+`, dir, locationSpec, cron)
+	}
+	setObjects := func(data string) {
+		GinkgoHelper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: operatorNamespace}}
+		err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(cm), cm)
+		cm.Data = map[string]string{controller.ChartObjectsKey: data}
+		if err == nil {
+			Expect(k8sClient.Update(suiteCtx, cm)).To(Succeed())
+			return
+		}
+		Expect(client.IgnoreNotFound(err)).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, cm)).To(Succeed())
+	}
+	location := func() *cairnv1.BackupStorageLocation {
+		GinkgoHelper()
+		var l cairnv1.BackupStorageLocation
+		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-location"}, &l)).To(Succeed())
+		return &l
+	}
+	configMapEvents := func() []string {
+		GinkgoHelper()
+		var list eventsv1.EventList
+		Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(operatorNamespace))).To(Succeed())
+		var out []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == configMap {
+				out = append(out, e.Type+" "+e.Reason+": "+e.Note)
+			}
+		}
+		return out
+	}
+
+	BeforeAll(func() {
+		dir = GinkgoT().TempDir()
+		setObjects(objects("", "0 2 * * *"))
+		DeferCleanup(func() {
+			for _, o := range []client.Object{
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: operatorNamespace}},
+				&cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "chart-location", Namespace: operatorNamespace}},
+				&cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "chart-schedule", Namespace: operatorNamespace}},
+			} {
+				Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, o))).To(Succeed())
+			}
+		})
+		DeferCleanup(startManager(controller.Config{ChartObjects: configMap, Controllers: []string{"chartobjects"}}))
+	})
+
+	It("creates what the ConfigMap declares when the manager starts, with the declaration's hash, as field manager cairn-chart", func() {
+		Eventually(func() error {
+			return k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &cairnv1.Schedule{})
+		}).Should(Succeed())
+		l := location()
+		Expect(l.Spec.Config["path"]).To(Equal(dir))
+		Expect(l.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "cairn"))
+		Expect(l.Annotations).To(HaveKey(controller.ChartObjectHashAnnotation))
+		var managers []string
+		for _, f := range l.ManagedFields {
+			managers = append(managers, f.Manager+"/"+string(f.Operation))
+		}
+		Expect(managers).To(ContainElement(controller.ChartObjectsFieldOwner + "/Apply"))
+		Eventually(configMapEvents).Should(ContainElements(
+			"Normal ChartObjectApplied: Applied BackupStorageLocation chart-location",
+			"Normal ChartObjectApplied: Applied Schedule chart-schedule"))
+	})
+
+	It("updates in place only the objects whose declaration changed, keeping a change made with kubectl to the others", func() {
+		l := location()
+		uid := l.UID
+		patch := client.MergeFrom(l.DeepCopy())
+		l.Spec.AccessMode = cairnv1.AccessModeReadOnly
+		Expect(k8sClient.Patch(suiteCtx, l, patch)).To(Succeed())
+
+		setObjects(objects("", "0 3 * * *"))
+		Eventually(func() string {
+			var s cairnv1.Schedule
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			return s.Spec.Schedule
+		}).Should(Equal("0 3 * * *"))
+		Expect(location().Spec.AccessMode).To(Equal(cairnv1.AccessModeReadOnly), "the location's declaration did not change")
+
+		By("changing the location's declaration: its declared fields are the chart's again")
+		setObjects(objects("  validationFrequency: 2m\n", "0 3 * * *"))
+		Eventually(func() string {
+			if f := location().Spec.ValidationFrequency; f != nil {
+				return f.Duration.String()
+			}
+			return ""
+		}).Should(Equal("2m0s"))
+		l = location()
+		Expect(l.Spec.AccessMode).To(Equal(cairnv1.AccessModeReadWrite))
+		Expect(l.UID).To(Equal(uid))
+	})
+
+	It("says, with a Warning event on the ConfigMap, which declaration it cannot apply, and applies the others", func() {
+		bad := objects("", "0 4 * * *") + `---
+apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata: {name: chart-nfs}
+spec: {provider: nfs}
+`
+		setObjects(bad)
+		Eventually(configMapEvents).Should(ContainElement(And(
+			HavePrefix("Warning ChartObjectFailed: BackupStorageLocation chart-nfs:"), ContainSubstring("Unsupported value: \"nfs\""))))
+		Eventually(func() string {
+			var s cairnv1.Schedule
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			return s.Spec.Schedule
+		}).Should(Equal("0 4 * * *"))
+	})
+
+	It("refuses a ConfigMap that declares a kind the chart does not, applying nothing of it", func() {
+		setObjects(objects("", "0 5 * * *") + "---\napiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata: {name: sneaky}\nspec: {}\n")
+		Eventually(configMapEvents).Should(ContainElement(ContainSubstring("Warning InvalidChartObjects: objects.yaml: document 3: cairn.dev/v1alpha1 Backup is not a kind the chart declares")))
+		Consistently(func() string {
+			var s cairnv1.Schedule
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			return s.Spec.Schedule
+		}).WithTimeout(2 * time.Second).Should(Equal("0 4 * * *"))
+		var backups cairnv1.BackupList
+		Expect(k8sClient.List(suiteCtx, &backups, client.InNamespace(operatorNamespace))).To(Succeed())
+		for _, b := range backups.Items {
+			Expect(strings.HasPrefix(b.Name, "sneaky")).To(BeFalse())
+		}
+	})
+})
