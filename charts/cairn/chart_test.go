@@ -475,6 +475,22 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
+// TestChartObjectsNamesStayStrings: a location or schedule named like a number (valid for
+// Kubernetes) reaches the manager as a name, not as a YAML number it would refuse.
+func TestChartObjectsNamesStayStrings(t *testing.T) {
+	out, err := helm(t, "template", "cairn", ".", "--namespace", "cairn-system",
+		"--set-string", "storage.filesystem.locationName=2024", "--set-string", "schedules[0].name=0700", "--set", "schedules[0].schedule=@daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := documents(t, out)
+	for _, key := range []string{"BackupStorageLocation/2024", "Schedule/0700"} {
+		if _, ok := docs[key]; !ok {
+			t.Errorf("%s not among the chart's objects", key)
+		}
+	}
+}
+
 // TestEveryPartRendersValidObjects renders every optional part of the chart at once and decodes
 // each object strictly into its Go type: a misspelt or misplaced field fails here, not at
 // install.

@@ -11,10 +11,12 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,35 +67,59 @@ type ChartObjectsReconciler struct {
 
 // Reconcile applies the objects that the ConfigMap declares and that are missing or changed.
 func (r *ChartObjectsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	return ctrl.Result{}, r.applyAll(ctx)
+	_, err := r.applyAll(ctx)
+	return ctrl.Result{}, err
 }
 
+// chartObjectsStartupTimeout bounds the startup step: an API server that stalls must not keep
+// the recovery gate shut; the reconciler goes on retrying.
+const chartObjectsStartupTimeout = 30 * time.Second
+
 // RecoveryStep applies the chart's objects when the manager starts leading, before any backup
-// is judged: a backup made just after the install finds the chart's default location. It
-// never stops the manager; what it cannot apply, the reconciler retries.
+// is judged, and waits until the manager's cache holds the storage locations among them: a
+// backup made just after the install finds the chart's default location (the queue reads
+// locations from the cache). It never stops the manager and gives up after
+// chartObjectsStartupTimeout; what it could not apply, the reconciler retries.
 func (r *ChartObjectsReconciler) RecoveryStep() RecoveryStep {
 	return RecoveryStep{Name: "apply the chart's storage locations and schedules", Run: func(ctx context.Context) error {
-		if err := r.applyAll(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Could not apply the chart's objects at start; retrying")
+		ctx, cancel := context.WithTimeout(ctx, chartObjectsStartupTimeout)
+		defer cancel()
+		log := ctrl.LoggerFrom(ctx)
+		objects, err := r.applyAll(ctx)
+		if err != nil {
+			log.Error(err, "Could not apply the chart's objects at start; retrying")
+		}
+		for _, obj := range objects {
+			if obj.GetKind() != "BackupStorageLocation" {
+				continue
+			}
+			key := client.ObjectKeyFromObject(obj)
+			err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+				return r.Get(ctx, key, &cairnv1.BackupStorageLocation{}) == nil, nil
+			})
+			if err != nil {
+				log.Error(err, "The chart's storage location is not in the cache yet", "name", key.Name)
+				return nil
+			}
 		}
 		return nil
 	}}
 }
 
-// applyAll applies every declaration of the ConfigMap that is missing or changed; a missing
-// ConfigMap declares nothing.
-func (r *ChartObjectsReconciler) applyAll(ctx context.Context) error {
+// applyAll applies every declaration of the ConfigMap that is missing or changed, and returns
+// the declarations; a missing ConfigMap declares nothing.
+func (r *ChartObjectsReconciler) applyAll(ctx context.Context) ([]*unstructured.Unstructured, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var cm corev1.ConfigMap
 	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.ConfigMap}, &cm); err != nil {
-		return client.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
 	objects, err := DecodeChartObjects(cm.Data[ChartObjectsKey], r.Namespace)
 	if err != nil {
 		// The chart renders valid objects; a hand-edited ConfigMap waits for its next edit.
 		r.Recorder.Eventf(&cm, nil, corev1.EventTypeWarning, "InvalidChartObjects", "Apply", "%s: %v", ChartObjectsKey, err)
 		log.Error(err, "Could not read the chart's objects", "configMap", objectName(&cm))
-		return nil
+		return nil, nil
 	}
 	var failed []error
 	for _, obj := range objects {
@@ -108,7 +134,7 @@ func (r *ChartObjectsReconciler) applyAll(ctx context.Context) error {
 			r.Recorder.Eventf(&cm, obj, corev1.EventTypeNormal, "ChartObjectApplied", "Apply", "Applied %s %s", obj.GetKind(), obj.GetName())
 		}
 	}
-	return errors.Join(failed...)
+	return objects, errors.Join(failed...)
 }
 
 // apply creates or updates obj unless the object in the cluster was applied from the same

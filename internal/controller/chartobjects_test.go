@@ -139,12 +139,13 @@ spec:
 	})
 
 	It("says, with a Warning event on the ConfigMap, which declaration it cannot apply, and applies the others", func() {
-		bad := objects("", "0 4 * * *") + `---
+		// The refused declaration first: those after it are applied all the same.
+		bad := `---
 apiVersion: cairn.dev/v1alpha1
 kind: BackupStorageLocation
 metadata: {name: chart-nfs}
 spec: {provider: nfs}
-`
+` + objects("", "0 4 * * *")
 		setObjects(bad)
 		Eventually(configMapEvents).Should(ContainElement(And(
 			HavePrefix("Warning ChartObjectFailed: BackupStorageLocation chart-nfs:"), ContainSubstring("Unsupported value: \"nfs\""))))

@@ -13,7 +13,7 @@ server's discovery of the new CRDs (docs/install.md).
 apiVersion: cairn.dev/v1alpha1
 kind: BackupStorageLocation
 metadata:
-  name: {{ $fs.locationName }}
+  name: {{ $fs.locationName | quote }}
   labels:
     {{- include "cairn.objectLabels" . | nindent 4 }}
 spec:
@@ -28,7 +28,7 @@ spec:
 apiVersion: cairn.dev/v1alpha1
 kind: BackupStorageLocation
 metadata:
-  name: {{ $loc.name }}
+  name: {{ $loc.name | quote }}
   labels:
     {{- include "cairn.objectLabels" $ | nindent 4 }}
 spec:
@@ -64,7 +64,7 @@ spec:
 apiVersion: cairn.dev/v1alpha1
 kind: Schedule
 metadata:
-  name: {{ $s.name }}
+  name: {{ $s.name | quote }}
   labels:
     {{- include "cairn.objectLabels" $ | nindent 4 }}
 spec:
