@@ -59,6 +59,9 @@ type ChartObjectsReconciler struct {
 	// ConfigMap names the ConfigMap (--chart-objects).
 	ConfigMap string
 	Recorder  events.EventRecorder
+	// Gate is the startup recovery, whose step (RecoveryStep) applies the objects first; the
+	// reconciler waits for it rather than apply them a second time beside it. Nil: no wait.
+	Gate interface{ Wait(context.Context) error }
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch,namespace=cairn-system
@@ -67,6 +70,11 @@ type ChartObjectsReconciler struct {
 
 // Reconcile applies the objects that the ConfigMap declares and that are missing or changed.
 func (r *ChartObjectsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	if r.Gate != nil {
+		if err := r.Gate.Wait(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	_, err := r.applyAll(ctx)
 	return ctrl.Result{}, err
 }

@@ -167,6 +167,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		steps = append(steps, chartObjects.RecoveryStep())
 	}
 	recovery := NewStartupRecovery(append(steps, cfg.RecoverySteps...)...)
+	if chartObjects != nil {
+		chartObjects.Gate = recovery
+	}
 	if err := mgr.Add(recovery); err != nil {
 		return fmt.Errorf("adding the startup recovery: %w", err)
 	}
