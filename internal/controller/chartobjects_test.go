@@ -22,6 +22,7 @@ import (
 var _ = Describe("Chart objects reconciler", Ordered, func() {
 	const configMap = "test-chart-objects"
 	var dir string
+	var stopManager func()
 
 	// objects declares a location of dir (with extra spec lines) and a schedule.
 	objects := func(locationSpec, cron string) string {
@@ -89,7 +90,8 @@ spec:
 				Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, o))).To(Succeed())
 			}
 		})
-		DeferCleanup(startManager(controller.Config{ChartObjects: configMap, Controllers: []string{"chartobjects"}}))
+		stopManager = startManager(controller.Config{ChartObjects: configMap, Controllers: []string{"chartobjects"}})
+		DeferCleanup(func() { stopManager() })
 	})
 
 	It("creates what the ConfigMap declares when the manager starts, with the declaration's hash, as field manager cairn-chart", func() {
@@ -169,5 +171,33 @@ spec: {provider: nfs}
 		for _, b := range backups.Items {
 			Expect(strings.HasPrefix(b.Name, "sneaky")).To(BeFalse())
 		}
+	})
+
+	It("at a restart, creates again a deleted object the ConfigMap declares, and keeps a kubectl change to one it did not change", func() {
+		setObjects(objects("", "0 6 * * *"))
+		schedule := func() (*cairnv1.Schedule, error) {
+			var s cairnv1.Schedule
+			err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)
+			return &s, err
+		}
+		Eventually(func() string {
+			s, err := schedule()
+			Expect(err).NotTo(HaveOccurred())
+			return s.Spec.Schedule
+		}).Should(Equal("0 6 * * *"))
+		stopManager()
+
+		s, err := schedule()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Delete(suiteCtx, s)).To(Succeed())
+		l := location()
+		patch := client.MergeFrom(l.DeepCopy())
+		l.Labels["app.kubernetes.io/managed-by"] = "someone"
+		Expect(k8sClient.Patch(suiteCtx, l, patch)).To(Succeed())
+
+		stopManager = startManager(controller.Config{ChartObjects: configMap, Controllers: []string{"chartobjects"}})
+		Eventually(func() error { _, err := schedule(); return err }).Should(Succeed())
+		Consistently(func() string { return location().Labels["app.kubernetes.io/managed-by"] }).
+			WithTimeout(2 * time.Second).Should(Equal("someone"))
 	})
 })
