@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -47,8 +46,8 @@ var chartObjectKinds = []string{"BackupStorageLocation", "Schedule"}
 
 // ChartObjectsReconciler applies the chart's storage locations and schedules (above): when its
 // ConfigMap changes, and as a startup recovery step when the manager starts leading (before the
-// queue judges any backup), it creates each declared object that is missing and updates, with server-side apply, each whose declaration changed. It owns no
-// phase and no status field; objects dropped from the ConfigMap are left alone, as Helm leaves
+// queue judges any backup), it creates each declared object that is missing and updates, with
+// server-side apply, each whose declaration changed. It owns no phase and no status field; objects dropped from the ConfigMap are left alone, as Helm leaves
 // the objects of a hook. A declaration it cannot apply is a Warning event on the ConfigMap,
 // retried with backoff; the others are applied regardless. Each object's events are related to
 // it (events of one reason and regarding object are otherwise merged into one series).
@@ -60,7 +59,7 @@ type ChartObjectsReconciler struct {
 	ConfigMap string
 	Recorder  events.EventRecorder
 	// Gate is the startup recovery, whose step (RecoveryStep) applies the objects first; the
-	// reconciler waits for it rather than apply them a second time beside it. Nil: no wait.
+	// reconciler waits for it rather than apply them a second time beside it.
 	Gate interface{ Wait(context.Context) error }
 }
 
@@ -70,10 +69,8 @@ type ChartObjectsReconciler struct {
 
 // Reconcile applies the objects that the ConfigMap declares and that are missing or changed.
 func (r *ChartObjectsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	if r.Gate != nil {
-		if err := r.Gate.Wait(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := r.Gate.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
 	}
 	_, err := r.applyAll(ctx)
 	return ctrl.Result{}, err
@@ -252,7 +249,7 @@ func declarationHash(obj *unstructured.Unstructured) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
-	sum := sha256.Sum256(bytes.TrimSpace(data))
+	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16]), nil
 }
 

@@ -380,16 +380,12 @@ func (c *helmCluster) uids(namespace string, objects ...string) []string {
 	return uids
 }
 
-// waitExists waits until every one of objects exists in namespace.
+// waitExists waits until every one of objects exists in namespace, as docs/install.md does.
 func (c *helmCluster) waitExists(namespace string, objects ...string) {
 	GinkgoHelper()
-	Eventually(func() error {
-		_, stderr, err := c.kubectl(append([]string{"get", "-n", namespace, "-o", "name"}, objects...)...)
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, stderr)
-		}
-		return nil
-	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	for _, obj := range objects {
+		c.kubectlOK("wait", obj, "-n", namespace, "--for=create", "--timeout=30s")
+	}
 }
 
 // deploymentArgs are the arguments of the chart's manager container.
