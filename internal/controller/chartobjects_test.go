@@ -200,4 +200,24 @@ spec: {provider: nfs}
 		Consistently(func() string { return location().Labels["app.kubernetes.io/managed-by"] }).
 			WithTimeout(2 * time.Second).Should(Equal("someone"))
 	})
+
+	It("ignores a ConfigMap of the same name in a team's namespace", func() {
+		ensureNamespace("chart-tenant")
+		tenant := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: "chart-tenant"},
+			Data: map[string]string{controller.ChartObjectsKey: strings.ReplaceAll(objects("", "0 1 * * *"), "chart-schedule", "tenant-schedule")}}
+		Expect(k8sClient.Create(suiteCtx, tenant)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, tenant)).To(Succeed()) })
+		// A change of ours afterwards is applied: the tenant's, before it, was seen and ignored.
+		setObjects(objects("", "0 7 * * *"))
+		Eventually(func() string {
+			var s cairnv1.Schedule
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			return s.Spec.Schedule
+		}).Should(Equal("0 7 * * *"))
+		var schedules cairnv1.ScheduleList
+		Expect(k8sClient.List(suiteCtx, &schedules)).To(Succeed())
+		for _, sc := range schedules.Items {
+			Expect(sc.Name).NotTo(Equal("tenant-schedule"), "in %s", sc.Namespace)
+		}
+	})
 })
