@@ -86,6 +86,10 @@ type Request struct {
 	Progress *Progress
 	// OnProgress, when set, is told the counts at most once per ProgressInterval while they change.
 	OnProgress func(done, total int64)
+	// Access, when set, is asked before each resource is listed and each additional item is
+	// read: what it denies is left out, and named once in a warning. nil reads what the
+	// operator may read (an administrator's backup).
+	Access Access
 }
 
 // Progress counts a backup's items; safe for concurrent use.
@@ -160,6 +164,7 @@ type run struct {
 	operations []Operation
 	results    Results
 	resources  map[schema.GroupResource][]string
+	access     *accessCache
 
 	out chan writtenItem
 }
@@ -179,7 +184,8 @@ type writtenItem struct {
 // holds only the operations that were started.
 func (r *Runner) stream(ctx context.Context, req Request, sel Selection, resources []Resource, registry *Registry, log logrus.FieldLogger) (outcome, error) {
 	ru := &run{Runner: r, req: req, log: log, registry: registry, byGR: map[schema.GroupResource]Resource{},
-		selection: sel, seen: map[string]struct{}{}, resources: map[schema.GroupResource][]string{}}
+		selection: sel, seen: map[string]struct{}{}, resources: map[schema.GroupResource][]string{},
+		access: &accessCache{access: req.Access}}
 	for _, res := range resources {
 		ru.byGR[res.GroupResource()] = res
 	}
@@ -368,6 +374,9 @@ func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks ch
 	if ns != "" {
 		log = log.WithField("namespace", ns)
 	}
+	if ok, err := ru.mayRead(ctx, res.GroupResource(), ns, "list"); !ok || err != nil {
+		return err
+	}
 	continueToken := ""
 	restarts := 0
 	for {
@@ -443,6 +452,25 @@ func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks ch
 		}
 		continueToken = page.Metadata.Continue
 	}
+}
+
+// mayRead reports whether the backup may read gr in namespace ns with verb (Request.Access),
+// warning once about each resource it leaves out. A failure to find out is retried while
+// transient, then returned.
+func (ru *run) mayRead(ctx context.Context, gr schema.GroupResource, ns, verb string) (bool, error) {
+	var ok, first bool
+	var reason string
+	err := ru.retryTransient(ctx, func() (err error) {
+		ok, first, reason, err = ru.access.allowed(ctx, gr, ns, verb)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("asking whether the backup may %s %s: %w", verb, gr, err)
+	}
+	if first {
+		ru.log.Warn(leftOutMessage(gr, ns, verb, reason))
+	}
+	return ok, nil
 }
 
 // nextAfterExpired is where a LIST goes on after its continue token expired (410 Gone): from
@@ -614,6 +642,12 @@ func itemKey(id ItemID) (key string, entryStart int) {
 func (ru *run) fetch(ctx context.Context, id ItemID) (*unstructured.Unstructured, bool) {
 	res, ok := ru.byGR[id.GroupResource]
 	if !ok || !ru.selection.Includes(res, id.Namespace, id.Name, nil, Additional) {
+		return nil, false
+	}
+	if allowed, err := ru.mayRead(ctx, id.GroupResource, id.Namespace, "get"); err != nil || !allowed {
+		if err != nil {
+			ru.itemError(id, fmt.Sprintf("asking whether the backup may read the item: %v", err))
+		}
 		return nil, false
 	}
 	client := ru.Dynamic.Resource(res.GroupVersionResource)
