@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"strings"
 	"time"
 
@@ -65,6 +66,9 @@ type BackupReconciler struct {
 	}
 	// ConcurrentBackups is MaxConcurrentReconciles.
 	ConcurrentBackups int
+	// Requesters says whom a backup acts for: it reads only what they may read (DESIGN.md
+	// section 15); nil acts for the operator everywhere (tests of other behaviour).
+	Requesters *Requesters
 	// PhaseTimeout bounds how long a ReadyToStart backup waits for its storage.
 	PhaseTimeout time.Duration
 	// DefaultBackupTTL is the ttl of a backup without spec.ttl (--default-backup-ttl).
@@ -167,6 +171,16 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 			problem = errors.New(strings.Join(errs, "; "))
 		}
 	}
+	var actAs *authenticationv1.UserInfo
+	if problem == nil {
+		var why string
+		if actAs, why, err = r.Requesters.For(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
+		if why != "" {
+			problem = errors.New(why)
+		}
+	}
 	var store *location.Store
 	if problem == nil {
 		store, problem, err = r.openFor(ctx, b, bsl)
@@ -206,7 +220,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		cancelRun(backup.ErrCancelRequested) // cancelled between the read and the write
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
-	return ctrl.Result{}, r.run(ctx, runCtx, b, bsl, store)
+	return ctrl.Result{}, r.run(ctx, runCtx, b, bsl, store, actAs)
 }
 
 // waitForStorage keeps a ReadyToStart backup waiting for its storage location, with a
@@ -306,12 +320,16 @@ func (r *BackupReconciler) toTenant(b *cairnv1.Backup, locationName string, err 
 
 // run runs an InProgress backup to the end of InProgress and writes how it ended. runCtx is
 // the run's own context, which a cancel ends; every write here uses ctx.
-func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store) error {
-	res := r.Runner.Run(runCtx, backup.Request{
+func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store, actAs *authenticationv1.UserInfo) error {
+	req := backup.Request{
 		Backup: b.DeepCopy(), OperatorNamespace: r.Namespace, LocationName: bsl.Name,
 		Store: store, Keys: store.Layout.Backup(b.Namespace, b.Name),
 		OnProgress: func(done, total int64) { r.writeProgress(runCtx, b, done, total) },
-	})
+	}
+	if actAs != nil {
+		req.Access = r.Requesters.BackupAccess(*actAs)
+	}
+	res := r.Runner.Run(runCtx, req)
 	progress := cairnv1.NewBackupProgress(res.ItemsBackedUp, res.TotalItems)
 	cancelledWrite := func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled

@@ -93,6 +93,10 @@ type BackupQueueReconciler struct {
 	// RestoreAccess, when set, says why the operator may not carry out a new restore ("" when
 	// it may); its answer is one of the restore's validation errors (restorepermission.go).
 	RestoreAccess func(ctx context.Context, rs *cairnv1.Restore) (string, error)
+	// Requesters says whom a backup or restore acts for: one in a namespace where the
+	// requester rule applies and with no trustworthy requester fails validation (DESIGN.md
+	// section 15); nil acts for the operator everywhere (tests of other behaviour).
+	Requesters *Requesters
 
 	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
 	// staleSince (the first such pass since positions were last exact) pace the coalesced
@@ -320,8 +324,15 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 			c := candidate{backup: x}
 			loc := x.Status.StorageLocation
 			if x.EffectivePhase() == cairnv1.BackupPhaseNew && !leavesQueue(x) {
+				_, why, err := r.Requesters.For(ctx, x)
+				if pass.record(ctx, x, err) != nil {
+					continue // not decided on; the next pass tries again
+				}
 				c.validationErrors, loc = queue.Validate(x, r.Namespace, locations.Items)
 				c.validationErrors = append(c.validationErrors, syncNameConflict(r.Catalog, x, loc, locations.Items)...)
+				if why != "" {
+					c.validationErrors = append(c.validationErrors, why)
+				}
 			}
 			c.entry = r.entry(x, loc)
 			pass.waiting = append(pass.waiting, c)
@@ -336,6 +347,13 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 						continue // not decided on; the next pass tries again
 					}
 					c.validationErrors = restore.Validate(x, r.Namespace, facts)
+					_, why, err := r.Requesters.For(ctx, x)
+					if pass.record(ctx, x, err) != nil {
+						continue
+					}
+					if why != "" {
+						c.validationErrors = append(c.validationErrors, why)
+					}
 					if r.RestoreAccess != nil { // the operator may be installed to back up only
 						denied, err := r.RestoreAccess(ctx, x)
 						if pass.record(ctx, x, err) != nil {

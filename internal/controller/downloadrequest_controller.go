@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,8 +48,12 @@ type DownloadRequestReconciler struct {
 	Signer       *download.Signer
 	DownloadBase string
 	// TTL is how long a URL works; 0 means DefaultDownloadRequestTTL.
-	TTL    time.Duration
-	stores stores
+	TTL time.Duration
+	// Requesters says whom a request acts for: a file is handed out only to a requester who
+	// may read what it holds (DESIGN.md section 15); nil answers with the operator's own
+	// rights everywhere (tests of other behaviour).
+	Requesters *Requesters
+	stores     stores
 }
 
 // downloadAction is what the reconciler does with a request.
@@ -182,6 +187,9 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 	if !known {
 		return "", fmt.Sprintf("unknown target kind %q", target.Kind), nil
 	}
+	if refusal, err := r.requesterRefusal(ctx, dr, store); refusal != "" || err != nil {
+		return "", refusal, err
+	}
 	if b != nil {
 		// The files under the backup's name must be this Backup object's: its commit marker
 		// names it, or, for a backup that never committed (failed, cancelled), it ran here.
@@ -225,6 +233,50 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
 	}
 	return "", fmt.Sprintf("storage location %s has provider %q, which gives no downloads", bsl.Name, bsl.Spec.Provider), nil
+}
+
+// requesterRefusal says why dr's requester may not have its file ("" when they may): logs,
+// results and lists only to someone who may get the Backup or Restore, a backup's contents only
+// to someone who may also get every kind of object they hold, in every namespace they hold it
+// (from the backup's resource list). In the operator's namespace the operator answers with its
+// own rights, unless the requester rule applies everywhere.
+func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *cairnv1.DownloadRequest, store *location.Store) (string, error) {
+	actAs, why, err := r.Requesters.For(ctx, dr)
+	if err != nil || why != "" || actAs == nil {
+		return why, err
+	}
+	target := dr.Spec.Target
+	kind := "backups"
+	if target.Kind.IsRestoreFile() {
+		kind = "restores"
+	}
+	ok, reason, err := r.Requesters.May(ctx, *actAs, authorizationv1.ResourceAttributes{
+		Namespace: dr.Namespace, Verb: "get", Group: cairnv1.GroupVersion.Group, Resource: kind, Name: target.Name})
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return fmt.Sprintf("%s may not get %s %s in namespace %s (%s)", actAs.Username, targetNoun(target.Kind), target.Name, dr.Namespace, reason), nil
+	}
+	if target.Kind != cairnv1.DownloadTargetBackupContents {
+		return "", nil
+	}
+	var list map[string][]string
+	err = r.stores.call(ctx, func(ctx context.Context) (err error) {
+		list, err = storage.ReadResourceList(ctx, store, store.Layout.Backup(dr.Namespace, target.Name).ResourceList)
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return fmt.Sprintf("backup %s has no resource list, which says what its contents hold: they are not handed out", target.Name), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	denied, err := r.Requesters.ReadAll(ctx, *actAs, list)
+	if denied != "" {
+		return "a backup's contents are handed out only to someone who may get every kind of object they hold: " + denied, err
+	}
+	return "", err
 }
 
 // targetLocation finds the storage location that holds the target's files: the one its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/dynamic"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,9 @@ type RestoreReconciler struct {
 	ConcurrentRestores int
 	// PhaseTimeout bounds how long a ReadyToStart restore waits for its storage.
 	PhaseTimeout time.Duration
+	// Requesters says whom a restore acts for: it writes as them (DESIGN.md section 15); nil
+	// writes with the operator's own rights everywhere (tests of other behaviour).
+	Requesters *Requesters
 
 	// Operations hands a run's async operations to the restore operations reconciler when the
 	// restore has no storage for its files (shared with it).
@@ -108,6 +112,21 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		return ctrl.Result{}, err
 	}
 	problems := restore.Validate(rs, r.Namespace, facts)
+	var writer dynamic.Interface
+	if len(problems) == 0 {
+		actAs, why, err := r.Requesters.For(ctx, rs)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		switch {
+		case why != "":
+			problems = []string{why}
+		case actAs != nil:
+			if writer, err = r.Requesters.Writer(*actAs); err != nil {
+				return ctrl.Result{}, fmt.Errorf("creating a client acting as %s: %w", actAs.Username, err)
+			}
+		}
+	}
 	var source, files *location.Store
 	var filesLocation string
 	if len(problems) == 0 {
@@ -160,7 +179,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		cancelRun(restore.ErrCancelRequested) // cancelled between the read and the write
 	}
 	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Started", "Start", "Restore of backup %s started", backupName)
-	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files)
+	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files, writer)
 }
 
 // openStores opens the store of the backup's location (ReadOnly is fine) and checks that the
@@ -245,7 +264,7 @@ func (r *RestoreReconciler) toTenant(rs *cairnv1.Restore, locationName string, e
 }
 
 // run runs the restore and writes how it ended.
-func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store) error {
+func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store, writer dynamic.Interface) error {
 	var mu sync.Mutex // the progress and namespace-wait writes come from the run's goroutines
 	live := rs.DeepCopy()
 	write := func(mutate func(*cairnv1.RestoreStatus)) {
@@ -261,6 +280,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	req := restore.Request{
 		Restore: rs, OperatorNamespace: r.Namespace,
 		Source: source, BackupKeys: source.Layout.Backup(rs.Namespace, b.Name),
+		Writer: writer,
 		OnProgress: func(done, total int64) {
 			write(func(s *cairnv1.RestoreStatus) { s.Progress = cairnv1.NewRestoreProgress(done, total) })
 		},

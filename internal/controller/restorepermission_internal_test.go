@@ -14,19 +14,33 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
-func TestRestoreAccessReview(t *testing.T) {
+func TestRestoreAccessReviews(t *testing.T) {
+	impersonate := authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users"}
 	tests := []struct {
-		name, namespace, wantNamespace string
+		name, namespace string
+		asRequester     bool
+		want            []authorizationv1.ResourceAttributes
 	}{
-		{"an administrator's restore may restore anywhere", "cairn-system", ""},
-		{"a team's restore restores into its own namespace", "team-a", "team-a"},
+		{"an administrator's restore may restore anywhere", "cairn-system", false,
+			[]authorizationv1.ResourceAttributes{{Verb: "create", Resource: "configmaps"}}},
+		{"a team's restore restores into its own namespace, as its requester", "team-a", true,
+			[]authorizationv1.ResourceAttributes{{Namespace: "team-a", Verb: "create", Resource: "configmaps"}, impersonate}},
+		{"an administrator's restore as its requester (--act-as-requester=all-namespaces)", "cairn-system", true,
+			[]authorizationv1.ResourceAttributes{{Verb: "create", Resource: "configmaps"}, impersonate}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := restoreAccessReview(testRestore(tt.namespace, "r", 0, ""), "cairn-system").Spec.ResourceAttributes
-			want := authorizationv1.ResourceAttributes{Namespace: tt.wantNamespace, Verb: "create", Group: "*", Resource: "*"}
-			if *got != want {
-				t.Errorf("review %+v, want %+v", *got, want)
+			reviews := restoreAccessReviews(testRestore(tt.namespace, "r", 0, ""), "cairn-system", tt.asRequester)
+			if len(reviews) != len(tt.want) {
+				t.Fatalf("%d reviews, want %d", len(reviews), len(tt.want))
+			}
+			for i, review := range reviews {
+				if got := *review.Spec.ResourceAttributes; got != tt.want[i] {
+					t.Errorf("review %d: %+v, want %+v", i, got, tt.want[i])
+				}
+				if review.Spec.ResourceAttributes.Resource == "*" || review.Spec.ResourceAttributes.Group == "*" {
+					t.Errorf("review %d asks about *: no role of Cairn's grants it", i)
+				}
 			}
 		})
 	}
@@ -44,11 +58,17 @@ func TestRestoreAccessProblem(t *testing.T) {
 			[]string{"not allowed to create the resources a restore creates in any namespace:", "rbac.mode backupOnly", "rbac.mode full"}},
 		{"denied in a namespace, with the authorizer's reason", "team-a", authorizationv1.SubjectAccessReviewStatus{Reason: "no RBAC policy matched"},
 			[]string{"in namespace team-a (no RBAC policy matched)"}},
+		{"may not impersonate", "impersonate", authorizationv1.SubjectAccessReviewStatus{},
+			[]string{"not allowed to act as the restore's requester", "rbac.mode full"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			attrs := &authorizationv1.ResourceAttributes{Namespace: tt.namespace, Verb: "create"}
+			if tt.namespace == "impersonate" {
+				attrs = &authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users"}
+			}
 			review := &authorizationv1.SelfSubjectAccessReview{
-				Spec:   authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: tt.namespace}},
+				Spec:   authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs},
 				Status: tt.status,
 			}
 			got := restoreAccessProblem(review)
@@ -85,7 +105,7 @@ func TestRestoreQueueFailsARestoreTheOperatorMayNotCarryOut(t *testing.T) {
 		restoreTestBackup("cairn-system", "b"), restoreTestBackup("team-a", "b"),
 		adminRestore("everywhere", 1, ""), testRestore("team-a", "own", 2, ""))
 	r := newRestoreQueue(c, clk, 1)
-	r.RestoreAccess = restoreAccess(c, r.Namespace)
+	r.RestoreAccess = restoreAccess(c, r.Namespace, nil)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
 		t.Fatal(err)
 	}

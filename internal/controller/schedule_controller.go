@@ -36,6 +36,10 @@ type ScheduleReconciler struct {
 	Namespace string
 	Clock     clock.Clock
 	Recorder  events.EventRecorder
+	// Requesters says whom a schedule's backups act for: a schedule in a namespace where the
+	// requester rule applies and with no trustworthy requester fails validation (DESIGN.md
+	// section 15); nil acts for the operator everywhere (tests of other behaviour).
+	Requesters *Requesters
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=schedules,verbs=get;list;watch;update;patch
@@ -57,7 +61,15 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing storage locations: %w", err)
 	}
-	if errs := schedule.Validate(&s, r.Namespace, locations.Items); len(errs) > 0 {
+	errs := schedule.Validate(&s, r.Namespace, locations.Items)
+	_, why, err := r.Requesters.For(ctx, &s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if why != "" {
+		errs = append(errs, why)
+	}
+	if len(errs) > 0 {
 		return ctrl.Result{}, r.patchStatus(ctx, &s, func(st *cairnv1.ScheduleStatus) {
 			st.Phase, st.ValidationErrors, st.NextBackup = cairnv1.SchedulePhaseFailedValidation, errs, nil
 		})

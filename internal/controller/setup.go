@@ -206,7 +206,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
 			Catalog:            catalog,
-			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace),
+			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace, nil),
 		}},
 		{"backup", &BackupReconciler{
 			Client:            mgr.GetClient(),

@@ -51,6 +51,7 @@ var (
 	errArchiveFormat         = errors.New("unsupported archive format")
 	errStorage               = errors.New("storage failure")
 	errCommitMarker          = errors.New("wrong commit marker")
+	errNoRequester           = errors.New("a restore in a team's namespace writes as its requester, and none was given: nothing was restored")
 	supportedFormatMajors    = []string{"1"}
 )
 
@@ -104,6 +105,13 @@ type Request struct {
 	// OnNamespaceWait, when set, is told when the restore starts waiting for a terminating
 	// target namespace (a message naming it) and when the wait is over ("").
 	OnNamespaceWait func(message string)
+	// Writer, when set, makes every create, update and patch of the restored items, and the
+	// reads of those that exist already (DESIGN.md section 15): a client impersonating the
+	// restore's requester, so that the API server applies their RBAC, its escalation checks
+	// and admission, as to a kubectl apply of theirs. nil writes with Runner.Dynamic, the
+	// operator's own rights (an administrator's restore). A restore in a team's namespace must
+	// have one.
+	Writer dynamic.Interface
 }
 
 // Ending is how a run ended.
@@ -267,7 +275,10 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 	}
 	ru.log.WithField("restore", rs.Namespace+"/"+rs.Name).WithField("backup", rs.Status.BackupName).Info("Restore started")
 	stop := backup.ReportProgress(ctx, r.clock(), r.ProgressInterval, ru.counts, req.OnProgress)
-	err := ru.restoreAll(ctx)
+	err := errNoRequester
+	if !ru.team || req.Writer != nil {
+		err = ru.restoreAll(ctx)
+	}
 	stop()
 	if ru.spool != nil {
 		ru.spool.Close()
@@ -758,10 +769,6 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		ru.log.WithField("item", ref).Info("Skipped: " + reason)
 		return
 	}
-	if ru.team && gr == roleBindingsGR {
-		ru.record(gr, target, item.Name, Skipped, fmt.Sprintf("%s: not restored: role bindings are restored only by restores in %s (a team could otherwise regain access an administrator revoked)", ref, ru.req.OperatorNamespace))
-		return
-	}
 	if ru.team && target != ru.restore.Namespace {
 		ru.record(gr, target, item.Name, FailedItem, fmt.Sprintf("%s: a restore in namespace %s may only restore into its own namespace", ref, ru.restore.Namespace))
 		return
@@ -975,9 +982,9 @@ func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace str
 	if err != nil || gv.Group != gr.Group || gv.Version == "" {
 		return FailedItem, "", fmt.Errorf("apiVersion %q does not belong to resource %s", desired.GetAPIVersion(), gr)
 	}
-	var ri dynamic.ResourceInterface = ru.Dynamic.Resource(gr.WithVersion(gv.Version))
+	var ri dynamic.ResourceInterface = ru.writer().Resource(gr.WithVersion(gv.Version))
 	if namespace != "" {
-		ri = ru.Dynamic.Resource(gr.WithVersion(gv.Version)).Namespace(namespace)
+		ri = ru.writer().Resource(gr.WithVersion(gv.Version)).Namespace(namespace)
 	}
 	status, hasStatus := desired.Object["status"]
 	var created *unstructured.Unstructured
@@ -1003,6 +1010,15 @@ func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace str
 		}
 	}
 	return Created, "", nil
+}
+
+// writer is the client the restored items are written with: the requester's (Request.Writer)
+// or, for an administrator's restore, the operator's.
+func (ru *run) writer() dynamic.Interface {
+	if ru.req.Writer != nil {
+		return ru.req.Writer
+	}
+	return ru.Dynamic
 }
 
 // applyExisting handles an object that exists already: a ServiceAccount gets the backed-up

@@ -404,3 +404,27 @@ func TestValidateCapsMessages(t *testing.T) {
 		t.Errorf("Validate gave %d messages, last %q; want %d, the last counting the rest", len(got), got[len(got)-1], cairnv1.MaxValidationErrors)
 	}
 }
+
+// A schedule's backups act for the schedule's requester: its requester annotations, and no
+// other annotation of the schedule's, go on each backup.
+func TestNewBackupCarriesTheRequester(t *testing.T) {
+	s := &cairnv1.Schedule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nightly", Annotations: map[string]string{
+			"cairn.dev/requester":        "system:serviceaccount:team-a:dev",
+			"cairn.dev/requester-groups": `["system:serviceaccounts","system:authenticated"]`,
+			"note":                       "not copied",
+		}},
+		Spec: cairnv1.ScheduleSpec{Schedule: "@daily"},
+	}
+	b := NewBackup(s, utc("2026-01-15T00:00:00Z"))
+	want := map[string]string{
+		"cairn.dev/requester":        "system:serviceaccount:team-a:dev",
+		"cairn.dev/requester-groups": `["system:serviceaccounts","system:authenticated"]`,
+	}
+	if !maps.Equal(b.Annotations, want) {
+		t.Errorf("annotations %v, want %v", b.Annotations, want)
+	}
+	if b := NewBackup(&cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, utc("2026-01-15T00:00:00Z")); b.Annotations != nil {
+		t.Errorf("annotations %v of a schedule without a requester, want none", b.Annotations)
+	}
+}
