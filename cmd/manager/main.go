@@ -97,6 +97,7 @@ func run(args []string) int {
 		DownloadBindAddress:        opts.downloadAddr,
 		DownloadURLBase:            opts.downloadURLBase,
 		ChartObjects:               opts.chartObjects,
+		ActAsRequesterEverywhere:   opts.actAsRequester == actAsRequesterEverywhere,
 		DownloadSigningKey:         downloadKey,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)

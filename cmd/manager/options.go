@@ -16,6 +16,12 @@ import (
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
+// The values of --act-as-requester (DESIGN.md section 15).
+const (
+	actAsRequesterTeams      = "team-namespaces"
+	actAsRequesterEverywhere = "all-namespaces"
+)
+
 // options are the manager's command-line settings.
 type options struct {
 	namespace            string
@@ -42,6 +48,7 @@ type options struct {
 	downloadURLBase      string
 	downloadKeyFile      string
 	chartObjects         string
+	actAsRequester       string
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -99,6 +106,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"A file holding the key (at least 32 bytes) that signs download URLs, the same for every replica (such as a mounted Secret); default: a random key per process, so a URL works only on the replica that answered its DownloadRequest.")
 	fs.StringVar(&o.chartObjects, "chart-objects", "",
 		"A ConfigMap in --namespace whose objects.yaml declares storage locations and schedules that the manager applies, as the Helm chart's values give them (default: none).")
+	fs.StringVar(&o.actAsRequester, "act-as-requester", actAsRequesterTeams,
+		"Where backups, restores and downloads act with the rights of the person who created them: "+actAsRequesterTeams+" (every namespace but --namespace, whose objects the operator carries out with its own rights: who may create them there is an administrator) or "+actAsRequesterEverywhere+" (--namespace too).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -158,6 +167,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.backupSyncPeriod < 0 {
 		return o, fmt.Errorf("invalid value %s for --backup-sync-period: must be 0s (off) or more", o.backupSyncPeriod)
+	}
+	if o.actAsRequester != actAsRequesterTeams && o.actAsRequester != actAsRequesterEverywhere {
+		return o, fmt.Errorf("invalid value %q for --act-as-requester: must be %s or %s", o.actAsRequester, actAsRequesterTeams, actAsRequesterEverywhere)
 	}
 	priorities, err := restore.ParsePriorities(o.restorePriorities)
 	if err != nil {

@@ -37,6 +37,9 @@ func TestParseOptions(t *testing.T) {
 				if o.downloadAddr != ":8086" || o.downloadURLBase != "" {
 					t.Errorf("download defaults = %q %q, want :8086 and none", o.downloadAddr, o.downloadURLBase)
 				}
+				if o.actAsRequester != "team-namespaces" {
+					t.Errorf("act as requester = %q, want team-namespaces", o.actAsRequester)
+				}
 				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
 					t.Errorf("defaults = %+v", o)
 				}
@@ -52,7 +55,7 @@ func TestParseOptions(t *testing.T) {
 				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
 				"--backup-sync-period=0s",
 				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
-				"--download-signing-key-file=/keys/download"},
+				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -61,7 +64,8 @@ func TestParseOptions(t *testing.T) {
 					phaseTimeout: 2 * time.Hour, concurrentRestores: 2, restoreWorkerCount: 16,
 					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
 					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour,
-					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download"}
+					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download",
+					actAsRequester: "all-namespaces"}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -90,6 +94,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "no priorities", args: []string{"--restore-resource-priorities="}, wantErr: "--restore-resource-priorities"},
 		{name: "download URL base without a scheme", args: []string{"--download-url-base=cairn:8086"}, wantErr: `invalid value "cairn:8086" for --download-url-base`},
 		{name: "download URL base with a query", args: []string{"--download-url-base=http://cairn:8086/?a=b"}, wantErr: "--download-url-base: must be an http or https URL without a query"},
+		{name: "unknown requester rule", args: []string{"--act-as-requester=nowhere"}, wantErr: `invalid value "nowhere" for --act-as-requester: must be team-namespaces or all-namespaces`},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}

@@ -106,6 +106,10 @@ type Config struct {
 	// ChartObjects names the ConfigMap of the chart's storage locations and schedules, in
 	// Namespace (--chart-objects); "" means none.
 	ChartObjects string
+	// ActAsRequesterEverywhere applies the requester rule (DESIGN.md section 15) in Namespace
+	// too (--act-as-requester=all-namespaces); by default the operator carries out the objects
+	// there with its own rights.
+	ActAsRequesterEverywhere bool
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []RecoveryStep
