@@ -8,7 +8,7 @@ mkdir -p docs/bench
 BENCHTIME=${BENCHTIME:-3x}
 # BENCHES chooses which benchmarks run (default: all); the report is written from every raw
 # output in docs/bench/, so the others keep their last numbers.
-BENCHES=${BENCHES:-storage queue backup cancel deletion restore restorecancel expiry sync}
+BENCHES=${BENCHES:-storage queue backup cancel deletion restore restorecancel expiry sync untrusted}
 want() { [[ " $BENCHES " == *" $1 "* ]]; }
 
 if want storage; then
@@ -56,6 +56,11 @@ fi
 if want sync; then
   echo "bench: sync (2,000 committed backups synced into an empty cluster, then an idle pass; envtest control plane)" >&2
   go test -run '^$' -bench '^BenchmarkSync' -benchtime 1x -timeout 20m ./test/bench/ | tee docs/bench/sync.txt >&2
+fi
+
+if want untrusted; then
+  echo "bench: untrusted (a restore of an archive with one 512 MiB JSON entry and a wrong checksum; in process, no control plane)" >&2
+  go test -run '^$' -bench '^BenchmarkRestoreReadBomb$' -benchtime 3x ./internal/restore/ | tee docs/bench/untrusted.txt >&2
 fi
 
 # metric FILE BENCH UNIT: the value a benchmark reported for a unit.
@@ -388,5 +393,32 @@ How to read it:
   two cores with the manager and the benchmark, so that is where the time goes. The queue is
   not woken by synced backups (they are not its own), so it takes no CPU from them: when each
   synced backup's status write still woke it, the same 2,000 took 25 s.
+MD
+cat >>docs/benchmarks.md <<MD
+
+## Untrusted archive: one 512 MiB entry, a wrong checksum
+
+Issue 25's finding 4: a backup whose archive holds one 512 MiB JSON entry
+($(metric docs/bench/untrusted.txt RestoreReadBomb compressed-KiB) KiB compressed) and whose
+commit marker has a wrong checksum, restored by a team. Measured in process, not on the
+manager binary: \`restore.Runner.Run\` (the manager's restore code, reading the archive from a
+filesystem location, with a fake API server) in the benchmark's own process, whose peak RSS
+(VmHWM, reset with \`/proc/self/clear_refs\` before each run) is what the run added to a
+process that had nothing else to do. The manager's own baseline (45 MB in the issue) comes on
+top.
+
+| measurement | result | goal |
+|---|---|---|
+| peak RSS of the process during the restore | $(metric docs/bench/untrusted.txt RestoreReadBomb peak-rss-MiB) MiB | < 150 MiB (was 2.3 GB in the manager) |
+| bytes allocated by the restore | $(metric docs/bench/untrusted.txt RestoreReadBomb alloc-MiB) MiB | — |
+| time to Failed ("archive checksum mismatch") | $(awk '/^BenchmarkRestoreReadBomb/ {printf "%.1f", $3/1e6}' docs/bench/untrusted.txt) ms | — |
+
+How to read it: the entry's tar header says 512 MiB, over the 16 MiB entry cap
+(\`archive.DefaultMaxEntrySize\`, the manager's \`--max-archive-entry-size\`), so it is refused
+before a byte of it is read; the rest of the compressed stream is hashed without being
+decompressed, and the checksum mismatch wins over the refused entry, so the restore fails
+with the same reason as before, having created nothing. With the cap lifted (the reader as it
+was) the same run allocated 1,537 MiB and peaked at 1,564 MiB RSS in 17 s on this machine.
+docs/format.md says what else is capped.
 MD
 echo "bench: wrote docs/benchmarks.md" >&2

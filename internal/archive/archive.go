@@ -5,6 +5,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -98,8 +99,35 @@ type Entry struct {
 	Data []byte
 }
 
-// Each calls fn with every entry of an archive, in order, one at a time.
+// DefaultMaxEntrySize is the largest entry a reader accepts unless told otherwise (the manager's
+// --max-archive-entry-size). An entry is one Kubernetes object as JSON: etcd refuses a request
+// over 1.5 MiB by default and the API server a request body over 3 MiB, so no object the API
+// server served, nor one it could take back, comes near. 16 MiB is ten times etcd's limit
+// (room for a cluster whose etcd allows more, and for JSON's overhead over etcd's protobuf)
+// while one entry held in memory, with its copies while it is spooled, stays far below the
+// manager's memory limit.
+const DefaultMaxEntrySize int64 = 16 << 20
+
+// ErrEntryTooLarge means an archive entry is larger than the reader's cap: by its tar header,
+// or by the bytes it turned out to hold.
+var ErrEntryTooLarge = errors.New("archive entry larger than the cap")
+
+// Each calls fn with every entry of an archive, in order, one at a time; an entry larger than
+// DefaultMaxEntrySize ends the read with ErrEntryTooLarge. It is EachMax with the default cap.
 func Each(r io.Reader, fn func(Entry) error) error {
+	return EachMax(r, DefaultMaxEntrySize, fn)
+}
+
+// EachMax calls fn with every entry of an archive, in order, one at a time. An archive comes
+// from storage, which whoever can write the bucket controls: an entry larger than maxEntrySize
+// (DefaultMaxEntrySize when 0 or less) ends the read with ErrEntryTooLarge, before any of it is
+// read when its tar header says so, and as soon as it passes the cap when its bytes do. At
+// most one entry is in memory at a time, so what reading holds is bounded by the cap, however
+// much the archive decompresses to.
+func EachMax(r io.Reader, maxEntrySize int64, fn func(Entry) error) error {
+	if maxEntrySize <= 0 {
+		maxEntrySize = DefaultMaxEntrySize
+	}
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
@@ -114,14 +142,32 @@ func Each(r io.Reader, fn func(Entry) error) error {
 		if err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
-		data, err := io.ReadAll(tr)
+		data, err := readEntry(hdr.Name, hdr.Size, tr, maxEntrySize)
 		if err != nil {
-			return fmt.Errorf("archive: reading %s: %w", hdr.Name, err)
+			return err
 		}
 		if err := fn(Entry{Name: hdr.Name, Data: data}); err != nil {
 			return err
 		}
 	}
+}
+
+// readEntry reads one entry of declared size from r, refusing one over maxSize by its
+// declared size before reading, and by its bytes (a reader that gives more than its header
+// said) as soon as they pass the cap.
+func readEntry(name string, declared int64, r io.Reader, maxSize int64) ([]byte, error) {
+	if declared > maxSize {
+		return nil, fmt.Errorf("archive: %s: %w: its header says %d bytes, the cap is %d", name, ErrEntryTooLarge, declared, maxSize)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, max(declared, 0)+bytes.MinRead))
+	n, err := buf.ReadFrom(io.LimitReader(r, maxSize+1))
+	switch {
+	case n > maxSize:
+		return nil, fmt.Errorf("archive: %s: %w: it holds more than %d bytes", name, ErrEntryTooLarge, maxSize)
+	case err != nil:
+		return nil, fmt.Errorf("archive: reading %s: %w", name, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // ReadAll reads every entry of an archive (for tests and small archives).

@@ -262,9 +262,14 @@ func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *ca
 		return "", nil
 	}
 	var list map[string][]string
-	err = r.stores.call(ctx, func(ctx context.Context) (err error) {
-		list, err = storage.ReadResourceList(ctx, store, store.Layout.Backup(dr.Namespace, target.Name).ResourceList)
-		return err
+	key := store.Layout.Backup(dr.Namespace, target.Name).ResourceList
+	err = r.stores.call(ctx, func(ctx context.Context) error {
+		rc, err := store.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		return storage.DecodeGzipJSON(rc, key, 0, &list)
 	})
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Sprintf("backup %s has no resource list, which says what its contents hold: they are not handed out", target.Name), nil

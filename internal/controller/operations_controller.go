@@ -2,9 +2,7 @@ package controller
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -279,12 +277,9 @@ func readOperations(ctx context.Context, store storage.ObjectStore, key string) 
 		return nil, fmt.Errorf("reading the operations: %w", err)
 	}
 	defer rc.Close()
-	gz, err := gzip.NewReader(rc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errCorruptOperations, err)
-	}
+	// Storage is untrusted input: the object is capped (DESIGN.md section 15).
 	var ops []backup.Operation
-	if err := json.NewDecoder(gz).Decode(&ops); err != nil {
+	if err := storage.DecodeGzipJSON(rc, key, storage.DefaultMaxFileSize, &ops); err != nil {
 		return nil, fmt.Errorf("%w: %w", errCorruptOperations, err)
 	}
 	return ops, nil

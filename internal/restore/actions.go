@@ -25,6 +25,10 @@ type Facts struct {
 	SnapshotOf func(namespace, claim string) (vs, vsc *unstructured.Unstructured)
 	// Restore is the restore being run.
 	Restore *cairnv1.Restore
+	// SnapshotAllowed says whether the restore may make a VolumeSnapshotContent for a snapshot
+	// handle of the backup, with the operator's rights (nil: it may). A team restore may only
+	// for a handle this cluster's own record of the backup holds (tenancy.go).
+	SnapshotAllowed func(ctx context.Context, handle string) error
 }
 
 func (f Facts) pvRestored(name string) bool { return f.PVRestored != nil && f.PVRestored(name) }

@@ -71,6 +71,13 @@ func (a CSIRestoreAction) Execute(ctx context.Context, in ActionInput) (ActionOu
 	if handle == "" || driver == "" {
 		return out, fmt.Errorf("the backup's VolumeSnapshotContent %s of this claim has no snapshot handle or driver", vsc.GetName())
 	}
+	// The handle comes from the archive: the VolumeSnapshotContent below is cluster-scoped and
+	// made with the operator's rights, so the restore must be allowed that handle.
+	if in.Facts.SnapshotAllowed != nil {
+		if err := in.Facts.SnapshotAllowed(ctx, handle); err != nil {
+			return out, err
+		}
+	}
 	namespace, claim := in.Item.GetNamespace(), in.Item.GetName()
 	vsName, vscName := SnapshotNames(in.Facts.Restore, namespace, claim)
 	labels := map[string]any{

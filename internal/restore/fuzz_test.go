@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/cairn-backup/cairn/internal/backup"
 )
 
 // FuzzItem feeds any JSON object, as an archive may hold it, through everything that decides
@@ -45,7 +47,8 @@ func FuzzItem(f *testing.F) {
 				PreserveNodePorts: i%2 == 0, RestorePVs: i%3 != 0, KeepStatus: i%2 == 1,
 			}
 			_ = SkipReason(gr, original)
-			_ = VerifyIdentity(ItemRef{GR: gr, Namespace: "old", Name: "p"}, original)
+			_ = VerifyIdentity(ItemRef{GR: gr, Namespace: "old", Name: "p"}, original, nil)
+			_ = VerifyIdentity(ItemRef{GR: gr, Name: "p"}, original, &backup.Resource{Kind: "Pod", Namespaced: true})
 			prepared := Prepare(original, opts)
 			out := prepared
 			for _, a := range actions.For(gr) {

@@ -232,33 +232,6 @@ func addLabels(md map[string]any, add map[string]string) {
 	}
 }
 
-// VerifyIdentity checks that obj is the item its place in the archive says it is: its name
-// and namespace are ref's. The runner selects and maps items by their place in the archive
-// (filters, tenancy); an item whose body names another object is refused rather than created
-// there.
-func VerifyIdentity(ref ItemRef, obj *unstructured.Unstructured) error {
-	if obj == nil {
-		return fmt.Errorf("%s: the item is empty", ref)
-	}
-	md, ok := obj.Object["metadata"].(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s: the item has no metadata object", ref)
-	}
-	name, _ := md["name"].(string)
-	if name != ref.Name {
-		return fmt.Errorf("%s: the item is named %q", ref, fmt.Sprint(md["name"]))
-	}
-	ns, found := md["namespace"]
-	nsString, isString := ns.(string)
-	switch {
-	case found && ns != nil && !isString:
-		return fmt.Errorf("%s: the item's namespace is not a string", ref)
-	case nsString != ref.Namespace:
-		return fmt.Errorf("%s: the item is in namespace %q", ref, nsString)
-	}
-	return nil
-}
-
 // nestedMap is the map at fields, or false when any of them is missing or not a map.
 func nestedMap(obj map[string]any, fields ...string) (map[string]any, bool) {
 	m := obj

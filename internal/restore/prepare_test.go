@@ -247,37 +247,3 @@ func TestOptionsMapNamespace(t *testing.T) {
 		t.Errorf("MapNamespace without a mapping = %q", got)
 	}
 }
-
-func TestVerifyIdentity(t *testing.T) {
-	cm := schema.GroupResource{Resource: "configmaps"}
-	tests := []struct {
-		name    string
-		ref     ItemRef
-		obj     string
-		wantErr string
-	}{
-		{name: "namespaced item", ref: ItemRef{GR: cm, Namespace: "a", Name: "c"}, obj: `{"metadata":{"name":"c","namespace":"a"}}`},
-		{name: "cluster-scoped item", ref: ItemRef{GR: pvsGR, Name: "pv"}, obj: `{"metadata":{"name":"pv"}}`},
-		{name: "another name", ref: ItemRef{GR: cm, Namespace: "a", Name: "c"}, obj: `{"metadata":{"name":"d","namespace":"a"}}`, wantErr: `named "d"`},
-		{name: "another namespace", ref: ItemRef{GR: cm, Namespace: "a", Name: "c"}, obj: `{"metadata":{"name":"c","namespace":"kube-system"}}`, wantErr: `namespace "kube-system"`},
-		{name: "a namespace on a cluster-scoped item", ref: ItemRef{GR: pvsGR, Name: "pv"}, obj: `{"metadata":{"name":"pv","namespace":"a"}}`, wantErr: `namespace "a"`},
-		{name: "no namespace on a namespaced item", ref: ItemRef{GR: cm, Namespace: "a", Name: "c"}, obj: `{"metadata":{"name":"c"}}`, wantErr: `namespace ""`},
-		{name: "a namespace that is a number", ref: ItemRef{GR: cm, Namespace: "a", Name: "c"}, obj: `{"metadata":{"name":"c","namespace":1}}`, wantErr: "not a string"},
-		{name: "a name that is a number", ref: ItemRef{GR: cm, Namespace: "a", Name: "1"}, obj: `{"metadata":{"name":1,"namespace":"a"}}`, wantErr: "named"},
-		{name: "metadata that is a string", ref: ItemRef{GR: cm, Namespace: "a", Name: "c"}, obj: `{"metadata":"c"}`, wantErr: "no metadata"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := VerifyIdentity(tt.ref, item(t, tt.obj))
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("VerifyIdentity: %v", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Errorf("VerifyIdentity = %v, want an error with %q", err, tt.wantErr)
-			}
-		})
-	}
-	if err := VerifyIdentity(ItemRef{GR: cm, Name: "c"}, nil); err == nil {
-		t.Error("a nil item has an identity")
-	}
-}

@@ -214,6 +214,8 @@ type run struct {
 	// CSI restore action reads; snapshotOf finds a claim's snapshot.
 	snapshots  map[ItemRef]*unstructured.Unstructured
 	snapshotOf map[ItemRef]ItemRef
+	// snapshotRecords is this cluster's record of the backup's CSI snapshots (tenancy.go).
+	snapshotRecords snapshotRecordCache
 }
 
 // plan is what the first pass over the spool decided: the facts the selection of
@@ -764,19 +766,15 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		ru.record(gr, target, item.Name, FailedItem, fmt.Sprintf("%s: not a valid object in the backup: %v", ref, err))
 		return
 	}
+	if err := ru.verifyItem(gr, item, obj); err != nil {
+		ru.record(gr, target, item.Name, FailedItem, "refused: "+err.Error())
+		return
+	}
 	if reason := SkipReason(gr, obj); reason != "" {
 		ru.record(gr, target, item.Name, Skipped, "")
 		ru.log.WithField("item", ref).Info("Skipped: " + reason)
 		return
 	}
-	if ru.team && target != ru.restore.Namespace {
-		ru.record(gr, target, item.Name, FailedItem, fmt.Sprintf("%s: a restore in namespace %s may only restore into its own namespace", ref, ru.restore.Namespace))
-		return
-	}
-	// The archive's placement of the item is what the filters decided on: it wins over what
-	// the item's own metadata says.
-	obj.SetNamespace(item.Namespace)
-	obj.SetName(item.Name)
 	opts := ru.opts
 	opts.KeepStatus = ru.keepStatus && ru.status.Includes(gr)
 	desired := Prepare(obj, opts)
@@ -784,7 +782,11 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		desired.SetName(ru.restore.Spec.MapNamespace(item.Name))
 		target, ref = "", describe(gr, "", desired.GetName())
 	}
-	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore}
+	if err := ru.teamMayWrite(gr, target, desired); err != nil {
+		ru.record(gr, target, desired.GetName(), FailedItem, "refused: "+err.Error())
+		return
+	}
+	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore, SnapshotAllowed: ru.snapshotAllowed}
 	var started []backup.Operation
 	for _, action := range ru.actions().For(gr) {
 		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: facts})
@@ -814,6 +816,11 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		for _, more := range out.AdditionalItems {
 			ru.restoreAdditional(ctx, more)
 		}
+	}
+	if err := ru.teamMayWrite(gr, target, desired); err != nil {
+		ru.abandon(ctx, started, "the item was refused")
+		ru.record(gr, target, desired.GetName(), FailedItem, "refused: "+err.Error())
+		return
 	}
 	outcome, warning, err := ru.apply(ctx, gr, target, desired, opts.KeepStatus)
 	if err != nil || (outcome != Created && outcome != Updated) {
@@ -917,8 +924,8 @@ func (ru *run) loadSnapshots() error {
 		err := ru.spool.Each(gr, func(item SpooledItem) error {
 			// One that does not decode is left out here; restoreItem records it.
 			obj, ok := decodeItem(item.Object)
-			if !ok {
-				return nil
+			if !ok || ru.verifyItem(gr, item, obj) != nil {
+				return nil // restoreItem records it, if it is selected
 			}
 			ref := ItemRef{GR: gr, Namespace: item.Namespace, Name: item.Name}
 			ru.snapshots[ref] = obj

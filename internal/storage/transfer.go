@@ -22,8 +22,9 @@ var ErrStalled = errors.New("the transfer stalled")
 type TransferOption func(*transferOptions)
 
 type transferOptions struct {
-	idleTimeout time.Duration
-	clock       clock.WithDelayedExecution
+	idleTimeout  time.Duration
+	clock        clock.WithDelayedExecution
+	maxEntrySize int64
 }
 
 // WithIdleTimeout sets the idle-progress timeout (DefaultIdleTimeout when not given); 0 or
@@ -35,6 +36,13 @@ func WithIdleTimeout(d time.Duration) TransferOption {
 // WithClock sets the clock that times the idle timeout (the real clock when not given).
 func WithClock(c clock.WithDelayedExecution) TransferOption {
 	return func(o *transferOptions) { o.clock = c }
+}
+
+// WithMaxEntrySize sets the largest archive entry ReadArchive and VerifyArchive accept
+// (archive.DefaultMaxEntrySize when not given, or 0 or less): the manager's
+// --max-archive-entry-size.
+func WithMaxEntrySize(n int64) TransferOption {
+	return func(o *transferOptions) { o.maxEntrySize = n }
 }
 
 func newTransferOptions(opts []TransferOption) transferOptions {

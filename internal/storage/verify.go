@@ -26,20 +26,28 @@ func VerifyArchive(ctx context.Context, s ObjectStore, key string, want ArchiveD
 // ReadArchive reads the archive at key, calls each (when not nil) with every entry in order,
 // and checks that the archive's bytes are want (a commit marker's or an upload's digest) and a
 // gzip-compressed tar that reads to its end. The entries each sees are not verified yet: trust
-// nothing it kept until ReadArchive returns nil. Its errors:
+// nothing it kept until ReadArchive returns nil.
+//
+// The archive is untrusted input (whoever can write the bucket can write it, and its marker):
+// the read stops as soon as the stored bytes pass want.Size, and an entry larger than the cap
+// (WithMaxEntrySize; archive.DefaultMaxEntrySize) is refused by its tar header before it is
+// read. What the read holds in memory is one entry, whatever the archive decompresses to. Its
+// errors:
 //   - ErrChecksumMismatch: the stored bytes differ from want (corrupted or truncated in
-//     storage, or rewritten);
-//   - ErrArchiveUnreadable: the bytes are want's, but they are not a readable tar.gz;
+//     storage, rewritten, or longer than want.Size);
+//   - ErrArchiveUnreadable: the bytes are want's, but they are not a readable tar.gz, or an
+//     entry is over the cap (wrapping archive.ErrEntryTooLarge);
 //   - ErrNotFound: there is no archive;
-//   - an error each returned, as it is (the rest of the archive is still read, so that the
-//     checksum is checked first: a mismatch wins);
+//   - an error each returned, as it is (the rest of the archive is still read, up to want.Size,
+//     so that the checksum is checked first: a mismatch wins);
 //   - anything else (ErrStalled, the context's, the store's) is a failure to read, which may
 //     pass: nothing is known about the archive.
 //
 // The read has the same idle-progress timeout as PutArchive (opts), so a large archive may
 // take as long as it needs while a stalled read fails.
 func ReadArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDigest, each func(archive.Entry) error, opts ...TransferOption) error {
-	w, stop := watchIdle(ctx, newTransferOptions(opts), "reading "+key, nil)
+	o := newTransferOptions(opts)
+	w, stop := watchIdle(ctx, o, "reading "+key, nil)
 	defer stop()
 	rc, err := s.Get(w.ctx, key)
 	if err != nil {
@@ -49,9 +57,9 @@ func ReadArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDig
 
 	src := &sourceReader{r: contextReader{w.ctx, w.reader(rc)}}
 	h := sha256.New()
-	cr := &countingReader{r: io.TeeReader(src, h)}
+	cr := &cutOffReader{r: io.TeeReader(src, h), limit: want.Size}
 	var eachErr error
-	formatErr := archive.Each(cr, func(e archive.Entry) error {
+	formatErr := archive.EachMax(cr, o.maxEntrySize, func(e archive.Entry) error {
 		if each == nil {
 			return nil
 		}
@@ -62,9 +70,13 @@ func ReadArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDig
 		return nil
 	})
 	// Whatever the tar reader left (the gzip trailer, or everything after a format error) still
-	// counts for the digest.
-	if _, err := io.Copy(io.Discard, cr); err != nil && src.err == nil {
+	// counts for the digest, up to the size recorded.
+	if _, err := io.Copy(io.Discard, cr); err != nil && src.err == nil && !cr.over {
 		src.err = err
+	}
+	if cr.over {
+		return fmt.Errorf("%s: %w: the stored archive is longer than the %d bytes recorded; reading stopped there",
+			key, ErrChecksumMismatch, want.Size)
 	}
 	if src.err != nil {
 		return fmt.Errorf("reading %s: %w", key, w.err(src.err))
@@ -80,6 +92,36 @@ func ReadArchive(ctx context.Context, s ObjectStore, key string, want ArchiveDig
 		return fmt.Errorf("%s: %w: %w", key, ErrArchiveUnreadable, formatErr)
 	}
 	return nil
+}
+
+// errPastRecordedSize ends a read that passed the size its digest recorded.
+var errPastRecordedSize = errors.New("the stream is longer than the size recorded")
+
+// cutOffReader counts what it reads and fails as soon as the count passes limit: a stream
+// longer than its commit marker says is never read further, whatever it holds.
+type cutOffReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+	over  bool
+}
+
+func (c *cutOffReader) Read(p []byte) (int, error) {
+	if c.over {
+		return 0, errPastRecordedSize
+	}
+	// One byte more than the limit tells a stream of exactly limit bytes from a longer one.
+	if room := c.limit + 1 - c.n; int64(len(p)) > room {
+		p = p[:max(room, 0)]
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.limit {
+		c.over = true
+		c.n = c.limit
+		return max(n-1, 0), errPastRecordedSize
+	}
+	return n, err
 }
 
 // sourceReader remembers the first error of the store's reader other than io.EOF, so that a
