@@ -98,6 +98,7 @@ func run(args []string) int {
 		DownloadURLBase:            opts.downloadURLBase,
 		ChartObjects:               opts.chartObjects,
 		ActAsRequesterEverywhere:   opts.actAsRequester == actAsRequesterEverywhere,
+		MaxArchiveEntrySize:        opts.maxEntryBytes,
 		DownloadSigningKey:         downloadKey,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -49,6 +51,9 @@ type options struct {
 	downloadKeyFile      string
 	chartObjects         string
 	actAsRequester       string
+	maxEntrySize         string
+	// maxEntryBytes is maxEntrySize, parsed.
+	maxEntryBytes int64
 	// priorities is restorePriorities, parsed.
 	priorities []string
 	zap        zap.Options
@@ -108,6 +113,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"A ConfigMap in --namespace whose objects.yaml declares storage locations and schedules that the manager applies, as the Helm chart's values give them (default: none).")
 	fs.StringVar(&o.actAsRequester, "act-as-requester", actAsRequesterTeams,
 		"Where backups, restores and downloads act with the rights of the person who created them: "+actAsRequesterTeams+" (every namespace but --namespace, whose objects the operator carries out with its own rights: who may create them there is an administrator) or "+actAsRequesterEverywhere+" (--namespace too).")
+	fs.StringVar(&o.maxEntrySize, "max-archive-entry-size", resource.NewQuantity(archive.DefaultMaxEntrySize, resource.BinarySI).String(),
+		"The largest single entry of a backup archive the manager reads (a quantity such as 16Mi): a larger one is refused before it is read, so a hostile archive cannot make the manager's memory grow. Keep it well above the largest object your API server stores.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -171,6 +178,11 @@ func parseOptions(args []string) (options, error) {
 	if o.actAsRequester != actAsRequesterTeams && o.actAsRequester != actAsRequesterEverywhere {
 		return o, fmt.Errorf("invalid value %q for --act-as-requester: must be %s or %s", o.actAsRequester, actAsRequesterTeams, actAsRequesterEverywhere)
 	}
+	q, err := resource.ParseQuantity(o.maxEntrySize)
+	if err != nil || q.Value() < 1<<20 {
+		return o, fmt.Errorf("invalid value %q for --max-archive-entry-size: must be a quantity of at least 1Mi", o.maxEntrySize)
+	}
+	o.maxEntryBytes = q.Value()
 	priorities, err := restore.ParsePriorities(o.restorePriorities)
 	if err != nil {
 		return o, fmt.Errorf("invalid value %q for --restore-resource-priorities: %w", o.restorePriorities, err)

@@ -37,6 +37,9 @@ func TestParseOptions(t *testing.T) {
 				if o.downloadAddr != ":8086" || o.downloadURLBase != "" {
 					t.Errorf("download defaults = %q %q, want :8086 and none", o.downloadAddr, o.downloadURLBase)
 				}
+				if o.maxEntryBytes != 16<<20 {
+					t.Errorf("max archive entry size = %d, want 16Mi", o.maxEntryBytes)
+				}
 				if o.actAsRequester != "team-namespaces" {
 					t.Errorf("act as requester = %q, want team-namespaces", o.actAsRequester)
 				}
@@ -55,7 +58,7 @@ func TestParseOptions(t *testing.T) {
 				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
 				"--backup-sync-period=0s",
 				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
-				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces"},
+				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces", "--max-archive-entry-size=32Mi"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -65,7 +68,7 @@ func TestParseOptions(t *testing.T) {
 					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
 					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour,
 					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download",
-					actAsRequester: "all-namespaces"}
+					actAsRequester: "all-namespaces", maxEntrySize: "32Mi", maxEntryBytes: 32 << 20}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -95,6 +98,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "download URL base without a scheme", args: []string{"--download-url-base=cairn:8086"}, wantErr: `invalid value "cairn:8086" for --download-url-base`},
 		{name: "download URL base with a query", args: []string{"--download-url-base=http://cairn:8086/?a=b"}, wantErr: "--download-url-base: must be an http or https URL without a query"},
 		{name: "unknown requester rule", args: []string{"--act-as-requester=nowhere"}, wantErr: `invalid value "nowhere" for --act-as-requester: must be team-namespaces or all-namespaces`},
+		{name: "entry size not a quantity", args: []string{"--max-archive-entry-size=big"}, wantErr: `invalid value "big" for --max-archive-entry-size`},
+		{name: "entry size too small", args: []string{"--max-archive-entry-size=1Ki"}, wantErr: "must be a quantity of at least 1Mi"},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}

@@ -65,6 +65,9 @@ type FinalizerReconciler struct {
 	// PhaseTimeout bounds how long a backup stays in Finalizing* or FinalizingCancelled when
 	// storage keeps failing; 0 means DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
+	// MaxArchiveEntrySize is the largest archive entry the verification of a written archive
+	// accepts; 0 means archive.DefaultMaxEntrySize.
+	MaxArchiveEntrySize int64
 	// Workers is how many backups are finalized at once (MaxConcurrentReconciles); cancelled
 	// backups are cleaned up by workers of their own, so a long finalize never holds a cancel.
 	Workers int
@@ -500,7 +503,7 @@ func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backu
 		}
 	}
 	// Before the commit marker: the stored archive must be the one uploaded, and readable.
-	if err := storage.VerifyArchive(ctx, store, keys.Archive, want); err != nil {
+	if err := storage.VerifyArchive(ctx, store, keys.Archive, want, storage.WithMaxEntrySize(r.MaxArchiveEntrySize)); err != nil {
 		if errors.Is(err, storage.ErrChecksumMismatch) || errors.Is(err, storage.ErrArchiveUnreadable) {
 			return storage.ArchiveDigest{}, warnings, permanent(err)
 		}

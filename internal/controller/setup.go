@@ -106,6 +106,9 @@ type Config struct {
 	// ChartObjects names the ConfigMap of the chart's storage locations and schedules, in
 	// Namespace (--chart-objects); "" means none.
 	ChartObjects string
+	// MaxArchiveEntrySize is the largest archive entry the manager reads
+	// (--max-archive-entry-size); 0 means archive.DefaultMaxEntrySize.
+	MaxArchiveEntrySize int64
 	// ActAsRequesterEverywhere applies the requester rule (DESIGN.md section 15) in Namespace
 	// too (--act-as-requester=all-namespaces); by default the operator carries out the objects
 	// there with its own rights.
@@ -187,7 +190,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	restoreOps := &uidMap[[]backup.Operation]{}
 	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
-		NamespaceTimeout: cfg.RestoreNamespaceTimeout}
+		NamespaceTimeout: cfg.RestoreNamespaceTimeout, MaxEntrySize: cfg.MaxArchiveEntrySize}
 	// The names committed in each location that no backup of the cluster stands for: the sync
 	// writes them, the queue checks new backups against them.
 	catalog := &backupsync.Catalog{}
@@ -252,6 +255,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			CleanupBackoffMax: cfg.RetryBackoffMax,
 			PhaseTimeout:      cfg.PhaseTimeout,
 			logs:              logs,
+
+			MaxArchiveEntrySize: cfg.MaxArchiveEntrySize,
 		}},
 		{"deletion", &DeletionReconciler{
 			Client:     mgr.GetClient(),

@@ -82,6 +82,9 @@ type Runner struct {
 	// StorageRetry paces the attempts to read the backup from storage; zero means
 	// DefaultStorageRetry.
 	StorageRetry wait.Backoff
+	// MaxEntrySize is the largest archive entry a restore reads (--max-archive-entry-size);
+	// 0 means archive.DefaultMaxEntrySize.
+	MaxEntrySize int64
 }
 
 // DefaultStorageRetry: a backup that cannot be read is tried three times in about 7 seconds
@@ -459,7 +462,7 @@ func (ru *run) spoolArchive(ctx context.Context, keys storage.BackupKeys) (*Spoo
 			meta.Namespace, meta.Name, ru.restore.Namespace, ru.restore.Status.BackupName)
 	}
 	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize}
-	return NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir)
+	return NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir, storage.WithMaxEntrySize(ru.MaxEntrySize))
 }
 
 // selectItems resolves the filters against the cluster's resources and decides, in one pass over
