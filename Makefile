@@ -54,7 +54,7 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC from the API markers.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC from the API markers; copy them and the admission policies into the chart.
 	$(CONTROLLER_GEN) rbac:roleName=cairn-manager crd paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	# The CSI snapshot CRDs the tests install, generated from the API types Cairn uses.
@@ -66,6 +66,9 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC from the API markers.
 	rm -f charts/cairn/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/cairn/files/crds/
 	cp config/rbac/role.yaml charts/cairn/files/rbac/role.yaml
+	# And the admission policies that record who created each object (config/admission).
+	rm -f charts/cairn/files/admission/*.yaml
+	cp config/admission/requester*.yaml charts/cairn/files/admission/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate the DeepCopy methods.
@@ -156,7 +159,7 @@ bench: envtest versitygw ## Run the benchmarks and write docs/benchmarks.md.
 ##@ Local control plane
 
 .PHONY: local-up
-local-up: envtest manifests ## Start etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, install CRDs and a default location.
+local-up: envtest manifests ## Start etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, install CRDs, the admission policies and a default location.
 	hack/local-up.sh up
 
 .PHONY: local-down

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A local control plane for trying Cairn: etcd + kube-apiserver + kube-controller-manager on
-# 127.0.0.1, Cairn's CRDs, the cairn-system namespace and a default filesystem
-# BackupStorageLocation. kube-controller-manager runs the controllers deleting and restoring
+# 127.0.0.1, Cairn's CRDs and admission policies, the cairn-system namespace and a default
+# filesystem BackupStorageLocation. kube-controller-manager runs the controllers deleting and restoring
 # namespaces relies on (namespace, garbage collector, serviceaccount and its tokens), the same
 # as internal/testenv.ControllerManagerControllers.
 #
@@ -104,6 +104,39 @@ KC
   chmod 600 "$KUBECONFIG_FILE"
 }
 
+# The admission policies that record who created each Backup, Restore, Schedule and
+# DownloadRequest (config/admission, as the chart installs them). The operator's identity, whose
+# creates keep the requester they carry, is the user `make run-local` runs bin/manager as: the
+# kubeconfig's, cairn-admin, which is also yours here, so on this control plane your own creates
+# keep a requester you set; every other user's are recorded. The operator's name in the files
+# (config/default's ServiceAccount) is replaced, as internal/testenv.AdmissionPolicies does.
+CONFIG_OPERATOR=system:serviceaccount:cairn-system:cairn-manager
+install_admission_policies() {
+  local operator
+  operator=$(cut -d, -f2 "$DIR/tokens.csv")
+  sed "s/${CONFIG_OPERATOR}/${operator}/" "$ROOT/config/admission/requester.yaml" | kc apply -f - >/dev/null
+  kc apply -f "$ROOT/config/admission/requester-immutable.yaml" >/dev/null
+  wait_for 30 "the admission policies to act" admission_policies_act
+}
+
+# admission_policies_act: a server-side dry run of a create by another user records that user
+# over a forged requester, and one of an update changing the requester of a paused Schedule
+# (created for the probe, deleted on the way out) is refused.
+PROBE_USER=cairn:admission-probe
+admission_policies_act() {
+  local probe='{"apiVersion":"cairn.dev/v1alpha1","kind":"Schedule","metadata":{"name":"cairn-admission-probe","namespace":"default","annotations":{"cairn.dev/requester":"forged"}},"spec":{"schedule":"@every 24h","paused":true}}'
+  local recorded
+  recorded=$(echo "$probe" | kc create --dry-run=server --as "$PROBE_USER" --as-group system:masters \
+    -o 'jsonpath={.metadata.annotations.cairn\.dev/requester}' -f - 2>/dev/null) || return 1
+  [[ "$recorded" == "$PROBE_USER" ]] || return 1
+  echo "$probe" | kc apply -f - >/dev/null 2>&1 || return 1
+  local answer
+  answer=$(kc annotate --overwrite --dry-run=server -n default schedule/cairn-admission-probe \
+    cairn.dev/requester=changed 2>&1) || true
+  kc delete -n default schedule/cairn-admission-probe --ignore-not-found >/dev/null 2>&1
+  [[ "$answer" == *"ValidatingAdmissionPolicy 'cairn-requester-immutable'"* ]]
+}
+
 up() {
   for bin in etcd kube-apiserver kube-controller-manager kubectl; do
     if [[ ! -x "$ASSETS/$bin" ]]; then
@@ -155,6 +188,7 @@ up() {
   kc wait --for condition=Established --timeout 60s \
     crd/backups.cairn.dev crd/backupstoragelocations.cairn.dev crd/restores.cairn.dev \
     crd/schedules.cairn.dev crd/downloadrequests.cairn.dev >/dev/null
+  install_admission_policies
   kc create namespace "$NAMESPACE" --dry-run=client -o yaml | kc apply -f - >/dev/null
   mkdir -p "$DIR/storage"
   kc apply -f - >/dev/null <<BSL

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,6 +30,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from what helm renders now")
@@ -501,21 +503,25 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 	}
 	docs := documents(t, out)
 	types := map[string]func() any{
-		"Deployment":               func() any { return &appsv1.Deployment{} },
-		"Service":                  func() any { return &corev1.Service{} },
-		"ServiceAccount":           func() any { return &corev1.ServiceAccount{} },
-		"Secret":                   func() any { return &corev1.Secret{} },
-		"PersistentVolumeClaim":    func() any { return &corev1.PersistentVolumeClaim{} },
-		"PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
-		"ConfigMap":                func() any { return &corev1.ConfigMap{} },
-		"ClusterRole":              func() any { return &rbacv1.ClusterRole{} },
-		"ClusterRoleBinding":       func() any { return &rbacv1.ClusterRoleBinding{} },
-		"Role":                     func() any { return &rbacv1.Role{} },
-		"RoleBinding":              func() any { return &rbacv1.RoleBinding{} },
-		"CustomResourceDefinition": func() any { return &apiextensionsv1.CustomResourceDefinition{} },
-		"BackupStorageLocation":    func() any { return &cairnv1.BackupStorageLocation{} },
-		"Schedule":                 func() any { return &cairnv1.Schedule{} },
-		"ServiceMonitor":           nil, // the Prometheus operator's kind: no Go type here
+		"Deployment":                       func() any { return &appsv1.Deployment{} },
+		"Service":                          func() any { return &corev1.Service{} },
+		"ServiceAccount":                   func() any { return &corev1.ServiceAccount{} },
+		"Secret":                           func() any { return &corev1.Secret{} },
+		"PersistentVolumeClaim":            func() any { return &corev1.PersistentVolumeClaim{} },
+		"PodDisruptionBudget":              func() any { return &policyv1.PodDisruptionBudget{} },
+		"ConfigMap":                        func() any { return &corev1.ConfigMap{} },
+		"ClusterRole":                      func() any { return &rbacv1.ClusterRole{} },
+		"ClusterRoleBinding":               func() any { return &rbacv1.ClusterRoleBinding{} },
+		"Role":                             func() any { return &rbacv1.Role{} },
+		"RoleBinding":                      func() any { return &rbacv1.RoleBinding{} },
+		"CustomResourceDefinition":         func() any { return &apiextensionsv1.CustomResourceDefinition{} },
+		"BackupStorageLocation":            func() any { return &cairnv1.BackupStorageLocation{} },
+		"Schedule":                         func() any { return &cairnv1.Schedule{} },
+		"ServiceMonitor":                   nil, // the Prometheus operator's kind: no Go type here
+		"MutatingAdmissionPolicy":          func() any { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
+		"MutatingAdmissionPolicyBinding":   func() any { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
+		"ValidatingAdmissionPolicy":        func() any { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
+		"ValidatingAdmissionPolicyBinding": func() any { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
 	}
 	kinds := map[string]int{}
 	for key, doc := range docs {
@@ -676,6 +682,66 @@ func TestDownloadServer(t *testing.T) {
 				}
 				if key := secret.Data["signing-key"]; len(key) < 32 {
 					t.Errorf("signing key of %d bytes, want at least 32 (internal/download.KeySize)", len(key))
+				}
+			}
+		})
+	}
+}
+
+// TestAdmissionPolicies: the chart renders config/admission's policies and bindings with its
+// own ServiceAccount as the operator's identity, and none with admissionPolicies.enabled=false.
+func TestAdmissionPolicies(t *testing.T) {
+	names := []string{
+		"MutatingAdmissionPolicy/" + cairnv1.RequesterPolicyName,
+		"MutatingAdmissionPolicyBinding/" + cairnv1.RequesterPolicyName,
+		"ValidatingAdmissionPolicy/" + cairnv1.RequesterImmutablePolicyName,
+		"ValidatingAdmissionPolicyBinding/" + cairnv1.RequesterImmutablePolicyName,
+	}
+	for _, tt := range []struct {
+		name     string
+		set      []string
+		operator string // "": no policies
+	}{
+		{"default", nil, "system:serviceaccount:cairn-system:cairn"},
+		{"a ServiceAccount of its own name", []string{"serviceAccount.name=backup-operator"}, "system:serviceaccount:cairn-system:backup-operator"},
+		{"off", []string{"admissionPolicies.enabled=false"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			docs := documents(t, render(t, tt.set...))
+			if tt.operator == "" {
+				for _, name := range names {
+					if _, ok := docs[name]; ok {
+						t.Errorf("%s rendered with admissionPolicies.enabled=false", name)
+					}
+				}
+				return
+			}
+			// What internal/testenv installs for the same operator, from config/admission.
+			want := map[string]any{}
+			objs, err := testenv.AdmissionPolicies(tt.operator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, obj := range objs {
+				want[obj.GetKind()+"/"+obj.GetName()] = obj.Object
+			}
+			if len(want) != len(names) {
+				t.Fatalf("config/admission has %d objects, want %v", len(want), names)
+			}
+			for _, name := range names {
+				doc, ok := docs[name]
+				if !ok {
+					t.Errorf("%s not rendered", name)
+					continue
+				}
+				var got map[string]any
+				if err := yaml.Unmarshal(doc, &got); err != nil {
+					t.Fatal(err)
+				}
+				gotJSON, _ := yaml.Marshal(got)
+				wantJSON, _ := yaml.Marshal(want[name])
+				if string(gotJSON) != string(wantJSON) {
+					t.Errorf("%s differs from config/admission's with operator %s:\n%s", name, tt.operator, lineDiff(string(wantJSON), string(gotJSON)))
 				}
 			}
 		})

@@ -3,6 +3,11 @@
 // call each other and coordinate only through status.phase.
 package controller
 
+// The manager reads the requester admission policies and their bindings
+// (internal/requester.PoliciesInstalled) to know whether the cairn.dev/requester annotations can
+// be trusted; list and watch for a cached client.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch
+
 import (
 	"fmt"
 	"slices"

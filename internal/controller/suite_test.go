@@ -51,7 +51,9 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(restCfg, client.Options{Scheme: testenv.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})).To(Succeed())
-
+	// The requester admission policies, as the chart installs them; the manager runs as
+	// envtest's administrator (restCfg), the operator's identity.
+	Expect(testenv.InstallAdmissionPolicies(suiteCtx, restCfg, restCfg)).To(Succeed())
 })
 
 // startManager runs the manager's reconcilers with cfg (defaults filled in) until the

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,7 @@ func startSecondCluster() *secondCluster {
 	Expect(err).NotTo(HaveOccurred())
 	c := &secondCluster{kubeconfig: filepath.Join(GinkgoT().TempDir(), "kubeconfig-b")}
 	Expect(os.WriteFile(c.kubeconfig, data, 0o600)).To(Succeed())
+	Expect(testenv.InstallAdmissionPolicies(context.Background(), admin.Config(), admin.Config())).To(Succeed())
 	c.kubectlOK("create", "namespace", "cairn-system")
 	// The later --kubeconfig wins: this manager reconciles the second cluster only.
 	c.manager = startManager(append(suiteManagerFlags, "--kubeconfig", c.kubeconfig)...)

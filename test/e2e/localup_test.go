@@ -66,6 +66,14 @@ var _ = Describe("hack/local-up.sh", Ordered, func() {
 		Expect(filepath.Join(dir, "storage")).To(BeADirectory())
 	})
 
+	It("records who creates each object, with the chart's admission policies", func() {
+		// Another user than the one the manager runs as (the kubeconfig's cairn-admin).
+		requester, stderr, err := kubectlWith(kc, "create", "--dry-run=server", "--as", "alice", "--as-group", "system:masters",
+			"-f", "config/samples/cairn_v1alpha1_backup.yaml", "-o", `jsonpath={.metadata.annotations.cairn\.dev/requester}`)
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		Expect(requester).To(Equal("alice"))
+	})
+
 	It("accepts the samples", func() {
 		_, stderr, err := kubectlWith(kc, "apply", "-f", "config/samples/")
 		Expect(err).NotTo(HaveOccurred(), stderr)

@@ -61,6 +61,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	kubeconfig = filepath.Join(workDir, "kubeconfig")
 	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+	// The requester admission policies, as the chart and hack/local-up.sh install them; the
+	// manager runs as e2e-admin (kubeconfig), the operator's identity.
+	Expect(testenv.InstallAdmissionPolicies(context.Background(), admin.Config(), admin.Config())).To(Succeed())
 
 	kubectlOK("create", "namespace", "cairn-system")
 	// The default location, as hack/local-up.sh makes it.
