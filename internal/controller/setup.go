@@ -9,6 +9,7 @@ package controller
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
+	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -207,6 +209,13 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// Whom each backup, restore and download acts for (DESIGN.md section 15): the requester
+	// the admission policies recorded, trusted only while those policies are installed.
+	requesters := &Requesters{
+		Client: mgr.GetClient(), Config: mgr.GetConfig(), OperatorNamespace: cfg.Namespace, Everywhere: cfg.ActAsRequesterEverywhere,
+		Parse: requester.From,
+		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
+	}
 	reconcilers := []namedReconciler{
 		{"queue", &BackupQueueReconciler{
 			Client:             mgr.GetClient(),
@@ -218,9 +227,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
 			Catalog:            catalog,
-			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace, nil),
+			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
+			Requesters:         requesters,
 		}},
 		{"backup", &BackupReconciler{
+			Requesters:        requesters,
 			Client:            mgr.GetClient(),
 			APIReader:         mgr.GetAPIReader(),
 			Namespace:         cfg.Namespace,
@@ -274,6 +285,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			BackoffMax: cfg.RetryBackoffMax,
 		}},
 		{"restore", &RestoreReconciler{
+			Requesters:         requesters,
 			Client:             mgr.GetClient(),
 			APIReader:          mgr.GetAPIReader(),
 			Namespace:          cfg.Namespace,
@@ -315,10 +327,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder: mgr.GetEventRecorder("cairn-cancel"),
 		}},
 		{"schedule", &ScheduleReconciler{
-			Client:    mgr.GetClient(),
-			Namespace: cfg.Namespace,
-			Clock:     cfg.Clock,
-			Recorder:  mgr.GetEventRecorder("cairn-schedule"),
+			Requesters: requesters,
+			Client:     mgr.GetClient(),
+			Namespace:  cfg.Namespace,
+			Clock:      cfg.Clock,
+			Recorder:   mgr.GetEventRecorder("cairn-schedule"),
 		}},
 		{"storagelocation", &BackupStorageLocationReconciler{
 			Client:    mgr.GetClient(),
@@ -345,6 +358,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Catalog:       catalog,
 		}},
 		{"downloadrequest", &DownloadRequestReconciler{
+			Requesters:   requesters,
 			Client:       mgr.GetClient(),
 			Namespace:    cfg.Namespace,
 			Clock:        cfg.Clock,
