@@ -224,10 +224,6 @@ func BackupName(schedule string, tick time.Time) string {
 	return schedule + "-" + tick.UTC().Format(nameTimeLayout)
 }
 
-// requesterAnnotationPrefix starts the keys of the annotations that record who created an
-// object (cairnv1's requester annotations).
-const requesterAnnotationPrefix = "cairn.dev/requester"
-
 // NewBackup is the backup a run of s for tick creates, in the schedule's namespace: the
 // template as its spec, the template's labels (spec.template.metadata.labels) and the
 // cairn.dev/schedule-name label (never the Schedule's own labels, which GitOps tools track),
@@ -252,8 +248,8 @@ func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
 	}
 	// The schedule's requester is its backups' (DESIGN.md section 15): the admission policy
 	// keeps these as the operator writes them.
-	for k, v := range s.Annotations {
-		if strings.HasPrefix(k, requesterAnnotationPrefix) {
+	for _, k := range cairnv1.RequesterAnnotations {
+		if v, ok := s.Annotations[k]; ok {
 			if b.Annotations == nil {
 				b.Annotations = map[string]string{}
 			}
