@@ -32,12 +32,12 @@ var _ = Describe("Tenancy: Cairn acts with its requester's rights", Ordered, fun
 		kubectlOK("create", "namespace", ns)
 		DeferCleanup(func() { kubectlOK("delete", "namespace", ns, "--wait=false") })
 		createCairnEditorRole()
-		// lead: the namespace's admin (the built-in admin role) and Cairn's editor role.
-		lead = tenant(ns, "lead", "admin")
+		// lead: the namespace's admin and Cairn's editor role.
+		lead = tenant(ns, "lead", "e2e-namespace-admin")
 		// member: Cairn's editor role only: may not create Roles or Pods, nor get Secrets.
 		member = tenant(ns, "member")
-		// viewer: reads everything but Secrets (the built-in view role), and Cairn's editor role.
-		viewer = tenant(ns, "viewer", "view")
+		// viewer: reads the application's kinds but not Secrets nor RBAC, and Cairn's editor role.
+		viewer = tenant(ns, "viewer", "e2e-namespace-viewer")
 		for _, who := range []struct{ config, verb, resource, want string }{
 			{member, "create", "roles", "no"}, {member, "create", "pods", "no"}, {member, "get", "secrets", "no"},
 			{member, "create", "backups.cairn.dev", "yes"}, {viewer, "get", "secrets", "no"}, {viewer, "list", "configmaps", "yes"},
@@ -291,10 +291,31 @@ spec: {}
 })
 
 // createCairnEditorRole makes the chart's cairn-backup-editor ClusterRole, as the chart's
-// rbac.teamRoles renders it (charts/cairn/templates/rbac.yaml), once per suite.
+// rbac.teamRoles renders it (charts/cairn/templates/rbac.yaml), and two roles for a team's
+// members: a namespace admin and a viewer who may not read Secrets nor RBAC (the built-in admin
+// and view roles are aggregated by a controller the suite's control plane does not run).
 func createCairnEditorRole() {
 	GinkgoHelper()
 	applyAdmin(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-namespace-admin}
+rules:
+- apiGroups: ["", "apps", "batch", "rbac.authorization.k8s.io", "networking.k8s.io", "policy", "autoscaling", "coordination.k8s.io", "discovery.k8s.io", "snapshot.storage.k8s.io"]
+  resources: ["*"]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-namespace-viewer}
+rules:
+- apiGroups: [""]
+  resources: [configmaps, services, serviceaccounts, pods, persistentvolumeclaims, endpoints, limitranges, resourcequotas, replicationcontrollers, podtemplates]
+  verbs: [get, list, watch]
+- apiGroups: ["apps", "batch"]
+  resources: ["*"]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: e2e-cairn-backup-editor}
 rules:
