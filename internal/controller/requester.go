@@ -140,22 +140,29 @@ func (q *Requesters) Writer(user authenticationv1.UserInfo) (dynamic.Interface, 
 
 // ReadAll reports whether user may get every kind of object in items ("resource.group" →
 // "namespace/name", or "name" for a cluster-scoped item: a backup's resource list); denied
-// names the first (kind, namespace) pair they may not read, for messages.
+// names every kind they may not read, and where, for messages.
 func (q *Requesters) ReadAll(ctx context.Context, user authenticationv1.UserInfo, items map[string][]string) (denied string, err error) {
+	var refused []string
+	reason := ""
 	for _, k := range readQuestions(items) {
-		ok, reason, err := q.May(ctx, user, authorizationv1.ResourceAttributes{Namespace: k.namespace, Verb: "get", Group: k.gr.Group, Resource: k.gr.Resource})
+		ok, why, err := q.May(ctx, user, authorizationv1.ResourceAttributes{Namespace: k.namespace, Verb: "get", Group: k.gr.Group, Resource: k.gr.Resource})
 		if err != nil {
 			return "", err
 		}
-		if !ok {
-			where := "cluster-scoped"
-			if k.namespace != "" {
-				where = "in namespace " + k.namespace
-			}
-			return fmt.Sprintf("%s may not get %s %s (%s)", user.Username, k.gr, where, reason), nil
+		if ok {
+			continue
 		}
+		where := "cluster-scoped"
+		if k.namespace != "" {
+			where = "in namespace " + k.namespace
+		}
+		refused = append(refused, k.gr.String()+" "+where)
+		reason = why
 	}
-	return "", nil
+	if len(refused) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("%s may not get %s (%s)", user.Username, strings.Join(refused, ", "), reason), nil
 }
 
 // readQuestion is one (kind, namespace) pair of a resource list.

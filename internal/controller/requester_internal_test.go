@@ -128,8 +128,8 @@ func TestRequestersMayAndReadAll(t *testing.T) {
 	if denied != "" || err != nil {
 		t.Errorf("ReadAll = %q, %v; want allowed", denied, err)
 	}
-	denied, err = q.ReadAll(ctx, alice, map[string][]string{"configmaps": {"team-a/a"}, "secrets": {"team-a/s"}})
-	if denied != "alice may not get secrets in namespace team-a (no rule)" || err != nil {
+	denied, err = q.ReadAll(ctx, alice, map[string][]string{"configmaps": {"team-a/a", "team-b/b"}, "secrets": {"team-a/s"}})
+	if denied != "alice may not get configmaps in namespace team-b, secrets in namespace team-a (no rule)" || err != nil {
 		t.Errorf("ReadAll = %q, %v; want the secrets named", denied, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -410,7 +411,7 @@ func (ru *run) readArchive(ctx context.Context) error {
 		case last == nil:
 			return true, nil
 		case errors.Is(last, storage.ErrChecksumMismatch), errors.Is(last, ErrScratch), errors.Is(last, errCommitMarker),
-			errors.Is(last, storage.ErrNotCommitted):
+			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge):
 			return false, last
 		}
 		ru.log.Warn("Reading the backup from storage failed, trying again: " + last.Error())
@@ -423,6 +424,10 @@ func (ru *run) readArchive(ctx context.Context) error {
 	case err == nil:
 	case errors.Is(err, storage.ErrChecksumMismatch):
 		return fmt.Errorf("the archive of backup %s is not the one that was committed, nothing was restored: %w",
+			ru.restore.Status.BackupName, err)
+	case errors.Is(err, archive.ErrEntryTooLarge):
+		// Not the storage's failure, and not worth a retry: the archive itself is refused.
+		return fmt.Errorf("the archive of backup %s holds an entry larger than the manager reads (--max-archive-entry-size), nothing was restored: %w",
 			ru.restore.Status.BackupName, err)
 	case errors.Is(err, storage.ErrNotCommitted):
 		return fmt.Errorf("backup %s is not committed in its storage location (its commit marker is gone): %w", ru.restore.Status.BackupName, err)

@@ -159,7 +159,9 @@ func waitForAdmissionPolicies(ctx context.Context, admin *rest.Config, c client.
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		created := newSchedule()
 		if err := probe.Create(ctx, created, client.DryRunAll); err != nil {
-			return false, fmt.Errorf("probing %s: %w", cairnv1.RequesterPolicyName, err)
+			// Such as a client whose REST mapper has not yet seen the new CRDs: try again.
+			last = fmt.Sprintf("probing %s: %v", cairnv1.RequesterPolicyName, err)
+			return false, nil
 		}
 		if got := created.Annotations[cairnv1.RequesterAnnotation]; got != probeUser {
 			last = fmt.Sprintf("a create by %s recorded requester %q", probeUser, got)
