@@ -1,9 +1,9 @@
 package cairn_test
 
-// The RBAC of each chart mode, installed on a real kube-apiserver (the envtest binaries, make
-// envtest) and asked about by the real kubectl and by SubjectAccessReviews: no exec-like
-// permission in either mode, and the chart's named resources matched against what the API
-// server serves.
+// The RBAC of each chart mode, and of config/default (kustomize, which grants what mode full
+// does), installed on a real kube-apiserver (the envtest binaries, make envtest) and asked about
+// by the real kubectl and by SubjectAccessReviews: no exec-like permission in any mode, and the
+// named resources matched against what the API server serves.
 
 import (
 	"bytes"
@@ -43,9 +43,10 @@ var notBackedUp = map[schema.GroupResource]string{
 }
 
 // rbacMode is one chart mode as the tests install it: its own release and namespace, so that
-// both modes live side by side on one API server.
+// the modes live side by side on one API server. The mode "kustomize" is config/default's
+// RBAC (kubectl apply -k), which must grant what the chart's mode full grants.
 type rbacMode struct {
-	name      string // rbac.mode
+	name      string // rbac.mode, or kustomize
 	release   string
 	namespace string
 }
@@ -53,10 +54,20 @@ type rbacMode struct {
 var rbacModes = []rbacMode{
 	{"full", "full", "cairn-full"},
 	{"backupOnly", "backup-only", "cairn-backup-only"},
+	{"kustomize", "", "cairn-system"},
 }
 
-// serviceAccount is the manager's ServiceAccount of the mode's release (the release's full name).
-func (m rbacMode) serviceAccount() string { return m.release + "-cairn" }
+// restores says whether the mode grants what restores need.
+func (m rbacMode) restores() bool { return m.name != "backupOnly" }
+
+// serviceAccount is the manager's ServiceAccount of the mode's release (the release's full
+// name), or config/rbac's.
+func (m rbacMode) serviceAccount() string {
+	if m.name == "kustomize" {
+		return "cairn-manager"
+	}
+	return m.release + "-cairn"
+}
 
 // user is the username the API server gives the manager's ServiceAccount.
 func (m rbacMode) user() string {
@@ -142,12 +153,18 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 // rbacKinds are the kinds of the chart's objects that make up its RBAC.
 var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
-// installRBAC renders the chart in mode m and applies its RBAC objects (and its ServiceAccount)
-// with kubectl, once per mode; it returns them by kind/name.
+// installRBAC renders the chart in mode m (or kustomizes config/default) and applies its RBAC
+// objects (and its ServiceAccount) with kubectl, once per mode; it returns them by kind/name.
 func installRBAC(t *testing.T, m rbacMode) map[string][]byte {
 	t.Helper()
 	startControlPlane(t)
-	out, err := runHelm(t, helmBinary(t), "template", m.release, ".", "--namespace", m.namespace, "--set", "rbac.mode="+m.name)
+	var out string
+	var err error
+	if m.name == "kustomize" {
+		out, err = kubectl(t, "kustomize", filepath.Join("..", "..", "config", "default"))
+	} else {
+		out, err = runHelm(t, helmBinary(t), "template", m.release, ".", "--namespace", m.namespace, "--set", "rbac.mode="+m.name)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +202,11 @@ type canICheck struct {
 	backupOnly bool
 }
 
-func (c canICheck) want(mode string) bool {
-	if mode == "backupOnly" {
-		return c.backupOnly
+func (c canICheck) want(m rbacMode) bool {
+	if m.restores() {
+		return c.full
 	}
-	return c.full
+	return c.backupOnly
 }
 
 // canIChecks: nothing that runs code in a pod or on a node, mints a credential, approves a
@@ -248,8 +265,8 @@ func TestRBACKubectlCanI(t *testing.T) {
 					if err != nil && answer != "no" { // can-i exits 1 on "no"
 						t.Fatalf("%v", err)
 					}
-					if got := answer == "yes"; got != c.want(m.name) {
-						t.Errorf("mode %s: kubectl auth can-i %s %s: %s, want %v", m.name, strings.Join(c.args, " "), strings.Join(scope, " "), answer, c.want(m.name))
+					if got := answer == "yes"; got != c.want(m) {
+						t.Errorf("mode %s: kubectl auth can-i %s %s: %s, want %v", m.name, strings.Join(c.args, " "), strings.Join(scope, " "), answer, c.want(m))
 					}
 				}
 			}
@@ -282,7 +299,7 @@ func (r accessReviewer) allowed(verb, group, resource, subresource, namespace st
 	return got.Status.Allowed
 }
 
-// TestRBACImpersonation: mode full may impersonate a requester's username, groups, UID and
+// TestRBACImpersonation: mode full (and kustomize) may impersonate a requester's username, groups, UID and
 // extra, which a restore in a team's namespace writes as; backupOnly may impersonate no one.
 // kubectl auth can-i cannot name impersonation's resources in authentication.k8s.io, so
 // SubjectAccessReviews ask.
@@ -304,7 +321,7 @@ func TestRBACImpersonation(t *testing.T) {
 				{"authentication.k8s.io", "userextras", "scopes"},
 				{"authentication.k8s.io", "userextras", "authentication.kubernetes.io/pod-name"},
 			} {
-				want := m.name == "full"
+				want := m.restores()
 				if got := r.allowed("impersonate", a.group, a.resource, a.subresource, ""); got != want {
 					t.Errorf("impersonate %s %s/%s: allowed %v, want %v", a.group, a.resource, a.subresource, got, want)
 				}
@@ -404,16 +421,16 @@ func TestRBACMatchesDiscovery(t *testing.T) {
 	// generated role), and the VolumeSnapshotContents a restore makes from CSI snapshots.
 	vs := schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"}
 	vsc := schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents"}
-	otherWrites := map[string]map[schema.GroupResource][]string{
-		"full":       {vs: {"create", "delete"}, vsc: {"create", "delete"}},
-		"backupOnly": {vs: {"create", "delete"}},
+	otherWrites := map[bool]map[schema.GroupResource][]string{
+		true:  {vs: {"create", "delete"}, vsc: {"create", "delete"}},
+		false: {vs: {"create", "delete"}},
 	}
 
 	for _, m := range rbacModes {
 		t.Run(m.name, func(t *testing.T) {
 			installRBAC(t, m)
 			r := accessReviewer{t: t, clientset: clientset, mode: m}
-			full := m.name == "full"
+			full := m.restores()
 			for gr := range listed {
 				_, excluded := notBackedUp[gr]
 				for _, verb := range []string{"get", "list"} {
@@ -427,7 +444,7 @@ func TestRBACMatchesDiscovery(t *testing.T) {
 					if !slices.Contains(verbs, verb) {
 						continue
 					}
-					want := (restores && verb != "delete" && verb != "deletecollection") || slices.Contains(otherWrites[m.name][gr], verb)
+					want := (restores && verb != "delete" && verb != "deletecollection") || slices.Contains(otherWrites[m.restores()][gr], verb)
 					if got := r.allowed(verb, gr.Group, gr.Resource, "", ""); got != want {
 						t.Errorf("%s %s: allowed %v, want %v", verb, gr, got, want)
 					}
