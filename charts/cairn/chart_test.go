@@ -207,6 +207,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"default", nil},
 		{"backuponly", []string{"rbac.mode=backupOnly"}},
+		{"customgroups", []string{"rbac.customResourceGroups[0]=example.com", "rbac.customResourceGroups[1]=stable.example.org"}},
 	}
 	for _, h := range helmVersions {
 		for _, tc := range cases {
@@ -276,6 +277,12 @@ func TestSchemaRejects(t *testing.T) {
 		{"downloadServer.urlBase=https://files.example.com/?a=b", "urlBase"},
 		{"downloadServer.signingKey.key=a/b", "key"},
 		{"downloadServer.tls=true", "tls"},
+		{"rbac.customResourceGroups[0]=*", "customResourceGroups"},
+		{"rbac.customResourceGroups[0]=apps", "customResourceGroups"},
+		{"rbac.customResourceGroups[0]=storage.k8s.io", "customResourceGroups"},
+		{"rbac.customResourceGroups[0]=metrics.k8s.io", "customResourceGroups"},
+		{"rbac.customResourceGroups[0]=Example.com", "customResourceGroups"},
+		{"rbac.customResourceGroups=example.com", "customResourceGroups"}, // a string, not a list
 	}
 	for _, h := range helmVersions {
 		for _, tc := range cases {
@@ -365,6 +372,35 @@ func TestRBACModes(t *testing.T) {
 		}
 	}
 
+	// backupOnly keeps only the read verbs of what backups read and restores create.
+	resources := resourcesRole(t)
+	for _, rule := range resources.Rules {
+		var read []string
+		for _, v := range rule.Verbs {
+			if slices.Contains([]string{"get", "list", "watch"}, v) {
+				read = append(read, v)
+			}
+		}
+		want := rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: rule.Resources, Verbs: read}
+		if len(read) > 0 && !slices.ContainsFunc(onlyRole.Rules, func(r rbacv1.PolicyRule) bool { return equalRule(r, want) }) {
+			t.Errorf("backupOnly lacks the read rule %v", want)
+		}
+		if !slices.ContainsFunc(fullRole.Rules, func(r rbacv1.PolicyRule) bool { return equalRule(r, rule) }) {
+			t.Errorf("mode full lacks the rule %v of resources_role.yaml", rule)
+		}
+	}
+	generatedOnly := len(generated.Rules)
+	for _, rule := range onlyRole.Rules[generatedOnly:] {
+		for _, v := range rule.Verbs {
+			if !slices.Contains([]string{"get", "list", "watch"}, v) {
+				t.Errorf("backupOnly: a write beyond the reconcilers' own rules: %v", rule)
+			}
+		}
+	}
+	if len(onlyRole.Rules) < generatedOnly || !slices.EqualFunc(onlyRole.Rules[:generatedOnly], generated.Rules, equalRule) {
+		t.Errorf("backupOnly does not start with the reconcilers' rules")
+	}
+
 	for mode, docs := range map[string]map[string][]byte{"full": full, "backupOnly": backupOnly} {
 		for key, doc := range docs {
 			if !strings.HasPrefix(key, "ClusterRoleBinding/") && !strings.HasPrefix(key, "RoleBinding/") {
@@ -387,6 +423,71 @@ func TestRBACModes(t *testing.T) {
 				t.Errorf("cairn-backup-editor cannot %s %s", verb, resource)
 			}
 		}
+	}
+}
+
+// resourcesRole is config/rbac/resources_role.yaml's ClusterRole: what backups read and
+// restores create, named.
+func resourcesRole(t *testing.T) rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "resources_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatal(err)
+	}
+	return role
+}
+
+// TestRBACFilesAreConfigs: the chart's RBAC files are config/rbac's (make manifests copies
+// them), so that the chart and kustomize grant the same.
+func TestRBACFilesAreConfigs(t *testing.T) {
+	for _, name := range []string{"role.yaml", "resources_role.yaml"} {
+		chart, err := os.ReadFile(filepath.Join("files", "rbac", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		config, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(chart, config) {
+			t.Errorf("files/rbac/%s differs from config/rbac/%s: run 'make manifests'", name, name)
+		}
+	}
+}
+
+// TestCustomResourceGroups: each group of rbac.customResourceGroups is one rule for every
+// resource of the group, read-only in backupOnly.
+func TestCustomResourceGroups(t *testing.T) {
+	set := []string{"rbac.customResourceGroups[0]=example.com", "rbac.customResourceGroups[1]=stable.example.org"}
+	for _, tc := range []struct {
+		mode  string
+		verbs []string
+	}{
+		{"full", []string{"create", "get", "list", "patch", "update"}},
+		{"backupOnly", []string{"get", "list"}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			role := clusterRole(t, documents(t, render(t, append(set, "rbac.mode="+tc.mode)...)), "cairn-manager")
+			for _, group := range []string{"example.com", "stable.example.org"} {
+				want := rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: tc.verbs}
+				if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return equalRule(r, want) }) {
+					t.Errorf("no rule %v in %v", want, role.Rules)
+				}
+			}
+			var wildcards int
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "*") {
+					wildcards++
+				}
+			}
+			if want := 2 + map[string]int{"full": 1, "backupOnly": 0}[tc.mode]; wildcards != want { // + full mode's impersonation of extras
+				t.Errorf("%d rules with resources *, want %d", wildcards, want)
+			}
+		})
 	}
 }
 

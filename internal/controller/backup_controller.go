@@ -118,7 +118,7 @@ func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list
+// The resources a backup reads: config/rbac/resources_role.yaml (named, not "*").
 
 // Reconcile starts a ReadyToStart backup and runs it; it fails an InProgress backup that no
 // longer runs anywhere.

@@ -75,8 +75,7 @@ type RestoreReconciler struct {
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cairn.dev,resources=restores/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;create;update;patch
-// +kubebuilder:rbac:groups=*,resources=*/status,verbs=update
+// The resources a restore creates: config/rbac/resources_role.yaml (named, not "*").
 
 // Reconcile starts a ReadyToStart restore and runs it; it fails an InProgress restore that no
 // longer runs anywhere.

@@ -79,11 +79,6 @@ rules of its object of the given kind as YAML ({rules: [...]}).
 {{- toYaml (dict "rules" $rules) }}
 {{- end }}
 
-{{/* The write verbs that rbac.mode backupOnly takes from the wildcard rules. */}}
-{{- define "cairn.writeVerbs" -}}
-create update patch delete deletecollection
-{{- end }}
-
 {{/* The Secret that holds the download server's signing key: an existing one, or the chart's. */}}
 {{- define "cairn.downloadKeySecret" -}}
 {{- default (printf "%s-download-signing-key" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-") .Values.downloadServer.signingKey.existingSecret }}
