@@ -70,9 +70,9 @@ func TestConflictsRequeued(t *testing.T) {
 		wantErr    error
 		conflicts  float64
 	}{
-		{name: "a conflict", err: conflict, wantResult: reconcile.Result{Requeue: true}, conflicts: 1},                                                                                    //nolint:staticcheck // what the wrapper returns
-		{name: "a wrapped conflict", err: fmt.Errorf("status of location s3 changed meanwhile: %w", conflict), wantResult: reconcile.Result{Requeue: true}, conflicts: 1},                 //nolint:staticcheck // what the wrapper returns
-		{name: "a conflict with a result", result: reconcile.Result{RequeueAfter: time.Hour}, err: conflict, wantResult: reconcile.Result{Requeue: true}, conflicts: 1},                  //nolint:staticcheck // what the wrapper returns
+		{name: "a conflict", err: conflict, wantResult: reconcile.Result{Requeue: true}, conflicts: 1},                                                                    //nolint:staticcheck // what the wrapper returns
+		{name: "a wrapped conflict", err: fmt.Errorf("status of location s3 changed meanwhile: %w", conflict), wantResult: reconcile.Result{Requeue: true}, conflicts: 1}, //nolint:staticcheck // what the wrapper returns
+		{name: "a conflict with a result", result: reconcile.Result{RequeueAfter: time.Hour}, err: conflict, wantResult: reconcile.Result{Requeue: true}, conflicts: 1},   //nolint:staticcheck // what the wrapper returns
 		{name: "another error", err: other, wantErr: other},
 		{name: "a NotFound", err: apierrors.NewNotFound(gr, "s3"), wantErr: apierrors.NewNotFound(gr, "s3")},
 		{name: "success", result: reconcile.Result{RequeueAfter: time.Minute}, wantResult: reconcile.Result{RequeueAfter: time.Minute}},
