@@ -22,9 +22,9 @@ type Resource struct {
 	Namespaced bool
 }
 
-// ResourcesFromDiscovery turns discovery's preferred resource lists into Resources: only
-// top-level (no subresource) types that can be listed, without the duplicate events of the
-// events.k8s.io group (the same objects as core events).
+// ResourcesFromDiscovery turns discovery's preferred resource lists into the Resources that
+// backups take and restores create: only top-level (no subresource) types that Backable
+// accepts.
 func ResourcesFromDiscovery(lists []*metav1.APIResourceList) []Resource {
 	var out []Resource
 	for _, list := range lists {
@@ -33,10 +33,7 @@ func ResourcesFromDiscovery(lists []*metav1.APIResourceList) []Resource {
 			continue
 		}
 		for _, r := range list.APIResources {
-			if strings.Contains(r.Name, "/") || !hasVerb(r.Verbs, "list") || !hasVerb(r.Verbs, "get") {
-				continue
-			}
-			if gv.Group == "events.k8s.io" && r.Name == "events" {
+			if strings.Contains(r.Name, "/") || !Backable(gv.WithResource(r.Name).GroupResource(), r.Verbs) {
 				continue
 			}
 			out = append(out, Resource{
@@ -55,6 +52,26 @@ func ResourcesFromDiscovery(lists []*metav1.APIResourceList) []Resource {
 		return out[i].Resource < out[j].Resource
 	})
 	return out
+}
+
+// RequiredVerbs are the verbs a resource must be served with for backups to take it: list and
+// get to read its objects, create for a restore to make them again. What cannot be created
+// (componentstatuses, the review kinds, bindings) would only ever fail a restore. Delete,
+// patch and update are not required: a restore never deletes, and patches only objects that
+// exist already, with existingResourcePolicy update (a refused patch is a warning).
+var RequiredVerbs = []string{"list", "get", "create"}
+
+// Backable is the selection rule: a resource is backed up when discovery serves it with every
+// one of RequiredVerbs and it is not a cluster-managed kind that backups leave out
+// (ClusterManagedResources whose BackedUp is false).
+func Backable(gr schema.GroupResource, verbs []string) bool {
+	for _, v := range RequiredVerbs {
+		if !hasVerb(verbs, v) {
+			return false
+		}
+	}
+	m, managed := clusterManaged(gr)
+	return !managed || m.BackedUp
 }
 
 func hasVerb(verbs []string, v string) bool {

@@ -8,24 +8,36 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// rw are the verbs of a resource that can be backed up and restored.
+var rw = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+
 var discovered = ResourcesFromDiscovery([]*metav1.APIResourceList{
 	{GroupVersion: "v1", APIResources: []metav1.APIResource{
-		{Name: "configmaps", SingularName: "configmap", Kind: "ConfigMap", ShortNames: []string{"cm"}, Namespaced: true, Verbs: []string{"get", "list"}},
-		{Name: "pods", SingularName: "pod", Kind: "Pod", ShortNames: []string{"po"}, Namespaced: true, Verbs: []string{"get", "list"}},
+		{Name: "configmaps", SingularName: "configmap", Kind: "ConfigMap", ShortNames: []string{"cm"}, Namespaced: true, Verbs: rw},
+		{Name: "pods", SingularName: "pod", Kind: "Pod", ShortNames: []string{"po"}, Namespaced: true, Verbs: rw},
 		{Name: "pods/log", Kind: "Pod", Namespaced: true, Verbs: []string{"get"}},
-		{Name: "events", SingularName: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true, Verbs: []string{"get", "list"}},
+		{Name: "events", SingularName: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true, Verbs: rw},
 		{Name: "bindings", Kind: "Binding", Namespaced: true, Verbs: []string{"create"}},
-		{Name: "persistentvolumes", SingularName: "persistentvolume", Kind: "PersistentVolume", ShortNames: []string{"pv"}, Verbs: []string{"get", "list"}},
+		{Name: "componentstatuses", SingularName: "componentstatus", Kind: "ComponentStatus", ShortNames: []string{"cs"}, Verbs: []string{"get", "list"}},
+		{Name: "persistentvolumes", SingularName: "persistentvolume", Kind: "PersistentVolume", ShortNames: []string{"pv"}, Verbs: rw},
 	}},
 	{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
-		{Name: "deployments", SingularName: "deployment", Kind: "Deployment", ShortNames: []string{"deploy"}, Namespaced: true, Verbs: []string{"get", "list"}},
+		{Name: "deployments", SingularName: "deployment", Kind: "Deployment", ShortNames: []string{"deploy"}, Namespaced: true, Verbs: rw},
 	}},
 	{GroupVersion: "events.k8s.io/v1", APIResources: []metav1.APIResource{
-		{Name: "events", SingularName: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true, Verbs: []string{"get", "list"}},
+		{Name: "events", SingularName: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true, Verbs: rw},
+	}},
+	{GroupVersion: "networking.k8s.io/v1", APIResources: []metav1.APIResource{
+		{Name: "ipaddresses", SingularName: "ipaddress", Kind: "IPAddress", ShortNames: []string{"ip"}, Verbs: rw},
+		{Name: "networkpolicies", SingularName: "networkpolicy", Kind: "NetworkPolicy", ShortNames: []string{"netpol"}, Namespaced: true, Verbs: rw},
+	}},
+	{GroupVersion: "authorization.k8s.io/v1", APIResources: []metav1.APIResource{
+		{Name: "subjectaccessreviews", SingularName: "subjectaccessreview", Kind: "SubjectAccessReview", Verbs: []string{"create"}},
 	}},
 	{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
-		{Name: "widgets", SingularName: "widget", Kind: "Widget", Namespaced: true, Verbs: []string{"get", "list"}},
-		{Name: "deployments", SingularName: "deployment", Kind: "Deployment", Namespaced: true, Verbs: []string{"get", "list"}},
+		{Name: "widgets", SingularName: "widget", Kind: "Widget", Namespaced: true, Verbs: rw},
+		{Name: "deployments", SingularName: "deployment", Kind: "Deployment", Namespaced: true, Verbs: rw},
+		{Name: "readonlies", SingularName: "readonly", Kind: "ReadOnly", Namespaced: true, Verbs: []string{"get", "list", "watch"}},
 	}},
 })
 
@@ -34,9 +46,89 @@ func TestResourcesFromDiscovery(t *testing.T) {
 	for _, r := range discovered {
 		names = append(names, r.GroupResource().String())
 	}
-	want := "[configmaps events persistentvolumes pods deployments.apps deployments.example.com widgets.example.com]"
+	want := "[configmaps events persistentvolumes pods deployments.apps deployments.example.com widgets.example.com networkpolicies.networking.k8s.io]"
 	if fmt.Sprint(names) != want {
 		t.Errorf("resources = %v\nwant %s", names, want)
+	}
+}
+
+// TestBackable is the selection rule: the verbs, then the cluster-managed kinds.
+func TestBackable(t *testing.T) {
+	gr := schema.ParseGroupResource
+	tests := []struct {
+		name     string
+		resource string
+		verbs    []string
+		want     bool
+	}{
+		{name: "every verb", resource: "configmaps", verbs: rw, want: true},
+		{name: "exactly list, get and create", resource: "configmaps", verbs: []string{"create", "get", "list"}, want: true},
+		{name: "no delete, patch or update", resource: "widgets.example.com", verbs: []string{"list", "get", "create", "watch"}, want: true},
+		{name: "no create", resource: "widgets.example.com", verbs: []string{"get", "list", "watch", "delete"}},
+		{name: "no list", resource: "widgets.example.com", verbs: []string{"get", "create", "delete"}},
+		{name: "no get", resource: "widgets.example.com", verbs: []string{"list", "create", "delete"}},
+		{name: "create only (a review kind)", resource: "subjectaccessreviews.authorization.k8s.io", verbs: []string{"create"}},
+		{name: "no verbs", resource: "widgets.example.com"},
+		{name: "verbs are case-sensitive", resource: "widgets.example.com", verbs: []string{"LIST", "GET", "CREATE"}},
+		{name: "component statuses as served (get, list)", resource: "componentstatuses", verbs: []string{"get", "list"}},
+		{name: "component statuses even if creatable", resource: "componentstatuses", verbs: rw},
+		{name: "IP addresses of Services", resource: "ipaddresses.networking.k8s.io", verbs: rw},
+		{name: "IPAddress of another group", resource: "ipaddresses.example.com", verbs: rw, want: true},
+		{name: "events.k8s.io events (the core events again)", resource: "events.events.k8s.io", verbs: rw},
+		{name: "core events: backed up, not restored", resource: "events", verbs: rw, want: true},
+		{name: "nodes: backed up, not restored", resource: "nodes", verbs: rw, want: true},
+		{name: "CSI nodes: backed up, not restored", resource: "csinodes.storage.k8s.io", verbs: rw, want: true},
+		{name: "volume attachments: backed up, not restored", resource: "volumeattachments.storage.k8s.io", verbs: rw, want: true},
+		{name: "service CIDRs", resource: "servicecidrs.networking.k8s.io", verbs: rw, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Backable(gr(tt.resource), tt.verbs); got != tt.want {
+				t.Errorf("Backable(%s, %v) = %v, want %v", tt.resource, tt.verbs, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestClusterManagedResources checks the list as docs/restore.md states it: which kinds a
+// restore skips, and which of them backups keep.
+func TestClusterManagedResources(t *testing.T) {
+	gr := schema.ParseGroupResource
+	tests := []struct {
+		resource          string
+		backedUp, skipped bool
+	}{
+		{resource: "nodes", backedUp: true, skipped: true},
+		{resource: "events", backedUp: true, skipped: true},
+		{resource: "events.events.k8s.io", skipped: true},
+		{resource: "componentstatuses", skipped: true},
+		{resource: "ipaddresses.networking.k8s.io", skipped: true},
+		{resource: "csinodes.storage.k8s.io", backedUp: true, skipped: true},
+		{resource: "volumeattachments.storage.k8s.io", backedUp: true, skipped: true},
+		{resource: "servicecidrs.networking.k8s.io", backedUp: true},
+		{resource: "endpointslices.discovery.k8s.io", backedUp: true},
+		{resource: "endpoints", backedUp: true},
+		{resource: "leases.coordination.k8s.io", backedUp: true},
+		{resource: "storageclasses.storage.k8s.io", backedUp: true},
+		{resource: "pods", backedUp: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.resource, func(t *testing.T) {
+			if got := Backable(gr(tt.resource), rw); got != tt.backedUp {
+				t.Errorf("backed up = %v, want %v", got, tt.backedUp)
+			}
+			if got := NotRestoredReason(gr(tt.resource)); (got != "") != tt.skipped {
+				t.Errorf("NotRestoredReason = %q, want skipped %v", got, tt.skipped)
+			}
+		})
+	}
+	if len(ClusterManagedResources) != 7 {
+		t.Errorf("%d cluster-managed kinds; a kind added or removed belongs in this test and in docs/restore.md", len(ClusterManagedResources))
+	}
+	for _, m := range ClusterManagedResources {
+		if m.Why == "" {
+			t.Errorf("%s has no reason", m.Resource)
+		}
 	}
 }
 

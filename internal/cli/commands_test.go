@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -378,5 +380,97 @@ func TestCreateFromScheduleTemplateLabels(t *testing.T) {
 	want := map[string]string{"tier": "gold", "app": "shop", "by": "hand", cairnv1.ScheduleNameLabel: "daily"}
 	if !reflect.DeepEqual(b.Labels, want) {
 		t.Errorf("labels = %v, want %v", b.Labels, want)
+	}
+}
+
+// TestGetOneNameIsTheObject checks `get -o json|yaml` of every kind as kubectl prints it: one
+// NAME is the object itself (so that `| jq .status.phase` works), several names or none are
+// the kind's list, even of one or no objects.
+func TestGetOneNameIsTheObject(t *testing.T) {
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "team-a", Name: name} }
+	kinds := []struct {
+		command, kind string
+		objects       []client.Object
+	}{
+		{command: "backup", kind: "Backup", objects: []client.Object{
+			&cairnv1.Backup{ObjectMeta: meta("one"), Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted}},
+			&cairnv1.Backup{ObjectMeta: meta("two")}}},
+		{command: "restore", kind: "Restore", objects: []client.Object{
+			&cairnv1.Restore{ObjectMeta: meta("one"), Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted}},
+			&cairnv1.Restore{ObjectMeta: meta("two")}}},
+		{command: "schedule", kind: "Schedule", objects: []client.Object{
+			&cairnv1.Schedule{ObjectMeta: meta("one"), Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhaseEnabled}},
+			&cairnv1.Schedule{ObjectMeta: meta("two")}}},
+		{command: "location", kind: "BackupStorageLocation", objects: []client.Object{
+			&cairnv1.BackupStorageLocation{ObjectMeta: meta("one"), Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}},
+			&cairnv1.BackupStorageLocation{ObjectMeta: meta("two")}}},
+	}
+	type printed struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Status struct {
+			Phase string `json:"phase"`
+		} `json:"status"`
+		Items []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	for _, k := range kinds {
+		for _, format := range []string{"json", "yaml"} {
+			tests := []struct {
+				name      string
+				objects   []client.Object
+				args      []string
+				wantKind  string
+				wantItems []string // the list's items by name; nil for an object
+			}{
+				{name: "one name", objects: k.objects, args: []string{"one"}, wantKind: k.kind},
+				{name: "two names", objects: k.objects, args: []string{"two", "one"}, wantKind: k.kind + "List", wantItems: []string{"two", "one"}},
+				{name: "the same name twice", objects: k.objects, args: []string{"one", "one"}, wantKind: k.kind + "List", wantItems: []string{"one", "one"}},
+				{name: "all of one", objects: k.objects[:1], wantKind: k.kind + "List", wantItems: []string{"one"}},
+				{name: "all of none", wantKind: k.kind + "List", wantItems: []string{}},
+			}
+			for _, tt := range tests {
+				t.Run(k.command+"/"+format+"/"+tt.name, func(t *testing.T) {
+					e, out, errOut := testEnv(t, tt.objects...)
+					args := append([]string{k.command, "get", "-n", "team-a", "-o", format}, tt.args...)
+					if code := run(e, args...); code != ExitOK {
+						t.Fatalf("exit %d: %s", code, errOut)
+					}
+					var got printed
+					if err := yaml.Unmarshal(out.Bytes(), &got); err != nil {
+						t.Fatalf("output is not %s: %v\n%s", format, err, out)
+					}
+					if format == "json" && !json.Valid(out.Bytes()) {
+						t.Fatalf("output is not JSON:\n%s", out)
+					}
+					if got.Kind != tt.wantKind || got.APIVersion != cairnv1.GroupVersion.String() {
+						t.Fatalf("printed %s %s, want %s %s:\n%s", got.APIVersion, got.Kind, cairnv1.GroupVersion, tt.wantKind, out)
+					}
+					if tt.wantItems == nil {
+						if got.Metadata.Name != "one" || got.Status.Phase == "" || got.Items != nil {
+							t.Errorf("not the object one with its status:\n%s", out)
+						}
+						return
+					}
+					names := []string{}
+					for _, it := range got.Items {
+						if it.Kind != k.kind {
+							t.Errorf("item of kind %q", it.Kind)
+						}
+						names = append(names, it.Metadata.Name)
+					}
+					if !reflect.DeepEqual(names, tt.wantItems) {
+						t.Errorf("items %v, want %v", names, tt.wantItems)
+					}
+				})
+			}
+		}
 	}
 }

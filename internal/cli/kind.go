@@ -63,7 +63,10 @@ func (k kind[T, L]) namespaceAndClient(e *env) (string, client.WithWatch, error)
 }
 
 // newGetCommand is `get [NAME...]` of kind k: the named objects in that order, or all of
-// the namespace's (those matching -l, for a selectable kind), as a table, JSON or YAML.
+// the namespace's (those matching -l, for a selectable kind), as a table, JSON or YAML. As
+// kubectl does, JSON and YAML are the object itself when exactly one NAME is given, and the
+// list (Kind BackupList, ...) otherwise: for several names, or for all of them however many
+// there are (none or one included).
 func newGetCommand[T, L any, P object[T], LP objectList[L]](e *env, k kind[T, L]) *cobra.Command {
 	var selector string
 	cmd := &cobra.Command{
@@ -97,6 +100,9 @@ func newGetCommand[T, L any, P object[T], LP objectList[L]](e *env, k kind[T, L]
 				obj := P(new(T))
 				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 					return notFound(err, k.name, name, ns)
+				}
+				if len(args) == 1 && (e.output == "json" || e.output == "yaml") {
+					return e.printStructured(obj)
 				}
 				*items = append(*items, *obj)
 			}

@@ -504,10 +504,9 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			r.unwritten.forget(e.Object.GetUID())
 		},
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("backup").
+	return register("backup", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
 		Watches(&cairnv1.Backup{}, runs).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: storageRateLimiter()}),
+		r)
 }

@@ -764,15 +764,14 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toQueue := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{queueRequest}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("backupqueue").
+	return register("backupqueue", ctrl.NewControllerManagedBy(mgr).
 		Watches(&cairnv1.Backup{}, toQueue, builder.WithPredicates(queueTrigger())).
 		Watches(&cairnv1.Restore{}, toQueue, builder.WithPredicates(restoreQueueTrigger())).
 		Watches(&corev1.Namespace{}, toQueue, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 1}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 1}),
+		r)
 }
 
 // queueTrigger passes the backup events that can change the queue: creations and deletions,

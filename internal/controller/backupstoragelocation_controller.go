@@ -142,14 +142,13 @@ func validationPeriod(bsl *cairnv1.BackupStorageLocation) time.Duration {
 // own status writes), every location when one that claims the default changes, and the
 // locations whose credential Secret changed.
 func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("backupstoragelocation").
+	return register("backupstoragelocation", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&cairnv1.BackupStorageLocation{},
 			handler.EnqueueRequestsFromMapFunc(r.allLocations),
 			builder.WithPredicates(defaultClaimChanged())).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.locationsUsingSecret)).
-		Complete(r)
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.locationsUsingSecret)),
+		r)
 }
 
 func (r *BackupStorageLocationReconciler) allLocations(ctx context.Context, obj client.Object) []reconcile.Request {

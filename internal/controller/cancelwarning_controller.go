@@ -65,10 +65,9 @@ func (r *CancelWarningReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return ignored
 		},
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("cancelwarning").
-		For(&cairnv1.Backup{}, builder.WithPredicates(cancelSet)).
-		Complete(r)
+	return register("cancelwarning", ctrl.NewControllerManagedBy(mgr).
+		For(&cairnv1.Backup{}, builder.WithPredicates(cancelSet)),
+		r)
 }
 
 // RestoreCancelWarningReconciler is CancelWarningReconciler for restores: a Warning event
@@ -114,8 +113,7 @@ func (r *RestoreCancelWarningReconciler) SetupWithManager(mgr ctrl.Manager) erro
 			return ignored
 		},
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("restorecancelwarning").
-		For(&cairnv1.Restore{}, builder.WithPredicates(cancelSet)).
-		Complete(r)
+	return register("restorecancelwarning", ctrl.NewControllerManagedBy(mgr).
+		For(&cairnv1.Restore{}, builder.WithPredicates(cancelSet)),
+		r)
 }

@@ -260,8 +260,7 @@ func (r *ChartObjectsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	isOurs := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.Namespace && o.GetName() == r.ConfigMap
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("chartobjects").
-		For(&corev1.ConfigMap{}, builder.WithPredicates(isOurs)).
-		Complete(r)
+	return register("chartobjects", ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.ConfigMap{}, builder.WithPredicates(isOurs)),
+		r)
 }

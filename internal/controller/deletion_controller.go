@@ -375,14 +375,13 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		r.forget(e.Object.GetUID())
 	}}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("deletion").
+	return register("deletion", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
 		Watches(&cairnv1.Backup{}, forget).
 		Watches(&cairnv1.Restore{}, handler.EnqueueRequestsFromMapFunc(r.backupsReadBy), builder.WithPredicates(restoreEnded())).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: deletionReconcilers, RateLimiter: storageRateLimiter()}).
-		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})).
-		Complete(r)
+		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})),
+		r)
 }
 
 // backupsReadBy maps a restore that ended (or went) to the backups it read, so that a deleted

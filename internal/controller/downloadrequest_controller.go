@@ -340,11 +340,10 @@ func targetNoun(kind cairnv1.DownloadTargetKind) string {
 
 // SetupWithManager registers the reconciler for DownloadRequests.
 func (r *DownloadRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("downloadrequest").
+	return register("downloadrequest", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.DownloadRequest{}).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: downloadRequestWorkers}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: downloadRequestWorkers}),
+		r)
 }
 
 // openForDownload opens an object of a filesystem location in the operator's namespace for the

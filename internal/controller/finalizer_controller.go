@@ -561,21 +561,19 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, ok = finalPhase(b.Status.Phase)
 		return ok
 	})
-	if err := ctrl.NewControllerManagedBy(mgr).
-		Named("finalizer").
+	if err := register("finalizer", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(finalizing)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Workers, RateLimiter: storageRateLimiter()}).
-		Complete(r); err != nil {
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Workers, RateLimiter: storageRateLimiter()}),
+		r); err != nil {
 		return err
 	}
 	cancelled := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
 		return ok && (b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled || b.Status.Phase == cairnv1.BackupPhaseFinalizingFailed)
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("finalizer-cleanup").
+	return register("finalizer-cleanup", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(cancelled)).
 		Watches(&cairnv1.Backup{}, forget).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: cancelCleanupWorkers, RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: cancelCleanupWorkers, RateLimiter: storageRateLimiter()}),
+		r)
 }

@@ -205,12 +205,11 @@ func (r *GCReconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDec
 // SetupWithManager registers the reconciler for the backups whose expiry may have changed and
 // for the storage locations they are blocked on.
 func (r *GCReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("gc").
+	return register("gc", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(expiryChanged())).
 		Watches(&cairnv1.BackupStorageLocation{}, handler.EnqueueRequestsFromMapFunc(r.expiredBackupsOf)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: gcWorkers}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: gcWorkers}),
+		r)
 }
 
 // expiryChanged passes the backup events that may change decideExpiry's answer, not the

@@ -292,9 +292,8 @@ func (r *OperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && (b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperations ||
 			b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed)
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("operations").
+	return register("operations", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}),
+		r)
 }

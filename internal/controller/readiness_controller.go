@@ -102,5 +102,5 @@ func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request
 
 // SetupWithManager registers the reconciler for its kind.
 func (r *ReadinessReconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("readiness-" + r.Kind).For(r.New()).Complete(r)
+	return register("readiness-"+r.Kind, ctrl.NewControllerManagedBy(mgr).For(r.New()), r)
 }

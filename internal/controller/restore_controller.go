@@ -466,10 +466,9 @@ func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			r.unwritten.forget(e.Object.GetUID())
 		},
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("restore").
+	return register("restore", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
 		Watches(&cairnv1.Restore{}, runs).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}),
+		r)
 }

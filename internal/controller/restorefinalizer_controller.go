@@ -156,9 +156,8 @@ func (r *RestoreFinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, finalizing := finalizedRestorePhase(rs.Status.Phase)
 		return finalizing || (rs.DeletionTimestamp != nil && rs.Status.Phase.IsTerminal())
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("restorefinalizer").
+	return register("restorefinalizer", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}),
+		r)
 }

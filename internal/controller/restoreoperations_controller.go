@@ -250,9 +250,8 @@ func (r *RestoreOperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && (rs.Status.Phase == cairnv1.RestorePhaseWaitingForPluginOperations ||
 			rs.Status.Phase == cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed)
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("restoreoperations").
+	return register("restoreoperations", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}),
+		r)
 }

@@ -227,8 +227,7 @@ func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("schedule").
+	return register("schedule", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Schedule{}).
 		Watches(&cairnv1.Backup{}, toSchedule, builder.WithPredicates(hasScheduleLabel, predicate.Funcs{
 			// Only a backup ending or going away can matter, and only for the next run.
@@ -241,6 +240,6 @@ func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		Watches(&cairnv1.BackupStorageLocation{}, toInvalidSchedules, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() },
-		})).
-		Complete(r)
+		})),
+		r)
 }

@@ -455,12 +455,11 @@ func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("sync").
+	return register("sync", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.BackupStorageLocation{}, builder.WithPredicates(trigger)).
 		// Locations are synced side by side: one whose storage hangs holds only its own pass.
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}).
-		Complete(r)
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}),
+		r)
 }
 
 // syncNameConflict is the validation error of a new backup, bound for location name, when

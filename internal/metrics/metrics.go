@@ -27,9 +27,10 @@ const syncedFromAnnotation = "cairn.dev/synced-from"
 
 // Label names.
 const (
-	labelSchedule = "schedule"
-	labelPhase    = "phase"
-	labelLocation = "location"
+	labelSchedule   = "schedule"
+	labelPhase      = "phase"
+	labelLocation   = "location"
+	labelController = "controller"
 )
 
 // durationBuckets span a few seconds to a day: backups and restores of small namespaces take
@@ -118,6 +119,10 @@ var (
 		Help:    "Time a restore spent Queued before it was dequeued (ReadyToStart).",
 		Buckets: queueWaitBuckets,
 	})
+	reconcileConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_reconcile_conflicts_total",
+		Help: "Reconciles that met an optimistic-lock conflict (someone else wrote the object first) and were requeued.",
+	}, []string{labelController})
 )
 
 func init() {
@@ -125,10 +130,14 @@ func init() {
 		backupAttempts, backupSuccesses, backupPartialFailures, backupFailures, backupValidationFailures,
 		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
 		restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
-		restoreDuration, restoreQueueWait,
+		restoreDuration, restoreQueueWait, reconcileConflicts,
 		collector,
 	)
 }
+
+// ConflictRequeued counts a reconcile of the named controller that met an optimistic-lock
+// conflict and was requeued.
+func ConflictRequeued(controller string) { reconcileConflicts.WithLabelValues(controller).Inc() }
 
 // DeletionStarted counts a deleted backup's data removal, which the deletion reconciler
 // starts: the first one of a backup shows no phase until it has run a while.

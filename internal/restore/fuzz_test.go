@@ -32,7 +32,7 @@ func FuzzItem(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	grs := []schema.GroupResource{podsGR, servicesGR, pvcsGR, pvsGR, jobsGR, roleBindingsGR, clusterRoleBindingsGR, namespacesGR, nodesGR, {Resource: "serviceaccounts"}, {Resource: "configmaps"}}
+	grs := []schema.GroupResource{podsGR, servicesGR, pvcsGR, pvsGR, jobsGR, roleBindingsGR, clusterRoleBindingsGR, namespacesGR, {Resource: "nodes"}, {Resource: "serviceaccounts"}, {Resource: "configmaps"}}
 	actions := NewActions()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m map[string]any

@@ -57,9 +57,6 @@ func (o Options) MapNamespace(ns string) string {
 }
 
 var (
-	nodesGR       = schema.GroupResource{Resource: "nodes"}
-	eventsGR      = schema.GroupResource{Resource: "events"}
-	eventsV1GR    = schema.GroupResource{Group: "events.k8s.io", Resource: "events"}
 	podsGR        = schema.GroupResource{Resource: "pods"}
 	jobsGR        = schema.GroupResource{Group: "batch", Resource: "jobs"}
 	namespacesGR  = schema.GroupResource{Resource: "namespaces"}
@@ -74,19 +71,19 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // namespaceNameLabel is the label the API server sets on every Namespace to its name.
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
-// SkipReason says why an item is never restored ("" = restore it): nodes; events (core and events.k8s.io);
+// SkipReason says why an item is never restored ("" = restore it): the cluster-managed kinds
+// (backup.ClusterManagedResources: nodes, events, component statuses, IP addresses, ...);
 // every cairn.dev kind; pods whose status.phase is Succeeded or Failed; jobs that finished (Complete or Failed
 // condition True, or completionTime set); mirror pods (annotation kubernetes.io/config.mirror).
 //
-// Nodes belong to the cluster they ran in and events are a record of what happened there;
+// The cluster makes its cluster-managed objects itself, and removes or overwrites a copy;
 // Cairn's own objects are restored by Cairn's sync, never as items. A finished pod or job
 // would run its work again if it were created.
 func SkipReason(gr schema.GroupResource, obj *unstructured.Unstructured) string {
+	if reason := backup.NotRestoredReason(gr); reason != "" {
+		return reason
+	}
 	switch {
-	case gr == nodesGR:
-		return "nodes are not restored: they belong to the cluster they ran in"
-	case gr == eventsGR || gr == eventsV1GR:
-		return "events are not restored"
 	case gr.Group == cairnv1.GroupVersion.Group:
 		return "Cairn's own objects are not restored as items"
 	case gr == volumeSnapshotsGR || gr == volumeSnapshotContentsGR:

@@ -47,6 +47,7 @@ func assertItem(t *testing.T, got *unstructured.Unstructured, want string) {
 
 func TestSkipReason(t *testing.T) {
 	cm := schema.GroupResource{Resource: "configmaps"}
+	nodesGR := schema.GroupResource{Resource: "nodes"}
 	tests := []struct {
 		name string
 		gr   schema.GroupResource
@@ -55,8 +56,14 @@ func TestSkipReason(t *testing.T) {
 	}{
 		{name: "a config map", gr: cm, obj: `{"kind":"ConfigMap","metadata":{"name":"c"}}`},
 		{name: "a node", gr: nodesGR, obj: `{"kind":"Node","metadata":{"name":"n"}}`, want: "nodes"},
-		{name: "a core event", gr: eventsGR, obj: `{"kind":"Event","metadata":{"name":"e"}}`, want: "events"},
-		{name: "an events.k8s.io event", gr: eventsV1GR, obj: `{"kind":"Event","metadata":{"name":"e"}}`, want: "events"},
+		{name: "a core event", gr: schema.GroupResource{Resource: "events"}, obj: `{"kind":"Event","metadata":{"name":"e"}}`, want: "events"},
+		{name: "an events.k8s.io event", gr: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, obj: `{"kind":"Event","metadata":{"name":"e"}}`, want: "events"},
+		{name: "a component status of an older backup", gr: schema.GroupResource{Resource: "componentstatuses"}, obj: `{"kind":"ComponentStatus","metadata":{"name":"etcd-0"}}`, want: "component statuses"},
+		{name: "a Service's IP address", gr: schema.GroupResource{Group: "networking.k8s.io", Resource: "ipaddresses"}, obj: `{"kind":"IPAddress","metadata":{"name":"10.0.0.12"}}`, want: "IP addresses"},
+		{name: "an IPAddress of another group", gr: schema.GroupResource{Group: "example.com", Resource: "ipaddresses"}, obj: `{"kind":"IPAddress","metadata":{"name":"a"}}`},
+		{name: "a CSI node", gr: schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}, obj: `{"kind":"CSINode","metadata":{"name":"n"}}`, want: "kubelet"},
+		{name: "a volume attachment", gr: schema.GroupResource{Group: "storage.k8s.io", Resource: "volumeattachments"}, obj: `{"kind":"VolumeAttachment","metadata":{"name":"csi-1"}}`, want: "attach/detach"},
+		{name: "a service CIDR is restored", gr: schema.GroupResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, obj: `{"kind":"ServiceCIDR","metadata":{"name":"extra"}}`},
 		{name: "a Backup", gr: schema.GroupResource{Group: "cairn.dev", Resource: "backups"}, obj: `{"kind":"Backup","metadata":{"name":"b"}}`, want: "Cairn's own"},
 		{name: "a backed-up VolumeSnapshot", gr: volumeSnapshotsGR, obj: `{"kind":"VolumeSnapshot","metadata":{"name":"s"}}`, want: "CSI restore action"},
 		{name: "a backed-up VolumeSnapshotContent", gr: volumeSnapshotContentsGR, obj: `{"kind":"VolumeSnapshotContent","metadata":{"name":"c"}}`, want: "CSI restore action"},

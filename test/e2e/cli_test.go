@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -114,7 +115,17 @@ var _ = Describe("The cairn CLI", func() {
 		row := rowNamed(rows, name)
 		Expect(row).To(And(HaveKeyWithValue("PHASE", "Completed"), HaveKeyWithValue("LOCATION", "default"), HaveKeyWithValue("ERRORS", "0")))
 		Expect(row["EXPIRES"]).To(MatchRegexp(`^in (23|24)h$`))
-		Expect(cairnOK("backup", "get", name, "-n", "cairn-system", "-o", "json")).To(ContainSubstring(`"kind": "BackupList"`))
+		// One name is the object, as kubectl prints it; no name is the list.
+		var one struct {
+			Kind   string `json:"kind"`
+			Status struct {
+				Phase string `json:"phase"`
+			} `json:"status"`
+		}
+		Expect(json.Unmarshal([]byte(cairnOK("backup", "get", name, "-n", "cairn-system", "-o", "json")), &one)).To(Succeed())
+		Expect(one.Kind).To(Equal("Backup"))
+		Expect(one.Status.Phase).To(Equal("Completed"))
+		Expect(cairnOK("backup", "get", "-n", "cairn-system", "-o", "yaml")).To(ContainSubstring("kind: BackupList\n"))
 
 		describe := cairnOK("backup", "describe", name, "-n", "cairn-system", "--details")
 		Expect(describe).To(MatchRegexp(`Phase:\s+Completed`))
