@@ -37,7 +37,6 @@ import (
 // ResourcesFromDiscovery) in the groups the chart names, that no mode of the chart may read,
 // with the reason. docs/install.md lists them too.
 var notBackedUp = map[schema.GroupResource]string{
-	{Resource: "componentstatuses"}: "not an object: the API server computes it on each read (deprecated)",
 	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: "a request for a credential, made by and for " +
 		"whoever created it; a restored one would be a new request made by the operator, and approving is never Cairn's",
 }

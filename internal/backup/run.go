@@ -418,7 +418,7 @@ func (ru *run) listPages(ctx context.Context, res Resource, ns string, blocks ch
 			log.Warnf("Skipped a resource that cannot be listed: %v", err)
 			return nil
 		case apierrors.IsForbidden(err):
-			log.Errorf("Could not list a resource: the operator may not (the backup is incomplete): %v", err)
+			log.Errorf("Could not list a resource: the operator may not, so the backup is incomplete (a custom resource's group must be granted: the chart's rbac.customResourceGroups, docs/install.md): %v", err)
 			return nil
 		case err != nil:
 			return fmt.Errorf("listing %s: %w", res.GroupResource(), err)

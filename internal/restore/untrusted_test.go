@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +144,7 @@ func TestRunRefusesItemsThatAreNotWhatTheirPathSays(t *testing.T) {
 			rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r1", UID: "uid-r1"},
 				Spec: cairnv1.RestoreSpec{BackupName: "escape"}, Status: cairnv1.RestoreStatus{BackupName: "escape"}}
 			res := runner.Run(context.Background(), restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: store, BackupKeys: keys,
-				Files: store, FilesKeys: storage.Layout{}.Restore("team-a", "r1")})
+				Files: store, FilesKeys: storage.Layout{}.Restore("team-a", "r1"), Writer: dyn})
 			if res.Ending != restore.Finished {
 				t.Fatalf("run ended %s (%s)", res.Ending, res.FailureReason)
 			}
@@ -174,6 +175,61 @@ func TestRunRefusesItemsThatAreNotWhatTheirPathSays(t *testing.T) {
 			}
 			if res.Errors < 7 {
 				t.Errorf("%d errors, want one per refused item (7)", res.Errors)
+			}
+		})
+	}
+}
+
+// A team's restore writes as its requester (DESIGN.md section 15): every create goes through
+// Request.Writer, never the operator's own client, and a team's restore without one restores
+// nothing.
+func TestTeamRestoreWritesOnlyAsItsRequester(t *testing.T) {
+	entries := map[string]map[string]any{
+		"resources/configmaps/namespaces/team-a/settings.json": object("v1", "ConfigMap", "team-a", "settings", nil),
+		"resources/roles.rbac.authorization.k8s.io/namespaces/team-a/secret-reader.json": object("rbac.authorization.k8s.io/v1", "Role", "team-a", "secret-reader", nil),
+	}
+	newClient := func(writes *[]string) *dynamicfake.FakeDynamicClient {
+		dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), &unstructured.Unstructured{Object: object("v1", "Namespace", "", "team-a", nil)})
+		dyn.PrependReactor("*", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			switch action.GetVerb() {
+			case "create", "update", "patch":
+				*writes = append(*writes, action.GetVerb()+" "+action.GetResource().Resource)
+			}
+			return false, nil, nil
+		})
+		return dyn
+	}
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r1", UID: "uid-r1"},
+		Spec: cairnv1.RestoreSpec{BackupName: "b"}, Status: cairnv1.RestoreStatus{BackupName: "b"}}
+	for _, tt := range []struct {
+		name           string
+		withWriter     bool
+		wantEnding     restore.Ending
+		wantOperator   []string
+		wantRequester  []string
+		wantFailureHas string
+	}{
+		{name: "with the requester's client", withWriter: true, wantEnding: restore.Finished,
+			wantRequester: []string{"create configmaps", "create roles"}},
+		{name: "without one", wantEnding: restore.Failed, wantFailureHas: "writes as its requester"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store, keys := craftedBackup(t, "team-a", "b", entries)
+			var operatorWrites, requesterWrites []string
+			operator := newClient(&operatorWrites)
+			req := restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: store, BackupKeys: keys}
+			if tt.withWriter {
+				req.Writer = newClient(&requesterWrites)
+			}
+			runner := &restore.Runner{Dynamic: operator, Discovery: clusterDiscovery(), Actions: restore.NewActions()}
+			res := runner.Run(context.Background(), req)
+			if res.Ending != tt.wantEnding || !strings.Contains(res.FailureReason, tt.wantFailureHas) {
+				t.Fatalf("run ended %s (%q), want %s", res.Ending, res.FailureReason, tt.wantEnding)
+			}
+			slices.Sort(requesterWrites)
+			if len(operatorWrites) != 0 || !slices.Equal(requesterWrites, tt.wantRequester) {
+				t.Errorf("writes: operator %v, requester %v; want none by the operator and %v by the requester",
+					operatorWrites, requesterWrites, tt.wantRequester)
 			}
 		})
 	}
