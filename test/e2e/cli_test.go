@@ -255,6 +255,9 @@ var _ = Describe("The cairn CLI", func() {
 		namespaceWithConfigMap(ns)
 		kubectlOK("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "backup_user_roles.yaml"))
 		kubectlOK("create", "rolebinding", "alice-backups", "-n", ns, "--clusterrole=cairn-backup-editor", "--user="+user)
+		// Her backup holds what she may read there (DESIGN.md section 15): ConfigMaps.
+		kubectlOK("create", "role", "configmap-reader", "-n", ns, "--verb=get,list", "--resource=configmaps")
+		kubectlOK("create", "rolebinding", "alice-configmaps", "-n", ns, "--role=configmap-reader", "--user="+user)
 
 		out := cairnOK("--as", user, "-n", ns, "backup", "create", "mine", "--wait")
 		Expect(out).To(MatchRegexp(`(?m)^Completed$`))
