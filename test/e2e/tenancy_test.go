@@ -268,13 +268,18 @@ spec: {backupName: lead-full, includedResources: [configmaps]}
 		applyAs(viewer, fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
 kind: Schedule
 metadata: {name: viewer-nightly, namespace: %s}
-spec: {schedule: "@every 1h", template: {}}
+spec: {schedule: "@every 5s", template: {}}
 `, ns))
 		var name string
 		Eventually(func() string {
-			name = kubectlOK("get", "backups", "-n", ns, "-l", "cairn.dev/schedule-name=viewer-nightly", "-o", "jsonpath={.items[0].metadata.name}")
+			names := strings.Fields(kubectlOK("get", "backups", "-n", ns, "-l", "cairn.dev/schedule-name=viewer-nightly", "-o", "jsonpath={.items[*].metadata.name}"))
+			if len(names) > 0 {
+				name = names[0]
+			}
 			return name
 		}).WithTimeout(60 * time.Second).ShouldNot(BeEmpty())
+		_, stderr, err = kubectlWith(viewer, "patch", "schedule", "viewer-nightly", "-n", ns, "--type=merge", "-p", `{"spec":{"paused":true}}`)
+		Expect(err).NotTo(HaveOccurred(), stderr)
 		waitBackupPhase(ns, name, "Completed")
 		Expect(kubectlOK("get", "backup", name, "-n", ns, "-o", `jsonpath={.metadata.annotations.cairn\.dev/requester}`)).
 			To(Equal("system:serviceaccount:" + ns + ":viewer"))
