@@ -423,6 +423,9 @@ func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup,
 
 // appendToLog adds what write logs to the backup's log (creating the log when the backup never
 // wrote one).
+// maxAppendedLogSize bounds the stored (compressed) log that appendToLog reads to append to it.
+const maxAppendedLogSize = 64 << 20
+
 func appendToLog(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, objects []string, write func(l *backup.Log)) error {
 	var stored []byte
 	if slices.Contains(objects, keys.Logs) {
@@ -430,10 +433,16 @@ func appendToLog(ctx context.Context, store storage.ObjectStore, keys storage.Ba
 		if err != nil {
 			return fmt.Errorf("reading the log: %w", err)
 		}
-		stored, err = io.ReadAll(rc)
+		stored, err = io.ReadAll(io.LimitReader(rc, maxAppendedLogSize+1))
 		_ = rc.Close()
 		if err != nil {
 			return fmt.Errorf("reading the log: %w", err)
+		}
+		if len(stored) > maxAppendedLogSize {
+			// Not a log this manager wrote in a backup's lifetime: the bucket holds something
+			// else under its name. It is left as it is rather than read into memory.
+			ctrl.LoggerFrom(ctx).Info("Did not append to a backup's stored log: it is larger than a backup's log can be", "key", keys.Logs, "limit", maxAppendedLogSize)
+			return nil
 		}
 	}
 	data, err := backup.AppendLog(stored, write)
