@@ -187,9 +187,6 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 	if !known {
 		return "", fmt.Sprintf("unknown target kind %q", target.Kind), nil
 	}
-	if refusal, err := r.requesterRefusal(ctx, dr, store); refusal != "" || err != nil {
-		return "", refusal, err
-	}
 	if b != nil {
 		// The files under the backup's name must be this Backup object's: its commit marker
 		// names it, or, for a backup that never committed (failed, cancelled), it ran here.
@@ -211,6 +208,9 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 		if refusal := backupFilesRefusal(b, committed, marker.UID); refusal != "" {
 			return "", refusal, nil
 		}
+	}
+	if refusal, err := r.requesterRefusal(ctx, dr, store); refusal != "" || err != nil {
+		return "", refusal, err
 	}
 	var exists bool
 	if err := r.stores.call(ctx, func(ctx context.Context) (err error) { exists, err = store.Exists(ctx, key); return err }); err != nil {
@@ -262,6 +262,7 @@ func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *ca
 		return "", nil
 	}
 	var list map[string][]string
+	var unreadable error
 	key := store.Layout.Backup(dr.Namespace, target.Name).ResourceList
 	err = r.stores.call(ctx, func(ctx context.Context) error {
 		rc, err := store.Get(ctx, key)
@@ -269,13 +270,17 @@ func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *ca
 			return err
 		}
 		defer rc.Close()
-		return storage.DecodeGzipJSON(rc, key, 0, &list)
+		// Not the storage's failure, and no retry mends it: the file is not a resource list.
+		unreadable = storage.DecodeGzipJSON(rc, key, 0, &list)
+		return nil
 	})
-	if errors.Is(err, storage.ErrNotFound) {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
 		return fmt.Sprintf("backup %s has no resource list, which says what its contents hold: they are not handed out", target.Name), nil
-	}
-	if err != nil {
+	case err != nil:
 		return "", err
+	case unreadable != nil:
+		return fmt.Sprintf("backup %s's resource list, which says what its contents hold, cannot be read (%v): they are not handed out", target.Name, unreadable), nil
 	}
 	denied, err := r.Requesters.ReadAll(ctx, *actAs, list)
 	if denied != "" {

@@ -1,6 +1,8 @@
 package controller_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,8 +77,19 @@ var allDownloadKinds = []cairnv1.DownloadTargetKind{
 	cairnv1.DownloadTargetRestoreLog, cairnv1.DownloadTargetRestoreResults, cairnv1.DownloadTargetRestoreResourceList,
 }
 
+// fileContent is what the fixture stores as a kind's file of namespace ns: text, but for the
+// backup's resource list, which the manager reads (a backup's contents are handed out only to a
+// requester who may get every kind it names) and which must be one.
 func fileContent(ns string, kind cairnv1.DownloadTargetKind) string {
-	return fmt.Sprintf("the %s of namespace %s", kind, ns)
+	if kind != cairnv1.DownloadTargetBackupResourceList {
+		return fmt.Sprintf("the %s of namespace %s", kind, ns)
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	_, err := fmt.Fprintf(gz, `{"configmaps":[%q]}`, ns+"/settings")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(gz.Close()).To(Succeed())
+	return buf.String()
 }
 
 // key is where the fixture stored a kind's file of namespace ns, from the layout (not from the
