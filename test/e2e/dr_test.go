@@ -66,7 +66,12 @@ func (c *secondCluster) apply(manifest string) {
 // shows the object and the second manager's log.
 func (c *secondCluster) wait(object, namespace, condition, timeout string) {
 	GinkgoHelper()
-	_, stderr, err := kubectlWith(c.kubeconfig, "wait", object, "-n", namespace, "--for="+condition, "--timeout="+timeout)
+	// An object the second cluster's reconcilers make (a synced backup) may not exist yet:
+	// kubectl wait for a condition fails at once on a missing object.
+	_, stderr, err := kubectlWith(c.kubeconfig, "wait", object, "-n", namespace, "--for=create", "--timeout="+timeout)
+	if err == nil {
+		_, stderr, err = kubectlWith(c.kubeconfig, "wait", object, "-n", namespace, "--for="+condition, "--timeout="+timeout)
+	}
 	if err != nil {
 		yaml, _, _ := kubectlWith(c.kubeconfig, "get", object, "-n", namespace, "-o", "yaml")
 		Fail(fmt.Sprintf("%s in the second cluster: not %s: %s\n%s\nits manager's log:\n%s", object, condition, stderr, yaml, c.manager.log.String()))
