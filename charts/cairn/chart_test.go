@@ -283,6 +283,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"rbac.customResourceGroups[0]=metrics.k8s.io", "customResourceGroups"},
 		{"rbac.customResourceGroups[0]=Example.com", "customResourceGroups"},
 		{"rbac.customResourceGroups=example.com", "customResourceGroups"}, // a string, not a list
+		{"actAsRequester=nowhere", "actAsRequester"},
+		{"maxArchiveEntrySize=big", "maxArchiveEntrySize"},
 	}
 	for _, h := range helmVersions {
 		for _, tc := range cases {
