@@ -64,7 +64,7 @@ if want untrusted; then
 fi
 
 if want tenant; then
-  echo "bench: tenant (10k ConfigMaps of one team namespace backed up and restored by the manager binary as the operator and as a tenant, twice each; envtest control plane)" >&2
+  echo "bench: tenant (10k ConfigMaps of one team namespace backed up and restored by the manager binary as the operator and as a tenant, 5 times each, in turn; envtest control plane; about 6 minutes)" >&2
   make -s build
   go test -run '^$' -bench '^BenchmarkTenant10kConfigMaps$' -benchtime 1x -timeout 30m ./test/bench/ | tee docs/bench/tenant.txt >&2
 fi

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	"strings"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

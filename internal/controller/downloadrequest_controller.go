@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -280,13 +281,21 @@ func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *ca
 	case err != nil:
 		return "", err
 	case unreadable != nil:
-		return fmt.Sprintf("backup %s's resource list, which says what its contents hold, cannot be read (%v): they are not handed out", target.Name, unreadable), nil
+		// A malformed resource list is the request's failure, written into its status; retrying
+		// would not mend it.
+		return unreadableListRefusal(target.Name, unreadable), nil //nolint:nilerr // see above
 	}
 	denied, err := r.Requesters.ReadAll(ctx, *actAs, list)
 	if denied != "" {
 		return "a backup's contents are handed out only to someone who may get every kind of object they hold: " + denied, err
 	}
 	return "", err
+}
+
+// unreadableListRefusal is why a backup's contents are not handed out when its resource list
+// cannot be read: not a passing fault, so the request fails rather than being retried.
+func unreadableListRefusal(backupName string, cause error) string {
+	return fmt.Sprintf("backup %s's resource list, which says what its contents hold, cannot be read (%v): they are not handed out", backupName, cause)
 }
 
 // targetLocation finds the storage location that holds the target's files: the one its

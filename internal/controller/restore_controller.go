@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/client-go/dynamic"
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/dynamic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -922,6 +922,12 @@ func (ru *run) restoreAdditional(ctx context.Context, ref ItemRef) {
 	ru.restoreItem(ctx, ref.GR, *found)
 }
 
+// identityHolds reports whether item is what its place in the archive says (verifyItem); the
+// refusal itself is recorded by restoreItem.
+func (ru *run) identityHolds(gr schema.GroupResource, item SpooledItem, obj *unstructured.Unstructured) bool {
+	return ru.verifyItem(gr, item, obj) == nil
+}
+
 // errFound ends a search of the spool.
 var errFound = errors.New("found")
 
@@ -932,7 +938,7 @@ func (ru *run) loadSnapshots() error {
 		err := ru.spool.Each(gr, func(item SpooledItem) error {
 			// One that does not decode is left out here; restoreItem records it.
 			obj, ok := decodeItem(item.Object)
-			if !ok || ru.verifyItem(gr, item, obj) != nil {
+			if !ok || !ru.identityHolds(gr, item, obj) {
 				return nil // restoreItem records it, if it is selected
 			}
 			ref := ItemRef{GR: gr, Namespace: item.Namespace, Name: item.Name}

@@ -185,7 +185,7 @@ func TestRunRefusesItemsThatAreNotWhatTheirPathSays(t *testing.T) {
 // nothing.
 func TestTeamRestoreWritesOnlyAsItsRequester(t *testing.T) {
 	entries := map[string]map[string]any{
-		"resources/configmaps/namespaces/team-a/settings.json": object("v1", "ConfigMap", "team-a", "settings", nil),
+		"resources/configmaps/namespaces/team-a/settings.json":                           object("v1", "ConfigMap", "team-a", "settings", nil),
 		"resources/roles.rbac.authorization.k8s.io/namespaces/team-a/secret-reader.json": object("rbac.authorization.k8s.io/v1", "Role", "team-a", "secret-reader", nil),
 	}
 	newClient := func(writes *[]string) *dynamicfake.FakeDynamicClient {

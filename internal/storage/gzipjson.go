@@ -38,7 +38,7 @@ func DecodeGzipJSON(r io.Reader, key string, maxSize int64, v any) error {
 	if err == nil {
 		// One value, and nothing after it but white space, all within the cap.
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = fmt.Errorf("more after the JSON value (%v)", terr)
+			err = fmt.Errorf("more after the JSON value (%w)", terr)
 		}
 	}
 	switch {

@@ -170,7 +170,7 @@ func waitForAdmissionPolicies(ctx context.Context, admin *rest.Config, c client.
 		changed := existing.DeepCopy()
 		changed.Annotations[cairnv1.RequesterAnnotation] = "changed"
 		err := c.Update(ctx, changed, client.DryRunAll)
-		if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) ||
+		if err == nil || (!apierrors.IsForbidden(err) && !apierrors.IsInvalid(err)) ||
 			!strings.Contains(err.Error(), cairnv1.RequesterImmutablePolicyName) {
 			last = fmt.Sprintf("an update changing the requester answered %v", err)
 			return false, nil

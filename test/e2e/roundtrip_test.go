@@ -180,17 +180,14 @@ func ledgerObjects(ns string) []ledgerRef {
 			refs = append(refs, ledgerRef{resource: resource, namespace: ns, name: name})
 		}
 	}
-	for _, r := range []ledgerRef{
-		{resource: "customresourcedefinitions.apiextensions.k8s.io", name: "ledgers.e2e-rt.example.com"},
-		{resource: "customresourcedefinitions.apiextensions.k8s.io", name: "ledgerclasses.e2e-rt.example.com"},
-		{resource: "ledgerclasses.e2e-rt.example.com", name: "e2e-rt-standard"},
-		{resource: "clusterroles.rbac.authorization.k8s.io", name: "e2e-rt-ledger-reader"},
-		{resource: "clusterrolebindings.rbac.authorization.k8s.io", name: "e2e-rt-ledger-reader"},
-		{resource: "ingressclasses.networking.k8s.io", name: "e2e-rt-ledger"},
-	} {
-		refs = append(refs, r)
-	}
-	return refs
+	return append(refs,
+		ledgerRef{resource: "customresourcedefinitions.apiextensions.k8s.io", name: "ledgers.e2e-rt.example.com"},
+		ledgerRef{resource: "customresourcedefinitions.apiextensions.k8s.io", name: "ledgerclasses.e2e-rt.example.com"},
+		ledgerRef{resource: "ledgerclasses.e2e-rt.example.com", name: "e2e-rt-standard"},
+		ledgerRef{resource: "clusterroles.rbac.authorization.k8s.io", name: "e2e-rt-ledger-reader"},
+		ledgerRef{resource: "clusterrolebindings.rbac.authorization.k8s.io", name: "e2e-rt-ledger-reader"},
+		ledgerRef{resource: "ingressclasses.networking.k8s.io", name: "e2e-rt-ledger"},
+	)
 }
 
 // restoreChanges are what a restore documents changing (docs/restore.md, "What happens to
