@@ -88,11 +88,16 @@ vet: ## go vet.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: docs
+docs: ## Write the phase-owner tables of docs/architecture.md from internal/phases.
+	go run ./hack/phasetables docs/architecture.md
+
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale.
+verify: generate manifests ## Fail when generated files (and the phase tables of docs/architecture.md) are stale.
 	@if [ -n "$$(git status --porcelain -- api config test/crds charts/cairn/files)" ]; then \
 		echo "Generated files are stale; run 'make generate manifests' and commit:"; \
 		git status --porcelain -- api config test/crds charts/cairn/files; git diff --stat -- api config test/crds charts/cairn/files; exit 1; fi
+	go run ./hack/phasetables -check docs/architecture.md
 
 ##@ Build
 

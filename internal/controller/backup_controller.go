@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -107,7 +108,7 @@ func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate
 			}
 		}
 		first = false
-		return patchBackupStatus(ctx, r.Client, r.Clock, b, write)
+		return patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, write)
 	})
 	switch {
 	case apierrors.IsNotFound(err), err == nil:
@@ -147,7 +148,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	now := metav1.NewTime(r.Clock.Now())
 	if reason, failureReason, ok := cancellation(b); ok {
 		message := failureReason + " before it started"
-		if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 			cancelledStatus(s, b.Generation, reason, failureReason, message, now)
 		}); err != nil {
 			return ctrl.Result{}, err
@@ -194,7 +195,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		}
 	}
 	if problem != nil {
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = queue.CapValidationErrors([]string{problem.Error()})
 			s.CompletionTimestamp = &now
@@ -207,7 +208,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	r.running.set(b.UID, cancelRun)
 	defer r.running.forget(b.UID)
 	expiration := expirationOf(b, now, r.DefaultBackupTTL)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now
 		s.Expiration = expiration
@@ -231,14 +232,14 @@ func (r *BackupReconciler) waitForStorage(ctx context.Context, b *cairnv1.Backup
 	now := metav1.NewTime(r.Clock.Now())
 	if phaseTimedOut(b, now.Time, r.PhaseTimeout) {
 		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailed
 			s.FailureReason = reason
 			s.CompletionTimestamp = &now
 		})
 	}
 	message := fmt.Sprintf("waiting for storage location %s: %v", b.Status.StorageLocation, cause)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: cairnv1.BackupConditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
 			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
@@ -445,10 +446,11 @@ func afterInterruptedRun(b *cairnv1.Backup) (cairnv1.BackupPhase, string) {
 // endInterruptedRun moves on a backup that was InProgress when the operator stopped (see
 // afterInterruptedRun). It touches no storage: the finalizer removes what the run left, with
 // retries, so a storage service that is down at the restart neither holds the restart nor
-// leaves the partial data behind for good.
+// leaves the partial data behind for good. It writes as the backup reconciler, the owner of
+// InProgress, also when the restart recovery calls it.
 func endInterruptedRun(ctx context.Context, c client.Client, b *cairnv1.Backup, clk clock.PassiveClock) error {
 	next, failureReason := afterInterruptedRun(b)
-	return patchBackupStatus(ctx, c, clk, b, func(s *cairnv1.BackupStatus) {
+	return patchBackupStatus(ctx, c, clk, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.FailureReason = failureReason
 	})

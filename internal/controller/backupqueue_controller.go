@@ -28,6 +28,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -702,7 +703,7 @@ func qualifiedName(b *cairnv1.Backup) string { return b.Namespace + "/" + b.Name
 // the backup as the API server does.
 func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
 	old := b.Status.DeepCopy()
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, mutate); err != nil {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, b, mutate); err != nil {
 		b.Status = *old
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
@@ -716,7 +717,7 @@ func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *que
 // patchRestoreStatus is patchBackupStatus for a restore.
 func (r *BackupQueueReconciler) patchRestoreStatus(ctx context.Context, pass *queuePass, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
 	oldPhase := rs.Status.Phase
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, mutate); err != nil {
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, rs, mutate); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
 		}

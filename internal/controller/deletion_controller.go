@@ -32,6 +32,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/metrics"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -171,7 +172,7 @@ func (r *DeletionReconciler) showDeleting(ctx context.Context, b *cairnv1.Backup
 // markDeleting writes the phase Deleting. Its event (PhaseWatcher's, which says when an
 // expired backup expired) is the only one of a deletion that goes well.
 func (r *DeletionReconciler) markDeleting(ctx context.Context, b *cairnv1.Backup) error {
-	return patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	return patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeleting
 		s.NextDeletionAttempt = nil
 		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionDeletionBlocked)
@@ -187,7 +188,7 @@ func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Back
 		return nil
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: cairnv1.BackupConditionDeletionBlocked, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonReadByRestore,
 			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
@@ -315,7 +316,7 @@ func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, messag
 	_, nextAttempt := r.backoff().failed(b.UID)
 	delay := nextAttempt.Sub(now)
 	next := metav1.NewTime(nextAttempt)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeletionFailed
 		s.LastDeletionError = message
 		s.DeletionAttempts = attempts

@@ -31,6 +31,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -175,7 +176,7 @@ func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backu
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PostOperationItem", "Finalize", w)
 	}
 	t := metav1.NewTime(completed)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &t
 		s.Warnings += int32(max(moreWarnings, 0))
@@ -205,7 +206,7 @@ func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Back
 // FinalizingCancelled): a backup without a commit marker is not restorable, so neither of
 // those would be true.
 func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingFailed
 		s.FailureReason = reason
 	}); err != nil {
@@ -218,7 +219,7 @@ func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Bac
 // toCancelled moves a finalizing backup that was cancelled to FinalizingCancelled.
 func (r *FinalizerReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup) error {
 	_, failureReason, _ := cancellation(b)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
 	}); err != nil {
 		return err
@@ -260,7 +261,7 @@ func (r *FinalizerReconciler) cancelCleanup(b *cairnv1.Backup) cleanup {
 				Warn(failureReason + "; removing the backup's data and keeping this log")
 		},
 		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
-			if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+			if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 				cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
 			}); err != nil {
 				return err
@@ -290,7 +291,7 @@ func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
 			if eventType == corev1.EventTypeWarning {
 				status, reason = metav1.ConditionFalse, cairnv1.ReasonDataKept
 			}
-			if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+			if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 				s.Phase = cairnv1.BackupPhaseFailed
 				s.FailureReason = failureReason
 				s.CompletionTimestamp = &now
@@ -331,7 +332,7 @@ func (r *FinalizerReconciler) cleanUp(ctx context.Context, b *cairnv1.Backup, c 
 		message := fmt.Sprintf("Removing the %s's data failed (attempt %d): %v; next attempt at %s",
 			c.what, failures, err, next.UTC().Format(time.RFC3339))
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cairnv1.ReasonCleanupFailed, "Cleanup", message)
-		if perr := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+		if perr := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 				Type: c.condition, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonCleanupFailed,
 				Message: message, ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),

@@ -22,6 +22,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 )
 
 // gcWorkers is how many backups the GC reconciler handles at once: backups of one schedule and
@@ -190,7 +191,7 @@ func (r *GCReconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDec
 		return nil
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerGC, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: cairnv1.BackupConditionExpired, Status: metav1.ConditionTrue, Reason: d.Reason,
 			Message: d.Message, ObservedGeneration: b.Generation, LastTransitionTime: now,

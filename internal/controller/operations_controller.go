@@ -19,6 +19,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -124,7 +125,7 @@ func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	running, completed, failed := backup.OperationCounts(ops)
 	next := backup.NextAfterOperations(b.Status.Phase, ops)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, &b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerOperations, &b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.BackupItemOperationsAttempted = int32(len(ops))
 		s.BackupItemOperationsCompleted = int32(completed)
@@ -195,7 +196,7 @@ func (r *OperationsReconciler) cannotPoll(ctx context.Context, b *cairnv1.Backup
 		}
 	}
 	attempted, completed, failed := operationTotals(b.Status, ops, known)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerOperations, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingPartiallyFailed
 		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
 		s.Errors = max(s.Errors+1, failed)
@@ -246,7 +247,7 @@ func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, st
 		}
 	}
 	attempted, completed, failed := operationTotals(b.Status, ops, known)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerOperations, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
 		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
 	}); err != nil {

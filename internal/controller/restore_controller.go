@@ -30,6 +30,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -105,7 +106,7 @@ var errWaitForLocation = errors.New("the storage location has not been validated
 // condition, and Failed once that lasted --phase-timeout; else InProgress, and runs it.
 func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
 	if _, ok := restoreCancellation(rs); ok {
-		return ctrl.Result{}, endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, rs)
+		return ctrl.Result{}, endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
 	}
 	facts, backupName, err := restoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
 	if err != nil {
@@ -146,7 +147,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	now := metav1.NewTime(r.Clock.Now())
 	if len(problems) > 0 {
 		problems = queue.CapValidationErrors(problems)
-		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 			s.Phase = cairnv1.RestorePhaseFailedValidation
 			s.BackupName = backupName
 			s.ValidationErrors = problems
@@ -164,7 +165,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		filesCondition.Status, filesCondition.Reason = metav1.ConditionFalse, cairnv1.ReasonNoWritableLocation
 		filesCondition.Message = fmt.Sprintf("storage location %s is ReadOnly and no default ReadWrite location is Available: the restore's log, results and resource list are not stored", facts.Backup.Status.StorageLocation)
 	}
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = cairnv1.RestorePhaseInProgress
 		s.BackupName = backupName
 		s.StorageLocation = filesLocation
@@ -234,13 +235,13 @@ func (r *RestoreReconciler) waitForStorage(ctx context.Context, rs *cairnv1.Rest
 	now := metav1.NewTime(r.Clock.Now())
 	if rs.Status.PhaseTransitionTime != nil && now.Sub(rs.Status.PhaseTransitionTime.Time) >= r.PhaseTimeout {
 		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
-		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 			s.Phase = cairnv1.RestorePhaseFailed
 			s.FailureReason = reason
 			s.CompletionTimestamp = &now
 		}))
 	}
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: cairnv1.RestoreConditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
 			Message: "waiting for the backup's storage location: " + cause.Error(), ObservedGeneration: rs.Generation, LastTransitionTime: now,
@@ -381,7 +382,7 @@ func (r *RestoreReconciler) endRun(ctx context.Context, rs *cairnv1.Restore, mut
 			}
 		}
 		first = false
-		return patchRestoreStatus(ctx, r.Client, r.Clock, rs, mutate)
+		return patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, mutate)
 	})
 	if err == nil || apierrors.IsNotFound(err) {
 		return nil
@@ -411,10 +412,11 @@ func (r *RestoreReconciler) orphaned(ctx context.Context, rs *cairnv1.Restore) (
 }
 
 // failInterruptedRestore ends a restore that was InProgress when the operator stopped: Failed.
-// The objects it created stay; its files in storage are whatever it had written (none).
+// The objects it created stay; its files in storage are whatever it had written (none). It
+// writes as the restore reconciler, the owner of InProgress, also for the restart recovery.
 func failInterruptedRestore(ctx context.Context, c client.Client, clk clock.PassiveClock, rs *cairnv1.Restore) error {
 	now := metav1.NewTime(clk.Now())
-	return patchRestoreStatus(ctx, c, clk, rs, func(s *cairnv1.RestoreStatus) {
+	return patchRestoreStatus(ctx, c, clk, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = cairnv1.RestorePhaseFailed
 		s.FailureReason = FailureReasonRestoreRestarted
 		s.CompletionTimestamp = &now

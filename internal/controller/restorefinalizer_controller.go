@@ -19,6 +19,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -80,7 +81,7 @@ func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.R
 	if rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled && !cancelled {
 		failureReason, cancelled = cairnv1.FailureReasonRestoreCancelled, true
 	}
-	err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+	err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestoreFinalizer, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = next
 		s.CompletionTimestamp = &now
 		if cancelled {

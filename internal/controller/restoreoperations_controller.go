@@ -20,6 +20,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
@@ -119,7 +120,7 @@ func (r *RestoreOperationsReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	r.polled.set(rs.UID, r.Clock.Now())
 	running, completed, failed := backup.OperationCounts(ops)
 	next := restore.NextAfterOperations(rs.Status.Phase, ops)
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, &rs, func(s *cairnv1.RestoreStatus) {
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestoreOperations, &rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = next
 		s.RestoreItemOperationsAttempted = int32(len(ops))
 		s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = int32(completed), int32(failed)
@@ -196,7 +197,7 @@ func (r *RestoreOperationsReconciler) end(ctx context.Context, rs *cairnv1.Resto
 		_, c, f := backup.OperationCounts(ops)
 		attempted, completed, failed = int32(len(ops)), int32(c), int32(f)
 	}
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, rs, func(s *cairnv1.RestoreStatus) {
+	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestoreOperations, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = next
 		s.RestoreItemOperationsAttempted, s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = attempted, completed, max(failed, 0)
 		if next == cairnv1.RestorePhaseFinalizingPartiallyFailed {

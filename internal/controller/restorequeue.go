@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -34,7 +35,7 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 		}
 	}
 	if _, cancelled := restoreCancellation(rs); cancelled {
-		if err := endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, rs); err != nil {
+		if err := endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, rs); err != nil {
 			return true, err
 		}
 		pass.wrote(rs, true)
@@ -101,11 +102,13 @@ func restoreCancellation(rs *cairnv1.Restore) (failureReason string, ok bool) {
 	return "", false
 }
 
-// endRestoreBeforeStart ends a cancelled or deleted restore that has not started: Failed.
-func endRestoreBeforeStart(ctx context.Context, c client.Client, clk clock.Clock, rec events.EventRecorder, rs *cairnv1.Restore) error {
+// endRestoreBeforeStart ends a cancelled or deleted restore that has not started: Failed. owner
+// is the reconciler that owns its phase (the queue for New and Queued, the restore reconciler
+// for ReadyToStart).
+func endRestoreBeforeStart(ctx context.Context, c client.Client, clk clock.Clock, rec events.EventRecorder, owner phases.Owner, rs *cairnv1.Restore) error {
 	failureReason, _ := restoreCancellation(rs)
 	now := metav1.NewTime(clk.Now())
-	err := patchRestoreStatus(ctx, c, clk, rs, func(s *cairnv1.RestoreStatus) {
+	err := patchRestoreStatus(ctx, c, clk, owner, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = cairnv1.RestorePhaseFailed
 		s.FailureReason = failureReason
 		s.QueuePosition = 0

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cairn-backup/cairn/internal/controller"
@@ -100,6 +102,9 @@ func startManager(cfg controller.Config) (stop func()) {
 }
 
 var _ = AfterSuite(func() {
+	// A status write the phase-owner table refused is a bug in a reconciler or in the table
+	// (internal/phases), even when no spec waited on its outcome.
+	Expect(refusedPhaseTransitions()).To(BeEmpty(), "phase changes refused by the owner table (kind, from, to)")
 	if stopSuite != nil {
 		stopSuite()
 	}
@@ -107,6 +112,30 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// refusedPhaseTransitions lists the phase changes the status writers refused in this process
+// (cairn_refused_phase_transitions_total), each as "kind from → to: count".
+func refusedPhaseTransitions() []string {
+	GinkgoHelper()
+	families, err := ctrlmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	var refused []string
+	for _, f := range families {
+		if f.GetName() != "cairn_refused_phase_transitions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if n := m.GetCounter().GetValue(); n > 0 {
+				refused = append(refused, fmt.Sprintf("%s %s → %s: %v", labels["kind"], labels["from"], labels["to"], n))
+			}
+		}
+	}
+	return refused
+}
 
 // watchClient is a direct client that can also watch.
 func watchClient() client.WithWatch {

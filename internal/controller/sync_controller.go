@@ -28,6 +28,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -299,7 +300,7 @@ func (r *SyncReconciler) create(ctx context.Context, pass *syncPass, c storage.C
 // on.
 func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cairnv1.Backup, status cairnv1.BackupStatus) error {
 	old := b.Status.DeepCopy()
-	err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) { *s = status })
+	err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) { *s = status })
 	if err != nil {
 		b.Status = *old // as the API server still has it, for the next write's patch
 	}
@@ -314,7 +315,7 @@ func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cai
 func (r *SyncReconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Backup, problem error) error {
 	now := metav1.NewTime(pass.now)
 	message := fmt.Sprintf("cannot be synced from storage location %s: %v", pass.bsl.Name, problem)
-	return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
 		*s = cairnv1.BackupStatus{
 			Phase:               cairnv1.BackupPhaseFailedValidation,
 			StorageLocation:     pass.bsl.Name,
@@ -357,7 +358,7 @@ func (r *SyncReconciler) complete(ctx context.Context, pass *syncPass, b *cairnv
 // marker is gone; True when it is back.
 func (r *SyncReconciler) markData(ctx context.Context, pass *syncPass, b *cairnv1.Backup, found bool) error {
 	cond := backupsync.DataCondition(found, pass.bsl.Name, b.Generation, pass.now)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, b, func(s *cairnv1.BackupStatus) {
+	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, cond)
 	}); err != nil {
 		return client.IgnoreNotFound(err)

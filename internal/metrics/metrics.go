@@ -31,6 +31,9 @@ const (
 	labelPhase      = "phase"
 	labelLocation   = "location"
 	labelController = "controller"
+	labelKind       = "kind"
+	labelFrom       = "from"
+	labelTo         = "to"
 )
 
 // durationBuckets span a few seconds to a day: backups and restores of small namespaces take
@@ -123,6 +126,10 @@ var (
 		Name: "cairn_reconcile_conflicts_total",
 		Help: "Reconciles that met an optimistic-lock conflict (someone else wrote the object first) and were requeued.",
 	}, []string{labelController})
+	refusedPhaseTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_refused_phase_transitions_total",
+		Help: "Status writes refused because the phase-owner table (internal/phases) lacks their phase change, or their writer does not own the phase left: a programming error, by kind and phases.",
+	}, []string{labelKind, labelFrom, labelTo})
 )
 
 func init() {
@@ -130,7 +137,7 @@ func init() {
 		backupAttempts, backupSuccesses, backupPartialFailures, backupFailures, backupValidationFailures,
 		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
 		restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
-		restoreDuration, restoreQueueWait, reconcileConflicts,
+		restoreDuration, restoreQueueWait, reconcileConflicts, refusedPhaseTransitions,
 		collector,
 	)
 }
@@ -138,6 +145,12 @@ func init() {
 // ConflictRequeued counts a reconcile of the named controller that met an optimistic-lock
 // conflict and was requeued.
 func ConflictRequeued(controller string) { reconcileConflicts.WithLabelValues(controller).Inc() }
+
+// PhaseTransitionRefused counts a status write of a kind that was refused because the owner
+// table lacks its phase change from → to (internal/phases.Table.Check).
+func PhaseTransitionRefused(kind, from, to string) {
+	refusedPhaseTransitions.WithLabelValues(kind, from, to).Inc()
+}
 
 // DeletionStarted counts a deleted backup's data removal, which the deletion reconciler
 // starts: the first one of a backup shows no phase until it has run a while.

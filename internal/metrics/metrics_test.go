@@ -48,6 +48,19 @@ func TestDeletionStarted(t *testing.T) {
 	}
 }
 
+func TestPhaseTransitionRefused(t *testing.T) {
+	refused := refusedPhaseTransitions.WithLabelValues("Backup", "Completed", "InProgress")
+	other := refusedPhaseTransitions.WithLabelValues("Restore", "Completed", "InProgress")
+	before, otherBefore := testutil.ToFloat64(refused), testutil.ToFloat64(other)
+	PhaseTransitionRefused("Backup", "Completed", "InProgress")
+	if got := testutil.ToFloat64(refused) - before; got != 1 {
+		t.Errorf("moved by %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(other) - otherBefore; got != 0 {
+		t.Errorf("another kind's count moved by %v", got)
+	}
+}
+
 func TestObserveBackup(t *testing.T) {
 	tests := []struct {
 		name     string
