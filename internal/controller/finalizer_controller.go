@@ -201,10 +201,9 @@ func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Back
 }
 
 // failFinalizing moves a finalizing backup that cannot be committed to FinalizingFailed, with
-// the reason: its partial data is then removed like any failed backup's, and it ends Failed.
-// It is a departure from DESIGN.md's owner table (Finalizing* → Completed, PartiallyFailed or
-// FinalizingCancelled): a backup without a commit marker is not restorable, so neither of
-// those would be true.
+// the reason: its partial data is then removed like any failed backup's, and it ends Failed
+// (DESIGN.md section 1: a backup without a commit marker is not restorable, so neither
+// Completed nor PartiallyFailed would be true).
 func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingFailed
