@@ -167,6 +167,11 @@ func waitForAdmissionPolicies(ctx context.Context, admin *rest.Config, c client.
 			last = fmt.Sprintf("a create by %s recorded requester %q", probeUser, got)
 			return false, nil
 		}
+		// The manager may have written the probe's status meanwhile: update the latest version.
+		if err := c.Get(ctx, client.ObjectKeyFromObject(existing), existing); err != nil {
+			last = fmt.Sprintf("reading the probe's Schedule: %v", err)
+			return false, nil
+		}
 		changed := existing.DeepCopy()
 		changed.Annotations[cairnv1.RequesterAnnotation] = "changed"
 		err := c.Update(ctx, changed, client.DryRunAll)
