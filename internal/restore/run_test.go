@@ -1,7 +1,6 @@
 package restore_test
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -48,43 +47,15 @@ func object(apiVersion, kind, namespace, name string, extra map[string]any) map[
 	return obj
 }
 
-// commitBackup writes a committed backup of items into a filesystem store.
+// commitBackup writes a committed backup of items into a filesystem store, in their order.
 func commitBackup(t *testing.T, items []item) (storage.ObjectStore, storage.BackupKeys) {
 	t.Helper()
-	store, err := storage.NewFilesystem(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w, err := archive.NewWriter(&buf, time.Unix(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := make([]archiveEntry, 0, len(items))
 	for _, it := range items {
-		data, err := json.Marshal(it.obj)
-		if err != nil {
-			t.Fatal(err)
-		}
 		name := it.obj["metadata"].(map[string]any)["name"].(string)
-		if err := w.AddItem(it.resource, it.group, it.namespace, name, data); err != nil {
-			t.Fatal(err)
-		}
+		entries = append(entries, archiveEntry{path: archive.ItemPath(it.resource, it.group, it.namespace, name), obj: it.obj})
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	keys := storage.Layout{}.Backup("cairn-system", "b1")
-	digest, err := storage.PutArchive(context.Background(), store, keys.Archive, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := storage.WriteMetadata(context.Background(), store, keys, storage.BackupMetadata{
-		FormatVersion: archive.FormatVersion, Namespace: "cairn-system", Name: "b1", Phase: "Completed",
-		ArchiveSHA256: digest.SHA256, ArchiveSize: digest.Size,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return store, keys
+	return writeBackup(t, "cairn-system", "b1", entries)
 }
 
 // recorder records the creates a fake dynamic client sees, and holds the creates of one

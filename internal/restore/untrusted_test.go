@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,28 @@ func clusterDiscovery() preferredDiscovery {
 // paths given, as whoever can write the bucket could write it.
 func craftedBackup(t *testing.T, namespace, name string, entries map[string]map[string]any) (storage.ObjectStore, storage.BackupKeys) {
 	t.Helper()
+	paths := make([]string, 0, len(entries))
+	for path := range entries {
+		paths = append(paths, path)
+	}
+	sort.Strings(paths)
+	ordered := make([]archiveEntry, 0, len(paths))
+	for _, path := range paths {
+		ordered = append(ordered, archiveEntry{path: path, obj: entries[path]})
+	}
+	return writeBackup(t, namespace, name, ordered)
+}
+
+// archiveEntry is one entry of an archive a test writes: an object at a path.
+type archiveEntry struct {
+	path string
+	obj  map[string]any
+}
+
+// writeBackup commits a backup of namespace/name into a new filesystem store: an archive of
+// entries, in their order, and a commit marker that matches it.
+func writeBackup(t *testing.T, namespace, name string, entries []archiveEntry) (storage.ObjectStore, storage.BackupKeys) {
+	t.Helper()
 	store, err := storage.NewFilesystem(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -66,12 +89,12 @@ func craftedBackup(t *testing.T, namespace, name string, entries map[string]map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, obj := range entries {
-		data, err := json.Marshal(obj)
+	for _, e := range entries {
+		data, err := json.Marshal(e.obj)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.AddEntry(path, data); err != nil {
+		if err := w.AddEntry(e.path, data); err != nil {
 			t.Fatal(err)
 		}
 	}

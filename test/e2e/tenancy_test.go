@@ -168,16 +168,7 @@ spec: {backupName: before, existingResourcePolicy: update}
 			{path: "resources/configmaps/namespaces/" + ns + "/honest.json",
 				item: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"honest","namespace":"` + ns + `"},"data":{"k":"v"}}`},
 		})
-		applyAdmin(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
-kind: BackupStorageLocation
-metadata: {name: e2e-tenancy-bucket, namespace: cairn-system}
-spec:
-  provider: filesystem
-  accessMode: ReadOnly
-  backupSyncPeriod: 1s
-  config: {path: %s}
-`, dir))
-		DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", "e2e-tenancy-bucket", "-n", "cairn-system") })
+		bucketLocation("e2e-tenancy-bucket", dir)
 		waitBackupPhase(ns, "escape", "Completed")
 
 		By("a member restores it")
@@ -218,16 +209,7 @@ spec: {backupName: escape, existingResourcePolicy: update}
 		data, err = json.Marshal(marker)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(os.WriteFile(markerPath, data, 0o600)).To(Succeed())
-		applyAdmin(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
-kind: BackupStorageLocation
-metadata: {name: e2e-tenancy-bomb, namespace: cairn-system}
-spec:
-  provider: filesystem
-  accessMode: ReadOnly
-  backupSyncPeriod: 1s
-  config: {path: %s}
-`, dir))
-		DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", "e2e-tenancy-bomb", "-n", "cairn-system") })
+		bucketLocation("e2e-tenancy-bomb", dir)
 
 		for _, tc := range []struct{ backup, reason string }{
 			{"bomb", "big.json"},
@@ -406,6 +388,22 @@ func kubectlStdinWith(config, stdin string, args ...string) (string, error) {
 // backupManifest is a Backup of its own namespace.
 func backupManifest(ns, name, extra string) string {
 	return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Backup\nmetadata: {name: %s, namespace: %s}\nspec: {%s}\n", name, ns, extra)
+}
+
+// bucketLocation makes a ReadOnly filesystem location of dir that syncs every second, as an
+// administrator would point Cairn at a bucket someone else writes, and removes it after the spec.
+func bucketLocation(name, dir string) {
+	GinkgoHelper()
+	applyAdmin(fmt.Sprintf(`apiVersion: cairn.dev/v1alpha1
+kind: BackupStorageLocation
+metadata: {name: %s, namespace: cairn-system}
+spec:
+  provider: filesystem
+  accessMode: ReadOnly
+  backupSyncPeriod: 1s
+  config: {path: %s}
+`, name, dir))
+	DeferCleanup(func() { kubectlOK("delete", "backupstoragelocation", name, "-n", "cairn-system") })
 }
 
 // craftedEntry is one entry of a hand-made archive: item as its JSON, or, with size, a JSON
