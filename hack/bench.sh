@@ -111,9 +111,10 @@ How to read it:
   file and no known length; it keeps up with, or beats, one plain PutObject of a seekable
   buffer. Its allocations are the part buffers, bounded by part size × concurrency, not by
   the archive's size.
-- Cairn's downloads go through \`storage.OpenArchive\`, which verifies the SHA-256 while
-  reading; the plain rows read the same object without verifying. The plain file read comes
-  from the page cache.
+- The verified rows read the archive as a restore does: the commit marker, then
+  \`storage.ReadArchive\`, which verifies the SHA-256 while it unpacks the tar.gz; the plain rows
+  read the same object without verifying or unpacking. The plain file read comes from the
+  page cache.
 MD
 cat >>docs/benchmarks.md <<MD
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -178,15 +177,4 @@ func ReadAll(r io.Reader) ([]Entry, error) {
 		return nil
 	})
 	return entries, err
-}
-
-// ItemNames returns the item entries' names (without metadata), for comparisons.
-func ItemNames(entries []Entry) []string {
-	var names []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name, "resources/") {
-			names = append(names, e.Name)
-		}
-	}
-	return names
 }

@@ -6,6 +6,7 @@ import (
 	stdgzip "compress/gzip"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,8 +50,8 @@ func TestWriteRead(t *testing.T) {
 	if len(entries) != 3 || entries[0].Name != VersionPath || string(entries[0].Data) != FormatVersion+"\n" {
 		t.Fatalf("entries = %+v", entries)
 	}
-	if got := ItemNames(entries); len(got) != 2 || got[0] != "resources/configmaps/namespaces/ns/a.json" {
-		t.Errorf("ItemNames = %v", got)
+	if entries[1].Name != "resources/configmaps/namespaces/ns/a.json" || !strings.HasPrefix(entries[2].Name, "resources/") {
+		t.Errorf("item entries = %s, %s", entries[1].Name, entries[2].Name)
 	}
 	if string(entries[1].Data) != `{"kind":"ConfigMap"}` {
 		t.Errorf("data = %s", entries[1].Data)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -295,42 +296,22 @@ func firstError(errs ...error) error {
 const listers = 8
 
 // collect lists the collections of tasks a page at a time, listers at once, and hands each
-// selected item to the workers as the root of an ItemBlock.
+// selected item to the workers as the root of an ItemBlock. The first list that fails, or the
+// end of ctx, stops it from starting more; the lists already under way finish.
 func (ru *run) collect(ctx context.Context, tasks []ListTask, blocks chan<- listedItem) error {
-	work := make(chan ListTask)
-	errs := make(chan error, listers)
-	var wg sync.WaitGroup
-	for range listers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range work {
-				if err := ru.listPages(ctx, t.Resource, t.Namespace, blocks); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var err error
-feed:
+	// stop ends when a list fails (or ctx does); the lists themselves run on ctx.
+	g, stop := errgroup.WithContext(ctx)
+	g.SetLimit(listers)
 	for _, t := range tasks {
-		select {
-		case work <- t:
-		case err = <-errs:
-			break feed
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
+		if stop.Err() != nil {
+			if err := g.Wait(); err != nil {
+				return err
+			}
+			return ctx.Err()
 		}
+		g.Go(func() error { return ru.listPages(ctx, t.Resource, t.Namespace, blocks) })
 	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err != nil {
-		return err
-	}
-	return <-errs // nil when the channel is empty and closed
+	return g.Wait()
 }
 
 // listedItem is an item as a LIST page returned it: raw JSON (with apiVersion and kind set),

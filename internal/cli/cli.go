@@ -205,12 +205,6 @@ func (e *env) errorf(format string, args ...any) {
 	fmt.Fprintf(e.streams.ErrOut, format, args...)
 }
 
-// NewRootCommand is the `cairn` command with every subcommand. name is how it was invoked
-// (cairn, or kubectl-cairn as a kubectl plugin).
-func NewRootCommand(name string, streams genericiooptions.IOStreams) *cobra.Command {
-	return newRootCommand(name, newEnv(streams))
-}
-
 func newRootCommand(name string, e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cairn",

@@ -71,15 +71,31 @@ func waitPhase(name string, phase cairnv1.BackupPhase) *cairnv1.Backup {
 	return b
 }
 
-// archiveItems opens a backup's committed archive (verifying its checksum) and lists its items.
+// committedEntries reads a backup's committed archive as a restore does, checked against its
+// commit marker, and returns its entries.
+func committedEntries(store storage.ObjectStore, namespace, name string) []archive.Entry {
+	GinkgoHelper()
+	keys := storage.Layout{}.Backup(namespace, name)
+	m, err := storage.ReadMetadata(context.Background(), store, keys)
+	Expect(err).NotTo(HaveOccurred())
+	var entries []archive.Entry
+	Expect(storage.ReadArchive(context.Background(), store, keys.Archive, storage.ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize},
+		func(e archive.Entry) error {
+			entries = append(entries, e)
+			return nil
+		})).To(Succeed())
+	return entries
+}
+
+// archiveItems reads a backup's committed archive (verifying its checksum) and lists its items.
 func archiveItems(store storage.ObjectStore, name string) []string {
 	GinkgoHelper()
-	rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(operatorNamespace, name))
-	Expect(err).NotTo(HaveOccurred())
-	defer rc.Close()
-	entries, err := archive.ReadAll(rc)
-	Expect(err).NotTo(HaveOccurred())
-	names := archive.ItemNames(entries)
+	var names []string
+	for _, e := range committedEntries(store, operatorNamespace, name) {
+		if strings.HasPrefix(e.Name, "resources/") {
+			names = append(names, e.Name)
+		}
+	}
 	sort.Strings(names)
 	return names
 }
@@ -173,12 +189,7 @@ var _ = Describe("Backup execution", Ordered, func() {
 			"resources/secrets/namespaces/app-1/token.json",
 		}))
 		// Items are whole objects, with apiVersion and kind, as a restore needs them.
-		rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(operatorNamespace, "exec-basic"))
-		Expect(err).NotTo(HaveOccurred())
-		entries, err := archive.ReadAll(rc)
-		_ = rc.Close()
-		Expect(err).NotTo(HaveOccurred())
-		for _, e := range entries {
+		for _, e := range committedEntries(store, operatorNamespace, "exec-basic") {
 			if e.Name == "resources/configmaps/namespaces/app-1/plain.json" {
 				var cm corev1.ConfigMap
 				Expect(json.Unmarshal(e.Data, &cm)).To(Succeed())

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,6 +51,10 @@ const (
 	renumberBatch = 10
 	// cacheCatchUpTimeout bounds the wait for the cache to show the queue's own writes.
 	cacheCatchUpTimeout = 5 * time.Second
+	// cacheCatchUpInterval is how often that wait looks at the cache. The informer usually
+	// shows a write within a few milliseconds, and the queue's one thread waits meanwhile, so
+	// the interval is short: each look is a read of the local cache.
+	cacheCatchUpInterval = 5 * time.Millisecond
 )
 
 // queueRequest is the one request the queue reconciles: every trigger maps to it, so triggers
@@ -733,30 +738,35 @@ func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []clie
 	if len(written) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cacheCatchUpTimeout)
-	defer cancel()
-	for _, obj := range written {
-		want := obj.GetResourceVersion()
-		cached := obj.DeepCopyObject().(client.Object)
-		for {
-			err := r.Get(ctx, client.ObjectKeyFromObject(obj), cached)
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			// resourceVersions compare as the integers etcd makes them; any other form only
-			// by equality.
-			cmp, cmpErr := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), want)
-			if err == nil && (cached.GetResourceVersion() == want || (cmpErr == nil && cmp >= 0)) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("the cache did not show the queue's write to %s within %s", client.ObjectKeyFromObject(obj), cacheCatchUpTimeout)
-			case <-time.After(2 * time.Millisecond):
+	// One timeout for them all; written[caughtUp:] are those the cache has not shown yet.
+	caughtUp := 0
+	err := wait.PollUntilContextTimeout(ctx, cacheCatchUpInterval, cacheCatchUpTimeout, true, func(ctx context.Context) (bool, error) {
+		for ; caughtUp < len(written); caughtUp++ {
+			if !r.cacheShows(ctx, written[caughtUp]) {
+				return false, nil
 			}
 		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the cache did not show the queue's write to %s within %s", client.ObjectKeyFromObject(written[caughtUp]), cacheCatchUpTimeout)
 	}
 	return nil
+}
+
+// cacheShows reports whether the cache holds obj at its resourceVersion or later, or no longer
+// holds it.
+func (r *BackupQueueReconciler) cacheShows(ctx context.Context, obj client.Object) bool {
+	cached := obj.DeepCopyObject().(client.Object)
+	err := r.Get(ctx, client.ObjectKeyFromObject(obj), cached)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	// resourceVersions compare as the integers etcd makes them; any other form only by
+	// equality.
+	want := obj.GetResourceVersion()
+	cmp, cmpErr := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), want)
+	return err == nil && (cached.GetResourceVersion() == want || (cmpErr == nil && cmp >= 0))
 }
 
 // SetupWithManager registers the queue: every relevant backup, restore and namespace event maps

@@ -635,7 +635,9 @@ func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]sco
 	}
 	for i := range running {
 		for j := i + 1; j < len(running); j++ {
-			if ok, _ := scope.Overlap(sets[running[i]], sets[running[j]]); ok {
+			var c scope.Claims
+			c.Add(sets[running[i]])
+			if _, _, ok := c.FirstOverlap(sets[running[j]]); ok {
 				problems = append(problems, fmt.Sprintf("overlapping backups run together: %s and %s", running[i], running[j]))
 			}
 		}

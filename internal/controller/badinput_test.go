@@ -182,9 +182,7 @@ var _ = Describe("Bad input", Ordered, func() {
 		createBackup(badInputTeam, "ordinary", cairnv1.BackupSpec{})
 		Eventually(func() cairnv1.BackupPhase { return getBackup(badInputTeam, "ordinary").Status.Phase }).
 			WithTimeout(60 * time.Second).Should(Equal(cairnv1.BackupPhaseCompleted))
-		rc, err := storage.OpenArchive(suiteCtx, store, storage.Layout{}.Backup(badInputTeam, "ordinary"))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(rc.Close()).To(Succeed())
+		committedEntries(store, badInputTeam, "ordinary")
 
 		// The largest spec admission lets through is served too (its unknown names are warnings).
 		Expect(createRawObject("Backup", operatorNamespace, "max-size", maxSizeSpec())).To(Succeed())

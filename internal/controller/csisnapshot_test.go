@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -87,13 +86,8 @@ var _ = Describe("CSI volume snapshots", Ordered, func() {
 		Expect(vss).To(HaveLen(3))
 		Expect(vss[0].GetLabels()).To(HaveKeyWithValue(backup.BackupNameLabel, "snap-3"))
 
-		rc, err := storage.OpenArchive(context.Background(), store, storage.Layout{}.Backup(operatorNamespace, "snap-3"))
-		Expect(err).NotTo(HaveOccurred())
-		entries, err := archive.ReadAll(rc)
-		_ = rc.Close()
-		Expect(err).NotTo(HaveOccurred())
 		snapshots, contents := 0, 0
-		for _, e := range entries {
+		for _, e := range committedEntries(store, operatorNamespace, "snap-3") {
 			switch {
 			case strings.HasPrefix(e.Name, "resources/volumesnapshots.snapshot.storage.k8s.io/namespaces/snap/"):
 				snapshots++

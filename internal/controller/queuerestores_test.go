@@ -353,7 +353,9 @@ func (t *runTracker) check() {
 		for _, b := range keys[i+1:] {
 			rb := t.runs[b]
 			if ra.start < t.endBound(rb) && rb.start < t.endBound(ra) {
-				if overlaps, ns := scope.Overlap(t.sets[a], t.sets[b]); overlaps {
+				var c scope.Claims
+				c.Add(t.sets[a])
+				if _, ns, overlaps := c.FirstOverlap(t.sets[b]); overlaps {
 					t.violate(a+" "+b, fmt.Sprintf("%s and %s ran at once (revisions %s and %s), both touching %q",
 						a, b, ra, rb, ns))
 				}

@@ -393,7 +393,9 @@ func decideByPairs(limits Limits, running, queued []Entry, deleting map[string]s
 
 func firstOverlapByPairs(entries []Entry, q Entry) (Entry, string, bool) {
 	for _, e := range entries {
-		if ok, ns := scope.Overlap(q.Namespaces, e.Namespaces); ok {
+		var c scope.Claims
+		c.Add(e.Namespaces)
+		if _, ns, ok := c.FirstOverlap(q.Namespaces); ok {
 			return e, ns, true
 		}
 	}

@@ -211,29 +211,9 @@ func withPrefix(sorted []string, prefix string) []string {
 // isPattern reports whether p may match anything but itself.
 func isPattern(p string) bool { return strings.ContainsAny(p, `*?[\`) }
 
-// Overlap reports whether two sets share a namespace. shared is the first shared namespace,
-// or "" when one of them selects every namespace.
-func Overlap(a, b NamespaceSet) (overlaps bool, shared string) {
-	if a.All || b.All {
-		return true, ""
-	}
-	i, j := 0, 0
-	for i < len(a.Names) && j < len(b.Names) {
-		switch {
-		case a.Names[i] == b.Names[j]:
-			return true, a.Names[i]
-		case a.Names[i] < b.Names[j]:
-			i++
-		default:
-			j++
-		}
-	}
-	return false, ""
-}
-
 // Claims are namespace sets recorded in order (the running backups, say, or those queued
-// ahead). FirstOverlap answers what checking Overlap against each recorded set in turn would,
-// with one map lookup per namespace of the set asked about instead of a walk over every
+// ahead). FirstOverlap answers what checking each recorded set in turn for a shared namespace
+// would, with one map lookup per namespace of the set asked about instead of a walk over every
 // recorded set. The zero value holds no set.
 type Claims struct {
 	count int
@@ -264,9 +244,9 @@ func (c *Claims) Add(s NamespaceSet) int {
 	return i
 }
 
-// FirstOverlap returns the index of the first recorded set that overlaps s, and what Overlap
-// says they share (the first shared namespace, or "" when one of them selects every
-// namespace). ok is false when none overlaps.
+// FirstOverlap returns the index of the first recorded set that overlaps s, and what they
+// share (the first shared namespace, or "" when one of them selects every namespace). ok is
+// false when none overlaps.
 func (c *Claims) FirstOverlap(s NamespaceSet) (index int, shared string, ok bool) {
 	if c.count == 0 {
 		return 0, "", false

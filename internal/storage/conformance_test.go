@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -157,7 +160,8 @@ func runConformance(t *testing.T, newStore func(t *testing.T) storage.ObjectStor
 	t.Run("a large archive round-trips and verifies", func(t *testing.T) {
 		s, ctx := newStore(t), context.Background()
 		keys := storage.Layout{}.Backup("ns", "big")
-		data := randomBytes(t, 20<<20)
+		payload := randomBytes(t, 20<<20)
+		data := archiveOf(t, payload)
 		digest, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
@@ -165,17 +169,18 @@ func runConformance(t *testing.T, newStore func(t *testing.T) storage.ObjectStor
 		if digest.Size != int64(len(data)) {
 			t.Errorf("size = %d, want %d", digest.Size, len(data))
 		}
-		if _, err := storage.OpenArchive(ctx, s, keys); !errors.Is(err, storage.ErrNotCommitted) {
-			t.Errorf("OpenArchive before the metadata = %v, want ErrNotCommitted", err)
+		if _, err := storage.ReadMetadata(ctx, s, keys); !errors.Is(err, storage.ErrNotCommitted) {
+			t.Errorf("ReadMetadata before the commit marker = %v, want ErrNotCommitted", err)
 		}
 		commit(t, s, keys, digest)
-		rc, err := storage.OpenArchive(ctx, s, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(rc)
-		_ = rc.Close()
-		if err != nil || !bytes.Equal(got, data) {
+		var got []byte
+		err = storage.ReadArchive(ctx, s, keys.Archive, committedDigest(t, s, keys), func(e archive.Entry) error {
+			if e.Name != archive.VersionPath {
+				got = append(got, e.Data...)
+			}
+			return nil
+		})
+		if err != nil || !bytes.Equal(got, payload) {
 			t.Errorf("read back %d bytes, err %v", len(got), err)
 		}
 	})
@@ -189,18 +194,14 @@ func runConformance(t *testing.T, newStore func(t *testing.T) storage.ObjectStor
 			t.Fatal(err)
 		}
 		commit(t, s, keys, digest)
+		want := committedDigest(t, s, keys)
 		for name, bad := range map[string][]byte{
 			"one byte flipped": flipByte(data),
 			"truncated":        data[:len(data)-1],
 			"extended":         append(append([]byte{}, data...), 0),
 		} {
 			mustPut(t, s, keys.Archive, string(bad))
-			rc, err := storage.OpenArchive(ctx, s, keys)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = io.ReadAll(rc)
-			_ = rc.Close()
+			err := storage.ReadArchive(ctx, s, keys.Archive, want, nil)
 			if !errors.Is(err, storage.ErrChecksumMismatch) {
 				t.Errorf("%s: read = %v, want ErrChecksumMismatch", name, err)
 			}
@@ -235,6 +236,36 @@ func commit(t *testing.T, s storage.ObjectStore, keys storage.BackupKeys, d stor
 	if err != nil || m.ArchiveSHA256 != d.SHA256 || m.ArchiveSize != d.Size {
 		t.Fatalf("ReadMetadata = %+v, %v", m, err)
 	}
+}
+
+// committedDigest is the archive digest keys' commit marker records, as a restore reads it.
+func committedDigest(t *testing.T, s storage.ObjectStore, keys storage.BackupKeys) storage.ArchiveDigest {
+	t.Helper()
+	m, err := storage.ReadMetadata(context.Background(), s, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storage.ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize}
+}
+
+// archiveOf is an archive in Cairn's format whose entries after the version hold payload, in
+// order, 1 MiB at a time.
+func archiveOf(t testing.TB, payload []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := archive.NewWriter(&buf, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(payload); i += 1 << 20 {
+		if err := w.AddEntry(fmt.Sprintf("part-%04d", i>>20), payload[i:min(i+1<<20, len(payload))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func mustPut(t *testing.T, s storage.ObjectStore, key, value string) {

@@ -65,11 +65,6 @@ type RestoreKeys struct {
 	ItemOperations string
 }
 
-// RestoresDir is the directory that holds every restore's files, with a trailing slash.
-func (l Layout) RestoresDir() string {
-	return l.join("restores") + "/"
-}
-
 // Restore returns the keys of the restore namespace/name: <prefix>/restores/<namespace>/<name>/.
 func (l Layout) Restore(namespace, name string) RestoreKeys {
 	dir := l.join("restores", namespace, name)

@@ -53,8 +53,8 @@ func TestRestoreLayout(t *testing.T) {
 	if got := (storage.Layout{Prefix: "/p/"}).Restore("team-a", "r1"); got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	if got := (storage.Layout{}).RestoresDir(); got != "restores/" {
-		t.Errorf("RestoresDir = %q", got)
+	if got := (storage.Layout{}).Restore("ns", "x").Dir; got != "restores/ns/x/" {
+		t.Errorf("a restore's directory without a prefix = %q", got)
 	}
 	// A restore's files never share a directory with a backup's of the same name.
 	if b, r := (storage.Layout{}).Backup("ns", "x"), (storage.Layout{}).Restore("ns", "x"); b.Dir == r.Dir {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"slices"
 	"strings"
@@ -199,21 +198,6 @@ func committedBackup(l Layout, key string) (CommittedBackup, bool) {
 	return CommittedBackup{Namespace: parts[0], Name: parts[1]}, true
 }
 
-// OpenArchive opens a committed backup's archive. The reader verifies the archive against the
-// metadata as it is read: the Read that reaches the end returns ErrChecksumMismatch instead of
-// io.EOF when the bytes differ, so a corrupted archive is never taken for a good one.
-func OpenArchive(ctx context.Context, s ObjectStore, keys BackupKeys) (io.ReadCloser, error) {
-	m, err := ReadMetadata(ctx, s, keys)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := s.Get(ctx, keys.Archive)
-	if err != nil {
-		return nil, err
-	}
-	return &verifyingReader{rc: rc, h: sha256.New(), want: ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize}, key: keys.Archive}, nil
-}
-
 type countingReader struct {
 	r io.Reader
 	n int64
@@ -224,29 +208,3 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
-
-type verifyingReader struct {
-	rc   io.ReadCloser
-	h    hash.Hash
-	n    int64
-	want ArchiveDigest
-	key  string
-}
-
-func (v *verifyingReader) Read(p []byte) (int, error) {
-	n, err := v.rc.Read(p)
-	v.h.Write(p[:n])
-	v.n += int64(n)
-	if v.n > v.want.Size {
-		return n, fmt.Errorf("%s: %w: more than the %d bytes recorded", v.key, ErrChecksumMismatch, v.want.Size)
-	}
-	if errors.Is(err, io.EOF) {
-		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want.SHA256 || v.n != v.want.Size {
-			return n, fmt.Errorf("%s: %w: got sha256 %s (%d bytes), metadata says %s (%d bytes)",
-				v.key, ErrChecksumMismatch, got, v.n, v.want.SHA256, v.want.Size)
-		}
-	}
-	return n, err
-}
-
-func (v *verifyingReader) Close() error { return v.rc.Close() }

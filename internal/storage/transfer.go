@@ -33,11 +33,6 @@ func WithIdleTimeout(d time.Duration) TransferOption {
 	return func(o *transferOptions) { o.idleTimeout = d }
 }
 
-// WithClock sets the clock that times the idle timeout (the real clock when not given).
-func WithClock(c clock.WithDelayedExecution) TransferOption {
-	return func(o *transferOptions) { o.clock = c }
-}
-
 // WithMaxEntrySize sets the largest archive entry ReadArchive and VerifyArchive accept
 // (archive.DefaultMaxEntrySize when not given, or 0 or less): the manager's
 // --max-archive-entry-size.
