@@ -114,9 +114,9 @@ How to read it:
 - The verified rows read the archive as a restore does: the commit marker, then
   \`storage.ReadArchive\`, which verifies the SHA-256 while it unpacks the tar.gz; the plain rows
   read the same object without verifying or unpacking. The plain file read comes from the
-  page cache. Their allocations are the entries, each read whole and dropped (the benchmark's
-  archive holds 20 MiB entries; a restore caps an entry at --max-archive-entry-size), not the
-  archive held at once.
+  page cache. Their allocations are the entries, each read whole and then dropped (the
+  benchmark's archive holds 1 MiB entries; a restore caps an entry at
+  --max-archive-entry-size), never the archive at once.
 MD
 cat >>docs/benchmarks.md <<MD
 
