@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -31,6 +29,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -474,7 +473,7 @@ func (r *Runner) retryTransient(ctx context.Context, f func() error) error {
 }
 
 // RetryTransient calls f until it succeeds, fails with an error that is not transient
-// (IsTransient), or backoff (DefaultRetry when zero) runs out; it returns f's last error.
+// (failure.IsTransient), or backoff (DefaultRetry when zero) runs out; it returns f's last error.
 func RetryTransient(ctx context.Context, backoff wait.Backoff, f func() error) error {
 	if backoff.Steps == 0 {
 		backoff = DefaultRetry
@@ -485,7 +484,7 @@ func RetryTransient(ctx context.Context, backoff wait.Backoff, f func() error) e
 		switch {
 		case last == nil:
 			return true, nil
-		case IsTransient(last):
+		case failure.IsTransient(last):
 			return false, nil
 		}
 		return false, last
@@ -494,22 +493,6 @@ func RetryTransient(ctx context.Context, backoff wait.Backoff, f func() error) e
 		return last
 	}
 	return err
-}
-
-// IsTransient tells the API errors that a retry may mend: timeouts, throttling, an API server
-// that is restarting or overloaded, a connection that broke.
-func IsTransient(err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
-		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
-		return true
-	case utilnet.IsConnectionReset(err), utilnet.IsConnectionRefused(err), utilnet.IsProbableEOF(err):
-		return true
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // parseListed reads an item's metadata and makes sure its JSON carries apiVersion and kind,

@@ -29,6 +29,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
@@ -160,7 +161,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if errors.Is(problem, errNotValidatedYet) {
+	if failure.IsWaiting(problem) {
 		// A location created a moment ago: wait for its first validation rather than fail.
 		return r.waitForStorage(ctx, b, problem, storageWaitRequeue)
 	}
@@ -280,11 +281,8 @@ func (r *BackupReconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *
 		bsl.Name, qualifiedName(b), meta.UID), nil
 }
 
-// errNotValidatedYet: the location exists but was not validated yet.
-var errNotValidatedYet = errors.New("the storage location has not been validated yet")
-
 // usableLocation finds the backup's storage location. problem says what keeps it from being
-// used (errNotValidatedYet for a location still waiting for its first validation); err is a
+// used (errLocationNotValidated for a location still waiting for its first validation); err is a
 // failure to read.
 func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup) (bsl *cairnv1.BackupStorageLocation, problem, err error) {
 	var locations cairnv1.BackupStorageLocationList
@@ -302,7 +300,7 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 	case bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly:
 		return nil, fmt.Errorf("storage location %s is ReadOnly", bsl.Name), nil
 	case bsl.Status.Phase == "":
-		return nil, errNotValidatedYet, nil
+		return nil, errLocationNotValidated, nil
 	case bsl.Status.Phase != cairnv1.StorageLocationPhaseAvailable:
 		return nil, r.toTenant(b, bsl.Name, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message)), nil
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -112,7 +113,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	switch {
 	case err == nil:
 		return ctrl.Result{}, nil
-	case isPermanent(err):
+	case failure.IsPermanent(err):
 		return ctrl.Result{}, r.failFinalizing(ctx, &b, err.Error())
 	case phaseTimedOut(&b, r.Clock.Now(), r.PhaseTimeout):
 		return ctrl.Result{}, r.failFinalizing(ctx, &b, fmt.Sprintf("could not be finalized within %s: %v", r.PhaseTimeout, err))
@@ -137,7 +138,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 		case err != nil:
 			return err
 		case meta.UID != string(b.UID):
-			return permanent(fmt.Errorf("the storage location holds a backup named %s made by another Backup object (UID %s)", qualifiedName(b), meta.UID))
+			return failure.Permanent(fmt.Errorf("the storage location holds a backup named %s made by another Backup object (UID %s)", qualifiedName(b), meta.UID))
 		}
 		committed = &meta
 		return nil
@@ -162,7 +163,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 	now := r.Clock.Now()
 	meta, err := backupsync.Marker(b, final, archive.FormatVersion, digest, now, int(b.Status.Warnings)+len(warnings))
 	if err != nil {
-		return permanent(err)
+		return failure.Permanent(err)
 	}
 	if err := r.stores.call(ctx, func(ctx context.Context) error { return storage.WriteMetadata(ctx, store, keys, meta) }); err != nil {
 		return err
@@ -195,7 +196,7 @@ func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Back
 		return nil, err
 	}
 	if bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly {
-		return nil, permanent(fmt.Errorf("storage location %s was made ReadOnly before the backup was committed", bsl.Name))
+		return nil, failure.Permanent(fmt.Errorf("storage location %s was made ReadOnly before the backup was committed", bsl.Name))
 	}
 	return r.stores.open(ctx, bsl)
 }
@@ -514,7 +515,7 @@ func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backu
 	// Before the commit marker: the stored archive must be the one uploaded, and readable.
 	if err := storage.VerifyArchive(ctx, store, keys.Archive, want, storage.WithMaxEntrySize(r.MaxArchiveEntrySize)); err != nil {
 		if errors.Is(err, storage.ErrChecksumMismatch) || errors.Is(err, storage.ErrArchiveUnreadable) {
-			return storage.ArchiveDigest{}, warnings, permanent(err)
+			return storage.ArchiveDigest{}, warnings, failure.Permanent(err)
 		}
 		return storage.ArchiveDigest{}, warnings, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -158,14 +159,14 @@ func (r *OperationsReconciler) callTimeout() time.Duration {
 }
 
 // pollFailureOutcome decides what a failure to read or write a backup's operations leads to:
-// a permanent one (isPermanent: the location gone or misconfigured, a ReadOnly location, the
+// a permanent one (failure.IsPermanent: the location gone or misconfigured, a ReadOnly location, the
 // object missing or corrupt, Forbidden) leaves nothing to wait for, and a transient one gives
 // up once polls have failed for longer than timeout; the reason says why. Anything else is
 // retried with backoff (giveUp false). failingFor counts from the last successful poll, not
 // from the phase's start: operations that poll fine may run for hours (itemOperationTimeout).
 func pollFailureOutcome(err error, failingFor, timeout time.Duration) (giveUp bool, reason string) {
 	switch {
-	case isPermanent(err):
+	case failure.IsPermanent(err):
 		return true, err.Error()
 	case failingFor > timeout:
 		return true, fmt.Sprintf("phase timed out after %s: %v", timeout, err)
@@ -268,8 +269,9 @@ func putOperations(ctx context.Context, store storage.ObjectStore, key string, o
 	return store.Put(ctx, key, bytes.NewReader(data))
 }
 
-// errCorruptOperations marks an operations object that cannot be decoded.
-var errCorruptOperations = errors.New("the operations object is corrupt")
+// errCorruptOperations marks an operations object that cannot be decoded: permanent, as
+// reading it again gives the same bytes.
+var errCorruptOperations = failure.Permanent(errors.New("the operations object is corrupt"))
 
 // readOperations reads a backup's operations object.
 func readOperations(ctx context.Context, store storage.ObjectStore, key string) ([]backup.Operation, error) {

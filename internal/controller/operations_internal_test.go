@@ -25,6 +25,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -450,7 +451,7 @@ func TestPollFailureOutcome(t *testing.T) {
 		{name: "operations object corrupt", err: fmt.Errorf("%w: EOF", errCorruptOperations), giveUp: true,
 			reason: "the operations object is corrupt: EOF"},
 		{name: "forbidden", err: fmt.Errorf("reading the credentials: %w", forbidden), giveUp: true},
-		{name: "marked permanent", err: permanent(errors.New("no way")), giveUp: true, reason: "no way"},
+		{name: "marked permanent", err: failure.Permanent(errors.New("no way")), giveUp: true, reason: "no way"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

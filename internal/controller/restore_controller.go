@@ -29,6 +29,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
@@ -98,9 +99,6 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, nil
 }
 
-// errWaitForLocation means the backup's location has not been validated yet.
-var errWaitForLocation = errors.New("the storage location has not been validated yet")
-
 // start moves a ReadyToStart restore on: cancelled or deleted → Failed; a problem with its
 // spec, backup or location → FailedValidation; storage not reachable → a StorageReady=False
 // condition, and Failed once that lasted --phase-timeout; else InProgress, and runs it.
@@ -134,7 +132,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		var problem error
 		source, files, filesLocation, problem, err = r.openStores(ctx, rs, facts)
 		switch {
-		case errors.Is(err, errWaitForLocation):
+		case failure.IsWaiting(err):
 			return r.waitForStorage(ctx, rs, err)
 		case err != nil:
 			return r.waitForStorage(ctx, rs, r.toTenant(rs, facts.Backup.Status.StorageLocation, err))
@@ -196,7 +194,7 @@ func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore,
 		}
 	}
 	if bsl.Status.Phase == "" {
-		return nil, nil, "", nil, errWaitForLocation
+		return nil, nil, "", nil, errLocationNotValidated
 	}
 	ctx, cancel := r.stores.bounded(ctx)
 	defer cancel()
@@ -249,7 +247,7 @@ func (r *RestoreReconciler) waitForStorage(ctx context.Context, rs *cairnv1.Rest
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if errors.Is(cause, errWaitForLocation) {
+	if failure.IsWaiting(cause) {
 		return ctrl.Result{RequeueAfter: storageWaitRequeue}, nil
 	}
 	return ctrl.Result{}, cause

@@ -19,6 +19,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -26,7 +27,7 @@ import (
 
 // errOperationsLost means a restore's operations were kept only in the memory of a manager
 // that has stopped since (the restore had no storage for its files).
-var errOperationsLost = permanent(errors.New("the restore's async operations were kept only in memory (no ReadWrite location for its files), and the operator restarted since"))
+var errOperationsLost = failure.Permanent(errors.New("the restore's async operations were kept only in memory (no ReadWrite location for its files), and the operator restarted since"))
 
 // RestoreOperationsReconciler follows the async operations that RestoreItemActions started
 // (DESIGN.md section 9), with the same decision code as the backups' operations reconciler
@@ -150,7 +151,7 @@ func (r *RestoreOperationsReconciler) read(ctx context.Context, rs *cairnv1.Rest
 		var bsl cairnv1.BackupStorageLocation
 		err := r.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: rs.Status.StorageLocation}, &bsl)
 		if apierrors.IsNotFound(err) {
-			return permanent(fmt.Errorf("storage location %s of the restore's operations is gone", rs.Status.StorageLocation))
+			return failure.Permanent(fmt.Errorf("storage location %s of the restore's operations is gone", rs.Status.StorageLocation))
 		}
 		if err != nil {
 			return err
