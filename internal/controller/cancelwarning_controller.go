@@ -14,23 +14,47 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
-// CancelWarningReconciler owns no phase: it tells a user who cancels a backup that has already
-// ended (Completed, PartiallyFailed, Failed, FailedValidation, or one being deleted) that the
-// cancel changes nothing, with a Warning event. It sees only the update that set spec.cancel,
-// so each cancel is answered once, and never again after a restart.
-type CancelWarningReconciler struct {
-	client.Client
+// CancelWarningReconciler owns no phase and no status: it tells a user who cancels an object
+// of its kind (a backup or a restore) that has already ended that the cancel changes nothing,
+// with a Warning event. It sees only the update that set spec.cancel, so each cancel is
+// answered once, and never again after a restart. It is written once for both kinds; what
+// differs per kind is in its fields (newCancelWarningReconcilers).
+type CancelWarningReconciler[T client.Object] struct {
+	Client   client.Client
 	Recorder events.EventRecorder
+	// Name names the reconciler in Config.Controllers ("cancelwarning", "restorecancelwarning").
+	Name string
+	// New returns an empty object of the kind.
+	New func() T
+	// CancelRequested tells whether the object's spec.cancel is set.
+	CancelRequested func(T) bool
+	// Ignored says why a cancel of the object changes nothing, when it does not (cancelIgnored,
+	// restoreCancelIgnored).
+	Ignored func(T) (why string, ok bool)
 }
 
-// Reconcile warns about a cancel of a finished backup.
-func (r *CancelWarningReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var b cairnv1.Backup
-	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+// newCancelWarningReconcilers makes the cancel-warning reconcilers of Backup and Restore: one
+// reconciler, with each kind's adapter, set up under each kind's name.
+func newCancelWarningReconcilers(c client.Client, recorder events.EventRecorder) (backups *CancelWarningReconciler[*cairnv1.Backup], restores *CancelWarningReconciler[*cairnv1.Restore]) {
+	backups = &CancelWarningReconciler[*cairnv1.Backup]{Client: c, Recorder: recorder, Name: "cancelwarning",
+		New:             func() *cairnv1.Backup { return &cairnv1.Backup{} },
+		CancelRequested: func(b *cairnv1.Backup) bool { return b.Spec.Cancel },
+		Ignored:         cancelIgnored}
+	restores = &CancelWarningReconciler[*cairnv1.Restore]{Client: c, Recorder: recorder, Name: "restorecancelwarning",
+		New:             func() *cairnv1.Restore { return &cairnv1.Restore{} },
+		CancelRequested: func(rs *cairnv1.Restore) bool { return rs.Spec.Cancel },
+		Ignored:         restoreCancelIgnored}
+	return backups, restores
+}
+
+// Reconcile warns about a cancel of a finished object.
+func (r *CancelWarningReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if why, ok := cancelIgnored(&b); ok {
-		r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, "CancelIgnored", "Cancel", why)
+	if why, ok := r.Ignored(obj); ok {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "CancelIgnored", "Cancel", why)
 	}
 	return ctrl.Result{}, nil
 }
@@ -49,46 +73,6 @@ func cancelIgnored(b *cairnv1.Backup) (string, bool) {
 	return "", false
 }
 
-// SetupWithManager registers the reconciler for updates that set spec.cancel.
-func (r *CancelWarningReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	cancelSet := predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			old, okOld := e.ObjectOld.(*cairnv1.Backup)
-			cur, okNew := e.ObjectNew.(*cairnv1.Backup)
-			if !okOld || !okNew || old.Spec.Cancel {
-				return false
-			}
-			_, ignored := cancelIgnored(cur)
-			return ignored
-		},
-	}
-	return register("cancelwarning", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Backup{}, builder.WithPredicates(cancelSet)),
-		r)
-}
-
-// RestoreCancelWarningReconciler is CancelWarningReconciler for restores: a Warning event
-// tells a user who cancels a restore that has already ended that the cancel changes nothing.
-type RestoreCancelWarningReconciler struct {
-	client.Client
-	Recorder events.EventRecorder
-}
-
-// Reconcile warns about a cancel of a finished restore.
-func (r *RestoreCancelWarningReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var rs cairnv1.Restore
-	if err := r.Get(ctx, req.NamespacedName, &rs); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if why, ok := restoreCancelIgnored(&rs); ok {
-		r.Recorder.Eventf(&rs, nil, corev1.EventTypeWarning, "CancelIgnored", "Cancel", why)
-	}
-	return ctrl.Result{}, nil
-}
-
 // restoreCancelIgnored says why a cancel of this restore changes nothing, when it does not.
 func restoreCancelIgnored(rs *cairnv1.Restore) (string, bool) {
 	if !rs.Spec.Cancel || !rs.EffectivePhase().IsTerminal() {
@@ -97,23 +81,24 @@ func restoreCancelIgnored(rs *cairnv1.Restore) (string, bool) {
 	return "The restore had already ended in phase " + string(rs.EffectivePhase()) + "; the cancel changes nothing. The objects it restored stay; delete them yourself if they must go.", true
 }
 
-// SetupWithManager registers the reconciler for updates that set spec.cancel.
-func (r *RestoreCancelWarningReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the reconciler for the updates of its kind that set spec.cancel
+// on an object whose cancel changes nothing.
+func (r *CancelWarningReconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
 	cancelSet := predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			old, okOld := e.ObjectOld.(*cairnv1.Restore)
-			cur, okNew := e.ObjectNew.(*cairnv1.Restore)
-			if !okOld || !okNew || old.Spec.Cancel {
+			old, okOld := e.ObjectOld.(T)
+			cur, okNew := e.ObjectNew.(T)
+			if !okOld || !okNew || r.CancelRequested(old) {
 				return false
 			}
-			_, ignored := restoreCancelIgnored(cur)
+			_, ignored := r.Ignored(cur)
 			return ignored
 		},
 	}
-	return register("restorecancelwarning", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Restore{}, builder.WithPredicates(cancelSet)),
+	return register(r.Name, ctrl.NewControllerManagedBy(mgr).
+		For(r.New(), builder.WithPredicates(cancelSet)),
 		r)
 }

@@ -216,6 +216,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Parse: requester.From,
 		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
 	}
+	backupCancelWarning, restoreCancelWarning := newCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
 	reconcilers := []namedReconciler{
 		{"queue", &BackupQueueReconciler{
 			Client:             mgr.GetClient(),
@@ -318,14 +319,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:  mgr.GetEventRecorder("cairn-restore-finalizer"),
 			Gate:      recovery,
 		}},
-		{"cancelwarning", &CancelWarningReconciler{
-			Client:   mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("cairn-cancel"),
-		}},
-		{"restorecancelwarning", &RestoreCancelWarningReconciler{
-			Client:   mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("cairn-cancel"),
-		}},
+		{backupCancelWarning.Name, backupCancelWarning},
+		{restoreCancelWarning.Name, restoreCancelWarning},
 		{"schedule", &ScheduleReconciler{
 			Requesters: requesters,
 			Client:     mgr.GetClient(),
