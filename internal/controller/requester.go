@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cairn-backup/cairn/internal/backup"
@@ -40,6 +43,44 @@ type Requesters struct {
 	// Trust says why the recorded requesters cannot be trusted ("" when they can: the
 	// admission policies that write them and keep them from changing are installed).
 	Trust func(ctx context.Context) (problem string, err error)
+	// Clock times how long an answer of Trust is kept (trustTTL); nil means the real clock.
+	Clock clock.Clock
+
+	// trust is Trust's last answer and when it was given: the queue, the backup and restore
+	// reconcilers and the downloads each ask for every team object, and the policies change
+	// rarely, so the answer is reused for trustTTL instead of reading four objects each time.
+	mu        sync.Mutex
+	distrust  string
+	trustedAt time.Time
+}
+
+// trustTTL is how long an answer of Requesters.Trust is reused: a policy removed (or
+// installed) is seen within it.
+const trustTTL = 5 * time.Second
+
+// distrusted is Trust's answer, reused for trustTTL.
+func (q *Requesters) distrusted(ctx context.Context) (string, error) {
+	if q.Trust == nil {
+		return "", nil
+	}
+	now := clock.RealClock{}.Now()
+	if q.Clock != nil {
+		now = q.Clock.Now()
+	}
+	q.mu.Lock()
+	if !q.trustedAt.IsZero() && now.Sub(q.trustedAt) < trustTTL {
+		defer q.mu.Unlock()
+		return q.distrust, nil
+	}
+	q.mu.Unlock()
+	distrust, err := q.Trust(ctx)
+	if err != nil {
+		return "", err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.distrust, q.trustedAt = distrust, now
+	return distrust, nil
 }
 
 // actingFor decides whom the operator acts for on an object in namespace: nil for itself (an
@@ -71,11 +112,9 @@ func (q *Requesters) For(ctx context.Context, obj metav1.Object) (actAs *authent
 	if !q.Everywhere && obj.GetNamespace() == q.OperatorNamespace {
 		return nil, "", nil
 	}
-	distrust := ""
-	if q.Trust != nil {
-		if distrust, err = q.Trust(ctx); err != nil {
-			return nil, "", err
-		}
+	distrust, err := q.distrusted(ctx)
+	if err != nil {
+		return nil, "", err
 	}
 	var user authenticationv1.UserInfo
 	parseErr := fmt.Errorf("the manager cannot read requesters")

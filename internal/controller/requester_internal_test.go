@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -131,5 +134,48 @@ func TestRequestersMayAndReadAll(t *testing.T) {
 	denied, err = q.ReadAll(ctx, alice, map[string][]string{"configmaps": {"team-a/a", "team-b/b"}, "secrets": {"team-a/s"}})
 	if denied != "alice may not get configmaps in namespace team-b, secrets in namespace team-a (no rule)" || err != nil {
 		t.Errorf("ReadAll = %q, %v; want the secrets named", denied, err)
+	}
+}
+
+// The policies' presence is read once per trustTTL, not for every team object, and a change is
+// seen once that has passed; a failure to read them is not remembered.
+func TestRequestersReuseTrust(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	asked, answer, fail := 0, "", false
+	q := &Requesters{OperatorNamespace: "cairn-system", Clock: clk,
+		Parse: func(metav1.Object) (authenticationv1.UserInfo, error) {
+			return authenticationv1.UserInfo{Username: "alice"}, nil
+		},
+		Trust: func(context.Context) (string, error) {
+			asked++
+			if fail {
+				return "", errors.New("API server down")
+			}
+			return answer, nil
+		}}
+	obj := &metav1.ObjectMeta{Namespace: "team-a", Name: "b"}
+	ctx := context.Background()
+	for range 3 {
+		if actAs, problem, err := q.For(ctx, obj); actAs == nil || problem != "" || err != nil {
+			t.Fatalf("For = %v, %q, %v; want alice", actAs, problem, err)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("Trust asked %d times within %s, want 1", asked, trustTTL)
+	}
+	answer = "the policy cairn-requester is not installed"
+	clk.Step(trustTTL)
+	if _, problem, _ := q.For(ctx, obj); !strings.Contains(problem, "cairn-requester is not installed") || asked != 2 {
+		t.Errorf("after %s: problem %q, asked %d; want the policies read again and missing", trustTTL, problem, asked)
+	}
+	fail = true
+	clk.Step(trustTTL)
+	for range 2 {
+		if _, _, err := q.For(ctx, obj); err == nil {
+			t.Error("no error: a failure to read the policies is returned, and asked again next time")
+		}
+	}
+	if asked != 4 {
+		t.Errorf("Trust asked %d times, want 4: failures are not kept", asked)
 	}
 }

@@ -215,6 +215,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Client: mgr.GetClient(), Config: mgr.GetConfig(), OperatorNamespace: cfg.Namespace, Everywhere: cfg.ActAsRequesterEverywhere,
 		Parse: requester.From,
 		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
+		Clock: cfg.Clock,
 	}
 	backupCancelWarning, restoreCancelWarning := newCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
 	reconcilers := []namedReconciler{
