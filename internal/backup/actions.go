@@ -120,6 +120,12 @@ func (r *Registry) Named(name string) BackupItemAction {
 	return nil
 }
 
+// Tracker binds the action called name to the backup b, for Advance and Cancel; nil when no
+// action has that name.
+func (r *Registry) Tracker(name string, b *cairnv1.Backup) OperationTracker {
+	return backupTracker(r.Named(name), b)
+}
+
 // syncAction is the part of the built-in actions that have no async operations.
 type syncAction struct{}
 

@@ -241,12 +241,6 @@ func (r *Runner) putSideFiles(ctx context.Context, req Request, out outcome) err
 		key   string
 		value any
 	}{{req.Keys.ResourceList, out.ResourceList}, {req.Keys.Results, out.Results}}
-	if len(out.Operations) > 0 {
-		objects = append(objects, struct {
-			key   string
-			value any
-		}{req.Keys.ItemOperations, out.Operations})
-	}
 	for _, o := range objects {
 		data, err := GzipJSON(o.value)
 		if err != nil {
@@ -256,7 +250,12 @@ func (r *Runner) putSideFiles(ctx context.Context, req Request, out outcome) err
 			return err
 		}
 	}
-	return nil
+	if len(out.Operations) == 0 {
+		return nil
+	}
+	return r.storageCall(ctx, func(ctx context.Context) error {
+		return PutOperations(ctx, req.Store, req.Keys.ItemOperations, out.Operations)
+	})
 }
 
 // putLog uploads the run's log so far, bounded.

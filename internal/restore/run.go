@@ -1234,13 +1234,11 @@ func (ru *run) putFiles(ctx context.Context) error {
 	keys := []string{objects[0].key, objects[1].key, ru.req.FilesKeys.Logs}
 	datas = append(datas, logData)
 	if len(ru.ops) > 0 {
-		data, err := backup.GzipJSON(ru.ops)
-		if err != nil {
-			return err
-		}
 		// The operations go first: a restore waiting for them must find them after a restart.
-		keys = append([]string{ru.req.FilesKeys.ItemOperations}, keys...)
-		datas = append([][]byte{data}, datas...)
+		key := ru.req.FilesKeys.ItemOperations
+		if err := ru.storageCall(ctx, func(ctx context.Context) error { return backup.PutOperations(ctx, ru.req.Files, key, ru.ops) }); err != nil {
+			return fmt.Errorf("storing %s: %w", key, err)
+		}
 	}
 	for i, key := range keys {
 		data := datas[i]
