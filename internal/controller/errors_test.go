@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/failure"
 )
 
@@ -14,7 +15,7 @@ func TestControllerErrorClasses(t *testing.T) {
 		err              error
 		permanent, waits bool
 	}{
-		{name: "operations corrupt", err: fmt.Errorf("%w: bad gzip", errCorruptOperations), permanent: true},
+		{name: "operations corrupt", err: fmt.Errorf("%w: bad gzip", backup.ErrCorruptOperations), permanent: true},
 		{name: "operations lost", err: errOperationsLost, permanent: true},
 		{name: "location not validated yet", err: errLocationNotValidated, waits: true},
 	}

@@ -483,7 +483,7 @@ func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backu
 	if hasOperations {
 		var ops []backup.Operation
 		if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
-			ops, err = readOperations(ctx, store, keys.ItemOperations)
+			ops, err = backup.ReadOperations(ctx, store, keys.ItemOperations)
 			return err
 		}); err != nil {
 			return storage.ArchiveDigest{}, nil, err

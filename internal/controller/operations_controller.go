@@ -1,10 +1,9 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,153 +15,170 @@ import (
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/failure"
-	"github.com/cairn-backup/cairn/internal/location"
-	"github.com/cairn-backup/cairn/internal/phases"
-	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // DefaultItemOperationSyncFrequency is how often unfinished async operations are polled.
 const DefaultItemOperationSyncFrequency = 10 * time.Second
 
-// OperationsReconciler follows the async operations that BackupItemActions started (DESIGN.md
-// section 6). It owns WaitingForPluginOperations and WaitingForPluginOperationsPartiallyFailed:
-// it polls each unfinished operation's Progress, cancels those past spec.itemOperationTimeout,
-// keeps the -itemoperations.json.gz object and the operation counts in status up to date, and
-// moves the backup to Finalizing[PartiallyFailed] once none is left running. A cancelled (or
-// deleted) backup has every unfinished operation cancelled and goes to FinalizingCancelled,
+// OperationsReconciler follows the async operations that a run's actions started: a backup's
+// BackupItemActions (DESIGN.md section 6, the "operations" reconciler) or a restore's
+// RestoreItemActions (section 9, "restoreoperations"). It owns its kind's
+// WaitingForPluginOperations and WaitingForPluginOperationsPartiallyFailed: it polls each
+// unfinished operation's Progress, cancels those past spec.itemOperationTimeout, keeps the
+// operations file (-itemoperations.json.gz) and the operation counts in status up to date, and
+// moves the object to Finalizing[PartiallyFailed] once none is left running. A cancelled (or
+// deleted) object has every unfinished operation cancelled and goes to FinalizingCancelled,
 // whether or not storage answers. Each Progress and Cancel call has its own deadline. When the
 // operations cannot be followed any more — a permanent error, or storage failing for longer
 // than PhaseTimeout since the last successful poll — the unfinished ones are cancelled and
-// failed, and the backup goes to FinalizingPartiallyFailed; other failures are retried with
-// backoff. The operations object is its state, so a restarted manager resumes where it was.
-type OperationsReconciler struct {
-	client.Client
-	Namespace string
-	Registry  *backup.Registry
-	stores    stores
-	Clock     clock.Clock
-	Recorder  events.EventRecorder
-	Gate      interface {
+// failed, and the object goes to FinalizingPartiallyFailed; other failures are retried with
+// backoff. The operations file is its state, so a restarted manager resumes where it was.
+//
+// It is written once for both kinds; what differs per kind (which actions track the
+// operations, the phases, the status fields, its owner name) is its operationKind
+// (backupOperations, restoreOperations).
+type OperationsReconciler[T client.Object, P ~string] struct {
+	Client   client.Client
+	stores   stores
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+	Gate     interface {
 		Wait(ctx context.Context) error
 	}
-	// SyncFrequency is how often unfinished operations are polled.
+	// SyncFrequency is how often unfinished operations are polled; 0 means
+	// DefaultItemOperationSyncFrequency.
 	SyncFrequency time.Duration
 	// CallTimeout bounds each Progress and Cancel call; 0 means backup.OperationCallTimeout.
 	CallTimeout time.Duration
 	// PhaseTimeout bounds how long the operations may stay unreadable or unwritable (storage
-	// failing) since the last successful poll before the backup moves on without them; 0
+	// failing) since the last successful poll before the object moves on without them; 0
 	// means DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
 
-	// polled is when this process last polled each backup's operations (or first saw it): the
+	kind operationKind[T, P]
+
+	// polled is when this process last polled each object's operations (or first saw it): the
 	// phase timeout counts from there, since operations that poll fine may run for hours
 	// (itemOperationTimeout).
 	polled uidMap[time.Time]
 }
 
-// Reconcile polls one backup's operations.
-func (r *OperationsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Name is the reconciler's name in Config.Controllers, its owner name in the phase tables.
+func (r *OperationsReconciler[T, P]) Name() string { return string(r.kind.owner) }
+
+// Reconcile polls one object's operations.
+func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	var b cairnv1.Backup
-	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+	obj := r.kind.new()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperations && b.Status.Phase != cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
+	if !r.kind.owns(r.kind.status(obj).Phase) {
 		return ctrl.Result{}, nil
 	}
-	if _, seen := r.polled.get(b.UID); !seen {
-		r.polled.set(b.UID, r.Clock.Now())
+	if _, seen := r.polled.get(obj.GetUID()); !seen {
+		r.polled.set(obj.GetUID(), r.Clock.Now())
 	}
+	var file operationsFile
 	var ops []backup.Operation
-	var keys storage.BackupKeys
-	var store *location.Store
 	err := r.stores.call(ctx, func(ctx context.Context) (err error) {
-		if store, err = r.stores.forBackup(ctx, &b); err != nil {
+		if file, err = r.kind.file(ctx, r.stores, obj); err != nil {
 			return err
 		}
-		keys = store.Layout.Backup(b.Namespace, b.Name)
-		ops, err = readOperations(ctx, store, keys.ItemOperations)
+		ops, err = file.read(ctx)
 		return err
 	})
-	if _, failureReason, cancelled := cancellation(&b); cancelled {
+	if failureReason, cancelled := r.kind.cancellation(obj); cancelled {
 		if err != nil {
 			// A cancel never waits on storage: the operations that cannot be read are not
-			// cancelled by ID, and the cleanup still removes the snapshots, found by label.
-			ctrl.LoggerFrom(ctx).Info("Could not read the operations of a cancelled backup; cancelling it without them", "error", err.Error())
-			return ctrl.Result{}, r.cancel(ctx, &b, store, keys, nil, false, failureReason)
+			// cancelled by ID; a backup's cleanup still removes the snapshots, found by label.
+			ctrl.LoggerFrom(ctx).Info("Could not read the operations of a cancelled "+r.noun()+"; cancelling it without them", "error", err.Error())
+			return ctrl.Result{}, r.cancel(ctx, obj, file, nil, false, failureReason)
 		}
-		return ctrl.Result{}, r.cancel(ctx, &b, store, keys, ops, true, failureReason)
+		return ctrl.Result{}, r.cancel(ctx, obj, file, ops, true, failureReason)
 	}
 	if err != nil {
-		return r.cannotPoll(ctx, &b, store, keys, nil, false, err)
+		return r.cannotPoll(ctx, obj, file, nil, false, err)
 	}
 
+	ops, changed := r.advance(ctx, obj, ops)
+	if changed {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
+			return r.cannotPoll(ctx, obj, file, ops, true, fmt.Errorf("writing the operations: %w", err))
+		}
+	}
+	r.polled.set(obj.GetUID(), r.Clock.Now())
+
+	running, completed, failed := backup.OperationCounts(ops)
+	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
+		s.Phase = r.kind.next(s.Phase, ops)
+		s.Attempted, s.Completed, s.Failed = int32(len(ops)), int32(completed), int32(failed)
+		s.Errors = max(s.Errors, int32(failed))
+	}); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if running > 0 {
+		return ctrl.Result{RequeueAfter: r.syncFrequency()}, nil
+	}
+	r.forget(obj, file)
+	return ctrl.Result{}, nil
+}
+
+// advance asks each unfinished operation's action how it is doing (backup.Advance), each call
+// with its own CallTimeout, and reports whether anything the operations file records changed.
+// An operation that fails now is told in an OperationFailed Warning event.
+func (r *OperationsReconciler[T, P]) advance(ctx context.Context, obj T, ops []backup.Operation) ([]backup.Operation, bool) {
 	now := r.Clock.Now()
 	changed := false
 	for i, op := range ops {
-		opCtx, cancelOp := context.WithTimeout(ctx, r.callTimeout())
-		next := backup.AdvanceOperation(opCtx, op, r.Registry.Named(op.Action), &b, now, b.Spec.GetItemOperationTimeout())
-		cancelOp()
+		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
+		next := backup.Advance(callCtx, op, r.kind.tracker(op.Action, obj), now, r.kind.itemOperationTimeout(obj))
+		cancel()
 		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.Description != op.Description {
 			changed = true
 		}
 		if next.Phase == backup.OperationFailed && op.Phase != backup.OperationFailed {
-			r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, "OperationFailed", "Poll",
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "OperationFailed", "Poll",
 				"Operation %s of %s on %s failed: %s", next.OperationID, next.Action, next.Item, next.Error)
 		}
 		ops[i] = next
 	}
-	if changed {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys.ItemOperations, ops) }); err != nil {
-			return r.cannotPoll(ctx, &b, store, keys, ops, true, fmt.Errorf("writing the operations: %w", err))
-		}
-	}
-	r.polled.set(b.UID, r.Clock.Now())
-
-	running, completed, failed := backup.OperationCounts(ops)
-	next := backup.NextAfterOperations(b.Status.Phase, ops)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerOperations, &b, func(s *cairnv1.BackupStatus) {
-		s.Phase = next
-		s.BackupItemOperationsAttempted = int32(len(ops))
-		s.BackupItemOperationsCompleted = int32(completed)
-		s.BackupItemOperationsFailed = int32(failed)
-		if failed > 0 && s.Errors < int32(failed) {
-			s.Errors = int32(failed)
-		}
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	if running > 0 {
-		return ctrl.Result{RequeueAfter: r.SyncFrequency}, nil
-	}
-	r.polled.forget(b.UID)
-	return ctrl.Result{}, nil
+	return ops, changed
 }
 
-func (r *OperationsReconciler) phaseTimeout() time.Duration {
+func (r *OperationsReconciler[T, P]) phaseTimeout() time.Duration {
 	if r.PhaseTimeout > 0 {
 		return r.PhaseTimeout
 	}
 	return DefaultPhaseTimeout
 }
 
-func (r *OperationsReconciler) callTimeout() time.Duration {
+func (r *OperationsReconciler[T, P]) callTimeout() time.Duration {
 	if r.CallTimeout > 0 {
 		return r.CallTimeout
 	}
 	return backup.OperationCallTimeout
 }
 
-// pollFailureOutcome decides what a failure to read or write a backup's operations leads to:
-// a permanent one (failure.IsPermanent: the location gone or misconfigured, a ReadOnly location, the
-// object missing or corrupt, Forbidden) leaves nothing to wait for, and a transient one gives
-// up once polls have failed for longer than timeout; the reason says why. Anything else is
-// retried with backoff (giveUp false). failingFor counts from the last successful poll, not
+func (r *OperationsReconciler[T, P]) syncFrequency() time.Duration {
+	if r.SyncFrequency > 0 {
+		return r.SyncFrequency
+	}
+	return DefaultItemOperationSyncFrequency
+}
+
+// noun names the kind in log lines ("backup", "restore").
+func (r *OperationsReconciler[T, P]) noun() string { return strings.ToLower(r.kind.noun) }
+
+// pollFailureOutcome decides what a failure to read or write an object's operations leads to:
+// a permanent one (failure.IsPermanent: the location gone or misconfigured, a ReadOnly location,
+// the object missing or corrupt, Forbidden) leaves nothing to wait for, and a transient one
+// gives up once polls have failed for longer than timeout; the reason says why. Anything else
+// is retried with backoff (giveUp false). failingFor counts from the last successful poll, not
 // from the phase's start: operations that poll fine may run for hours (itemOperationTimeout).
 func pollFailureOutcome(err error, failingFor, timeout time.Duration) (giveUp bool, reason string) {
 	switch {
@@ -174,129 +190,108 @@ func pollFailureOutcome(err error, failingFor, timeout time.Duration) (giveUp bo
 	return false, ""
 }
 
-// cannotPoll handles a failure to read or write a backup's operations (ops are the operations
+// cannotPoll handles a failure to read or write an object's operations (ops are the operations
 // as this poll left them when known): retried with backoff, or, when pollFailureOutcome gives
-// up, the backup moves on without its unfinished operations. Those it knows of are cancelled
-// (each call bounded) and marked failed with the reason; the operations object is rewritten if
+// up, the object moves on without its unfinished operations. Those it knows of are cancelled
+// (each call bounded) and marked failed with the reason; the operations file is rewritten if
 // the store takes it (it may be the very problem); status counts every unfinished operation
 // failed; an OperationsLost Warning event says why.
-func (r *OperationsReconciler) cannotPoll(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, known bool, err error) (ctrl.Result, error) {
-	since, _ := r.polled.get(b.UID)
+func (r *OperationsReconciler[T, P]) cannotPoll(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, err error) (ctrl.Result, error) {
+	since, _ := r.polled.get(obj.GetUID())
 	giveUp, reason := pollFailureOutcome(err, r.Clock.Now().Sub(since), r.phaseTimeout())
 	if !giveUp {
 		return ctrl.Result{}, err
 	}
-	unfinished := int(b.Status.BackupItemOperationsAttempted - b.Status.BackupItemOperationsCompleted - b.Status.BackupItemOperationsFailed)
+	st := r.kind.status(obj)
+	unfinished := int(st.Attempted - st.Completed - st.Failed)
 	if known {
 		unfinished, _, _ = backup.OperationCounts(ops)
 	}
-	ops = r.cancelEach(ctx, b, ops, reason)
-	if known && store != nil {
-		if perr := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys.ItemOperations, ops) }); perr != nil {
-			ctrl.LoggerFrom(ctx).Info("Could not record the operations given up on", "backup", qualifiedName(b), "error", perr.Error())
+	ops = r.cancelEach(ctx, obj, ops, reason)
+	if known && file != nil {
+		if perr := r.stores.call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); perr != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not record the operations given up on", r.noun(), objectName(obj), "error", perr.Error())
 		}
 	}
-	attempted, completed, failed := operationTotals(b.Status, ops, known)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerOperations, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseFinalizingPartiallyFailed
-		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
+	attempted, completed, failed := operationTotals(st, ops, known)
+	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
+		s.Phase = r.kind.finalizingPartiallyFailed
+		s.Attempted, s.Completed, s.Failed = attempted, completed, failed
 		s.Errors = max(s.Errors+1, failed)
 	}); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.polled.forget(b.UID)
-	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "OperationsLost", "Poll",
-		"Backup goes on without its %d unfinished async operations: %s", max(unfinished, 0), reason)
+	r.forget(obj, file)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "OperationsLost", "Poll",
+		"%s goes on without its %d unfinished async operations: %s", r.kind.noun, max(unfinished, 0), reason)
 	return ctrl.Result{}, nil
 }
 
-// cancelEach cancels every unfinished operation (backup.CancelOperation), each call with its
-// own CallTimeout, and marks it failed with reason.
-func (r *OperationsReconciler) cancelEach(ctx context.Context, b *cairnv1.Backup, ops []backup.Operation, reason string) []backup.Operation {
+// cancelEach cancels every unfinished operation (backup.Cancel), each call with its own
+// CallTimeout, and marks it failed with reason.
+func (r *OperationsReconciler[T, P]) cancelEach(ctx context.Context, obj T, ops []backup.Operation, reason string) []backup.Operation {
 	now := r.Clock.Now()
 	out := make([]backup.Operation, len(ops))
 	for i, op := range ops {
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		out[i] = backup.CancelOperation(callCtx, op, r.Registry.Named(op.Action), b, now, reason)
+		out[i] = backup.Cancel(callCtx, op, r.kind.tracker(op.Action, obj), now, reason)
 		cancel()
 	}
 	return out
 }
 
 // operationTotals are the operation counts for status once every unfinished operation failed:
-// from ops when they are known, else from status (the operations object could not be read),
+// from ops when they are known, else from status st (the operations file could not be read),
 // where whatever had not completed counts failed.
-func operationTotals(st cairnv1.BackupStatus, ops []backup.Operation, known bool) (attempted, completed, failed int32) {
+func operationTotals[P ~string](st operationsStatus[P], ops []backup.Operation, known bool) (attempted, completed, failed int32) {
 	if !known {
-		attempted, completed = st.BackupItemOperationsAttempted, st.BackupItemOperationsCompleted
-		return attempted, completed, max(attempted-completed, 0)
+		return st.Attempted, st.Completed, max(st.Attempted-st.Completed, 0)
 	}
 	_, c, f := backup.OperationCounts(ops)
 	return int32(len(ops)), int32(c), int32(f)
 }
 
-// cancel cancels every unfinished operation of a cancelled backup (each call bounded), records
-// them if the store takes it, and moves the backup to FinalizingCancelled. No storage failure
-// holds a cancel: the operations object is removed by the cleanup anyway, and operations that
-// could not be read (known false) are counted failed from status.
-func (r *OperationsReconciler) cancel(ctx context.Context, b *cairnv1.Backup, store *location.Store, keys storage.BackupKeys, ops []backup.Operation, known bool, failureReason string) error {
+// cancel cancels every unfinished operation of a cancelled object (each call bounded), records
+// them if the store takes it, and moves the object to FinalizingCancelled. No storage failure
+// holds a cancel: a backup's operations file is removed by the cleanup anyway, and operations
+// that could not be read (known false) are counted failed from status.
+func (r *OperationsReconciler[T, P]) cancel(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, failureReason string) error {
 	running, _, _ := backup.OperationCounts(ops)
-	ops = r.cancelEach(ctx, b, ops, failureReason)
-	if known && store != nil && len(ops) > 0 {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return putOperations(ctx, store, keys.ItemOperations, ops) }); err != nil {
-			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", "backup", qualifiedName(b), "error", err.Error())
+	ops = r.cancelEach(ctx, obj, ops, failureReason)
+	if known && file != nil && len(ops) > 0 {
+		if err := r.stores.call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", r.noun(), objectName(obj), "error", err.Error())
 		}
 	}
-	attempted, completed, failed := operationTotals(b.Status, ops, known)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerOperations, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
-		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
+	attempted, completed, failed := operationTotals(r.kind.status(obj), ops, known)
+	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
+		s.Phase = r.kind.finalizingCancelled
+		s.Attempted, s.Completed, s.Failed = attempted, completed, failed
 	}); err != nil {
-		return err
+		return client.IgnoreNotFound(err)
 	}
-	r.polled.forget(b.UID)
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel",
-		"%s while waiting for async operations: %d cancelled; removing its data", failureReason, running)
+	r.forget(obj, file)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "Cancelling", "Cancel",
+		"%s while waiting for async operations: %d cancelled; %s", failureReason, running, r.kind.afterCancel)
 	return nil
 }
 
-// putOperations writes a backup's operations object.
-func putOperations(ctx context.Context, store storage.ObjectStore, key string, ops []backup.Operation) error {
-	data, err := backup.GzipJSON(ops)
-	if err != nil {
-		return err
+// forget lets go of what this process keeps of an object that has left its phases.
+func (r *OperationsReconciler[T, P]) forget(obj T, file operationsFile) {
+	r.polled.forget(obj.GetUID())
+	if file != nil {
+		file.forget()
 	}
-	return store.Put(ctx, key, bytes.NewReader(data))
 }
 
-// errCorruptOperations marks an operations object that cannot be decoded: permanent, as
-// reading it again gives the same bytes.
-var errCorruptOperations = failure.Permanent(errors.New("the operations object is corrupt"))
-
-// readOperations reads a backup's operations object.
-func readOperations(ctx context.Context, store storage.ObjectStore, key string) ([]backup.Operation, error) {
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("reading the operations: %w", err)
-	}
-	defer rc.Close()
-	// Storage is untrusted input: the object is capped (DESIGN.md section 15).
-	var ops []backup.Operation
-	if err := storage.DecodeGzipJSON(rc, key, storage.DefaultMaxFileSize, &ops); err != nil {
-		return nil, fmt.Errorf("%w: %w", errCorruptOperations, err)
-	}
-	return ops, nil
-}
-
-// SetupWithManager registers the reconciler for backups in its phases.
-func (r *OperationsReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the reconciler for the objects of its kind in its phases.
+func (r *OperationsReconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-		b, ok := obj.(*cairnv1.Backup)
-		return ok && (b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperations ||
-			b.Status.Phase == cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed)
+		o, ok := obj.(T)
+		return ok && r.kind.owns(r.kind.status(o).Phase)
 	})
-	return register("operations", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
+	return register(r.Name(), ctrl.NewControllerManagedBy(mgr).
+		For(r.kind.new(), builder.WithPredicates(owned)).
 		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}),
 		r)
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
@@ -66,9 +67,12 @@ type RestoreReconciler struct {
 	// writes with the operator's own rights everywhere (tests of other behaviour).
 	Requesters *Requesters
 
-	// Operations hands a run's async operations to the restore operations reconciler when the
-	// restore has no storage for its files (shared with it).
-	Operations *uidMap[[]backup.Operation]
+	// Operations takes a run's async operations over for the restore operations reconciler
+	// when the restore has no storage for its files, so no operations file (heldOperations,
+	// shared with it through setup.go).
+	Operations interface {
+		Hold(uid types.UID, ops []backup.Operation)
+	}
 
 	// running holds the restores this process runs, by UID.
 	running uidMap[context.CancelCauseFunc]
@@ -324,7 +328,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 	if files == nil && len(res.Operations) > 0 && r.Operations != nil {
 		// Nowhere to store them: the operations reconciler follows them from memory (a
 		// restart loses them, and the restore then ends PartiallyFailed).
-		r.Operations.set(rs.UID, res.Operations)
+		r.Operations.Hold(rs.UID, res.Operations)
 	}
 	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
 	if res.Ending != restore.Failed {

@@ -194,7 +194,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		ProgressInterval: cfg.ProgressInterval}
 	logs := &logUploads{}
 	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
-	restoreOps := &uidMap[[]backup.Operation]{}
+	// The operations of restores that have no location for their files: handed over from the
+	// restore reconciler to the restore operations reconciler (heldOperations says why).
+	heldOps := &heldOperations{}
 	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout, MaxEntrySize: cfg.MaxArchiveEntrySize}
@@ -218,6 +220,27 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Clock: cfg.Clock,
 	}
 	backupCancelWarning, restoreCancelWarning := newCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
+	// One operations reconciler, with each kind's adapter, set up under each kind's name.
+	backupOps := &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
+		Client:        mgr.GetClient(),
+		stores:        st,
+		Clock:         cfg.Clock,
+		Recorder:      mgr.GetEventRecorder("cairn-operations"),
+		Gate:          recovery,
+		SyncFrequency: cfg.ItemOperationSyncFrequency,
+		PhaseTimeout:  cfg.PhaseTimeout,
+		kind:          backupOperations(registry),
+	}
+	restoreOps := &OperationsReconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
+		Client:        mgr.GetClient(),
+		stores:        st,
+		Clock:         cfg.Clock,
+		Recorder:      mgr.GetEventRecorder("cairn-restore-operations"),
+		Gate:          recovery,
+		SyncFrequency: cfg.ItemOperationSyncFrequency,
+		PhaseTimeout:  cfg.PhaseTimeout,
+		kind:          restoreOperations(restoreActions, heldOps),
+	}
 	reconcilers := []namedReconciler{
 		{"queue", &BackupQueueReconciler{
 			Client:             mgr.GetClient(),
@@ -247,17 +270,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			DefaultBackupTTL:  cfg.DefaultBackupTTL,
 			logs:              logs,
 		}},
-		{"operations", &OperationsReconciler{
-			Client:        mgr.GetClient(),
-			Namespace:     cfg.Namespace,
-			Registry:      registry,
-			stores:        st,
-			Clock:         cfg.Clock,
-			Recorder:      mgr.GetEventRecorder("cairn-operations"),
-			Gate:          recovery,
-			SyncFrequency: cfg.ItemOperationSyncFrequency,
-			PhaseTimeout:  cfg.PhaseTimeout,
-		}},
+		{backupOps.Name(), backupOps},
 		{"finalizer", &FinalizerReconciler{
 			Client:            mgr.GetClient(),
 			Namespace:         cfg.Namespace,
@@ -298,20 +311,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:               recovery,
 			ConcurrentRestores: cfg.ConcurrentRestores,
 			PhaseTimeout:       cfg.PhaseTimeout,
-			Operations:         restoreOps,
+			Operations:         heldOps,
 		}},
-		{"restoreoperations", &RestoreOperationsReconciler{
-			Client:        mgr.GetClient(),
-			Namespace:     cfg.Namespace,
-			Actions:       restoreActions,
-			stores:        st,
-			Clock:         cfg.Clock,
-			Recorder:      mgr.GetEventRecorder("cairn-restore-operations"),
-			Gate:          recovery,
-			SyncFrequency: cfg.ItemOperationSyncFrequency,
-			PhaseTimeout:  cfg.PhaseTimeout,
-			Operations:    restoreOps,
-		}},
+		{restoreOps.Name(), restoreOps},
 		{"restorefinalizer", &RestoreFinalizerReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
