@@ -410,11 +410,13 @@ type BackupStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`,priority=1
+// +kubebuilder:printcolumn:name="Warnings",type=integer,JSONPath=`.status.warnings`,priority=1
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.storageLocation`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Failure",type=string,JSONPath=`.status.failureReason`,priority=1
 // +kubebuilder:printcolumn:name="Deletion Error",type=string,JSONPath=`.status.lastDeletionError`,priority=1
-// +kubebuilder:printcolumn:name="Next Deletion Attempt",type=date,JSONPath=`.status.nextDeletionAttempt`,priority=1
+// +kubebuilder:printcolumn:name="Next Deletion Attempt",type=string,JSONPath=`.status.nextDeletionAttempt`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiration`,priority=1
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -109,7 +109,7 @@ type DownloadRequestStatus struct {
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.target.kind`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiration`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiration`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DownloadRequest struct {
 	metav1.TypeMeta   `json:",inline"`

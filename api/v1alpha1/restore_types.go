@@ -403,6 +403,8 @@ type RestoreStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`,priority=1
+// +kubebuilder:printcolumn:name="Warnings",type=integer,JSONPath=`.status.warnings`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Failure",type=string,JSONPath=`.status.failureReason`,priority=1
 type Restore struct {

@@ -117,6 +117,7 @@ type ScheduleStatus struct {
 // +kubebuilder:printcolumn:name="Next Backup",type=string,JSONPath=`.status.nextBackup`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,priority=1
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.template.storageLocation`,priority=1
 type Schedule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -29,7 +29,7 @@ func newBackupCommand(e *env) *cobra.Command {
 
 // backupKind is what the commands every kind has need to know of backups: `get -l` lists those whose labels match.
 var backupKind = kind[cairnv1.Backup, cairnv1.BackupList]{
-	name: "backup", plural: "backups", table: backupTable, selectable: true,
+	name: "backup", plural: "backups", columns: backupColumns, selectable: true,
 	items: func(l *cairnv1.BackupList) *[]cairnv1.Backup { return &l.Items },
 }
 

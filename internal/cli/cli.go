@@ -18,11 +18,13 @@ import (
 	"golang.org/x/term"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,6 +99,9 @@ type env struct {
 	clock             clock.Clock
 	// terminal is whether stdout is a terminal: progress bars instead of lines, prompts.
 	terminal bool
+	// restConfig is how to reach the API server, from the kubeconfig flags; tests point it
+	// at a fake server.
+	restConfig func() (*rest.Config, error)
 	// newClient makes the API client; tests replace it.
 	newClient func() (client.WithWatch, error)
 	// httpClient fetches download URLs (newHTTPClient).
@@ -111,10 +116,12 @@ type env struct {
 	c client.WithWatch
 }
 
-// Scheme has the kinds the CLI reads and writes.
+// Scheme has the kinds the CLI reads and writes, and the server's tables (meta.k8s.io/v1 Table)
+// that `get` prints.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(metav1.AddMetaToScheme(s))
 	utilruntime.Must(cairnv1.AddToScheme(s))
 	return s
 }
@@ -132,7 +139,7 @@ func newEnv(streams genericiooptions.IOStreams) *env {
 	if f, ok := streams.Out.(*os.File); ok {
 		e.terminal = term.IsTerminal(int(f.Fd()))
 	}
-	e.newClient = func() (client.WithWatch, error) {
+	e.restConfig = func() (*rest.Config, error) {
 		if err := e.checkConfig(); err != nil {
 			return nil, err
 		}
@@ -141,6 +148,13 @@ func newEnv(streams genericiooptions.IOStreams) *env {
 			return nil, err
 		}
 		cfg.UserAgent = "cairn/" + Version
+		return cfg, nil
+	}
+	e.newClient = func() (client.WithWatch, error) {
+		cfg, err := e.restConfig()
+		if err != nil {
+			return nil, err
+		}
 		return client.NewWithWatch(cfg, client.Options{Scheme: Scheme()})
 	}
 	return e

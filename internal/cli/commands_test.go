@@ -194,7 +194,7 @@ func TestGetNotFoundAndForbidden(t *testing.T) {
 	}
 	e, _, errOut = testEnv(t)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "cairn.dev", Resource: "backups"}, "", errors.New(`User "bob" cannot list resource "backups"`))
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithRESTMapper(restMapper(t)).WithInterceptorFuncs(interceptor.Funcs{
 		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
 			return forbidden
 		},

@@ -12,7 +12,7 @@ import (
 )
 
 // testEnv is an env with buffers for streams, the fixed clock, namespace team-a and a fake
-// API client holding objs.
+// API client holding objs, whose tables a fake API server answers (serveTables).
 func testEnv(t *testing.T, objs ...client.Object) (*env, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -22,9 +22,10 @@ func testEnv(t *testing.T, objs ...client.Object) (*env, *bytes.Buffer, *bytes.B
 	e.operatorNamespace = DefaultOperatorNamespace
 	ns := "team-a"
 	e.flags.Namespace = &ns
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithRESTMapper(restMapper(t)).WithObjects(objs...).
 		WithStatusSubresource(objs...).Build()
 	e.newClient = func() (client.WithWatch, error) { return c, nil }
+	serveTables(t, e)
 	e.interrupt = context.WithCancel
 	return e, &out, &errOut
 }

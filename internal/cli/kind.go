@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // kind is what the commands every kind has alike (get, describe, logs, delete, cancel, and
@@ -24,8 +25,9 @@ type kind[T, L any] struct {
 	plural string
 	// items is where a list holds its objects.
 	items func(*L) *[]T
-	// table is the table `get` prints of the objects.
-	table func(items []T, now time.Time) table
+	// columns are the CLI's own columns of the table `get` prints, beside the server's
+	// printer columns.
+	columns []column[T]
 	// inOperatorNamespace says the objects are in Cairn's namespace unless -n names
 	// another (storage locations, env.locationNamespace), not in -n's or the context's.
 	inOperatorNamespace bool
@@ -63,56 +65,112 @@ func (k kind[T, L]) namespaceAndClient(e *env) (string, client.WithWatch, error)
 }
 
 // newGetCommand is `get [NAME...]` of kind k: the named objects in that order, or all of
-// the namespace's (those matching -l, for a selectable kind), as a table, JSON or YAML. As
-// kubectl does, JSON and YAML are the object itself when exactly one NAME is given, and the
-// list (Kind BackupList, ...) otherwise: for several names, or for all of them however many
-// there are (none or one included).
+// the namespace's (those matching -l, for a selectable kind), as a table, JSON or YAML. The
+// table is the API server's (its printer columns) with the kind's own columns. As kubectl
+// does, JSON and YAML are the object itself when exactly one NAME is given, and the list (Kind
+// BackupList, ...) otherwise: for several names, or for all of them however many there are
+// (none or one included).
 func newGetCommand[T, L any, P object[T], LP objectList[L]](e *env, k kind[T, L]) *cobra.Command {
 	var selector string
 	cmd := &cobra.Command{
 		Use:   "get [NAME...]",
 		Short: "List " + k.plural,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(_ *cobra.Command, names []string) error {
 			ns, c, err := k.namespaceAndClient(e)
 			if err != nil {
 				return err
 			}
-			list := LP(new(L))
-			if len(args) == 0 {
-				opts := []client.ListOption{client.InNamespace(ns)}
-				if selector != "" {
-					sel, err := metav1.ParseToLabelSelector(selector)
-					if err != nil {
-						return usageErrorf("invalid --selector: %v", err)
-					}
-					s, err := metav1.LabelSelectorAsSelector(sel)
-					if err != nil {
-						return usageErrorf("invalid --selector: %v", err)
-					}
-					opts = append(opts, client.MatchingLabelsSelector{Selector: s})
+			var sel labels.Selector
+			if selector != "" {
+				parsed, err := metav1.ParseToLabelSelector(selector)
+				if err != nil {
+					return usageErrorf("invalid --selector: %v", err)
 				}
-				if err := c.List(context.Background(), list, opts...); err != nil {
-					return err
+				if sel, err = metav1.LabelSelectorAsSelector(parsed); err != nil {
+					return usageErrorf("invalid --selector: %v", err)
 				}
 			}
-			items := k.items((*L)(list))
-			for _, name := range args {
-				obj := P(new(T))
-				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
-					return notFound(err, k.name, name, ns)
-				}
-				if len(args) == 1 && (e.output == "json" || e.output == "yaml") {
-					return e.printStructured(obj)
-				}
-				*items = append(*items, *obj)
+			if e.output == "json" || e.output == "yaml" {
+				return printObjects[T, L, P, LP](e, k, c, ns, names, sel)
 			}
-			return e.printList(list, k.table(*items, e.clock.Now()), ns)
+			return printObjectTable[T, L, P](e, k, ns, names, sel)
 		},
 	}
 	if k.selectable {
 		cmd.Flags().StringVarP(&selector, "selector", "l", "", "Only "+k.plural+" whose labels match this selector.")
 	}
 	return withOutput(e, cmd)
+}
+
+// printObjects prints the objects of kind k called names, or all of namespace ns's that match
+// sel (nil for all), as JSON or YAML: one object for one name, else a list.
+func printObjects[T, L any, P object[T], LP objectList[L]](e *env, k kind[T, L], c client.Client, ns string, names []string, sel labels.Selector) error {
+	list := LP(new(L))
+	if len(names) == 0 {
+		opts := []client.ListOption{client.InNamespace(ns)}
+		if sel != nil {
+			opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+		}
+		if err := c.List(context.Background(), list, opts...); err != nil {
+			return err
+		}
+	}
+	items := k.items((*L)(list))
+	for _, name := range names {
+		obj := P(new(T))
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			return notFound(err, k.name, name, ns)
+		}
+		if len(names) == 1 {
+			return e.printStructured(obj)
+		}
+		*items = append(*items, *obj)
+	}
+	return e.printStructured(list)
+}
+
+// printObjectTable prints the objects of kind k called names, or all of namespace ns's that
+// match sel (nil for all), as the API server's table with k's own columns; -o wide adds the
+// server's columns of priority above 0.
+func printObjectTable[T, L any, P object[T]](e *env, k kind[T, L], ns string, names []string, sel labels.Selector) error {
+	gvk, err := apiutil.GVKForObject(P(new(T)), Scheme())
+	if err != nil {
+		return err
+	}
+	get, err := e.serverTables(gvk)
+	if err != nil {
+		return err
+	}
+	var t *metav1.Table
+	if len(names) == 0 {
+		selector := ""
+		if sel != nil {
+			selector = sel.String()
+		}
+		if t, err = get(context.Background(), ns, "", selector); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		one, err := get(context.Background(), ns, name, "")
+		if err != nil {
+			return notFound(err, k.name, name, ns)
+		}
+		if t == nil {
+			t = one
+			continue
+		}
+		t.Rows = append(t.Rows, one.Rows...)
+	}
+	if len(t.Rows) == 0 {
+		e.errorf("No resources found in %s namespace.\n", ns)
+		return nil
+	}
+	objs, err := rowObjects[T](t)
+	if err != nil {
+		return err
+	}
+	return printTable(e.streams.Out, withColumns(t, objs, k.columns, e.clock.Now()), e.output == "wide")
 }
 
 // newNamedCommand is `VERB NAME` of kind k: it reads the object called NAME, saying so when

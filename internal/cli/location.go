@@ -23,7 +23,7 @@ func newLocationCommand(e *env) *cobra.Command {
 
 // locationKind is what the commands every kind has need to know of storage locations, in Cairn's namespace.
 var locationKind = kind[cairnv1.BackupStorageLocation, cairnv1.BackupStorageLocationList]{
-	name: "storage location", plural: "storage locations", table: locationTable, inOperatorNamespace: true,
+	name: "storage location", plural: "storage locations", columns: locationColumns, inOperatorNamespace: true,
 	items: func(l *cairnv1.BackupStorageLocationList) *[]cairnv1.BackupStorageLocation { return &l.Items },
 }
 

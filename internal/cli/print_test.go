@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
@@ -73,22 +74,27 @@ func TestTables(t *testing.T) {
 			Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhasePaused}},
 	}
 	locations := []cairnv1.BackupStorageLocation{
+		// accessMode as the API server defaults it.
 		{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: ago(100 * 24 * time.Hour)},
-			Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, Config: map[string]string{"path": "/var/lib/cairn"}},
-			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}},
+			Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, AccessMode: cairnv1.AccessModeReadWrite,
+				Config: map[string]string{"path": "/var/lib/cairn"}},
+			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable, LastValidationTime: at(-30 * time.Second)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "dr", CreationTimestamp: ago(2 * time.Hour)},
 			Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderS3, AccessMode: cairnv1.AccessModeReadOnly,
 				ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups", Prefix: "cluster-a/"}},
-			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseUnavailable, Message: `bucket "backups" does not exist`}},
+			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseUnavailable, Message: `bucket "backups" does not exist`,
+				LastValidationTime: at(-10 * time.Second)}},
 	}
 	tests := []struct {
 		name  string
-		table table
+		table func(t *testing.T, wide bool) []byte
 	}{
-		{"backups", backupTable(backups(), now)},
-		{"restores", restoreTable(restores, now)},
-		{"schedules", scheduleTable(schedules, now)},
-		{"locations", locationTable(locations, now)},
+		{"backups", func(t *testing.T, wide bool) []byte { return render(t, "backups", backups(), backupColumns, wide) }},
+		{"restores", func(t *testing.T, wide bool) []byte { return render(t, "restores", restores, restoreColumns, wide) }},
+		{"schedules", func(t *testing.T, wide bool) []byte { return render(t, "schedules", schedules, scheduleColumns, wide) }},
+		{"locations", func(t *testing.T, wide bool) []byte {
+			return render(t, "backupstoragelocations", locations, locationColumns, wide)
+		}},
 	}
 	for _, tt := range tests {
 		for _, wide := range []bool{false, true} {
@@ -97,14 +103,33 @@ func TestTables(t *testing.T) {
 				name = tt.name + "-wide.golden"
 			}
 			t.Run(name, func(t *testing.T) {
-				var buf bytes.Buffer
-				if err := tt.table.write(&buf, wide); err != nil {
-					t.Fatal(err)
-				}
-				golden(t, name, buf.Bytes())
+				golden(t, name, tt.table(t, wide))
 			})
 		}
 	}
+}
+
+// render is the table `get` prints of items of resource: the API server's (printerTable) with
+// the kind's own columns cols.
+func render[T any, P object[T]](t *testing.T, resource string, items []T, cols []column[T], wide bool) []byte {
+	t.Helper()
+	var objs []client.Object
+	for i := range items {
+		objs = append(objs, P(&items[i]))
+	}
+	table, err := printerTable(resource, objs, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := rowObjects[T](table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := printTable(&buf, withColumns(table, rows, cols, now), wide); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func TestDescribeBackupGolden(t *testing.T) {

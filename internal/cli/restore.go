@@ -20,7 +20,7 @@ func newRestoreCommand(e *env) *cobra.Command {
 
 // restoreKind is what the commands every kind has need to know of restores.
 var restoreKind = kind[cairnv1.Restore, cairnv1.RestoreList]{
-	name: "restore", plural: "restores", table: restoreTable,
+	name: "restore", plural: "restores", columns: restoreColumns,
 	items: func(l *cairnv1.RestoreList) *[]cairnv1.Restore { return &l.Items },
 }
 

@@ -23,7 +23,7 @@ func newScheduleCommand(e *env) *cobra.Command {
 
 // scheduleKind is what the commands every kind has need to know of schedules.
 var scheduleKind = kind[cairnv1.Schedule, cairnv1.ScheduleList]{
-	name: "schedule", plural: "schedules", table: scheduleTable,
+	name: "schedule", plural: "schedules", columns: scheduleColumns,
 	items: func(l *cairnv1.ScheduleList) *[]cairnv1.Schedule { return &l.Items },
 }
 
