@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/phases"
 )
 
@@ -178,6 +179,9 @@ func TestAfterInterruptedRun(t *testing.T) {
 }
 
 func TestAfterRun(t *testing.T) {
+	running := backup.Operation{Phase: backup.OperationInProgress}
+	done := backup.Operation{Phase: backup.OperationCompleted}
+	failed := backup.Operation{Phase: backup.OperationFailed}
 	// A backup waits for every operation its run started; items that failed make it partial.
 	for _, tt := range []struct {
 		name              string
@@ -192,6 +196,27 @@ func TestAfterRun(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := backupKind.afterRun(tt.operationsStarted, tt.errors > 0); got != tt.want {
+				t.Errorf("afterRun = %s, want %s", got, tt.want)
+			}
+		})
+	}
+	// A restore waits for the operations still running (backup.AfterOperations, as
+	// restoreEnding asks); failed items or operations make it partial.
+	for _, tt := range []struct {
+		name   string
+		errors int32
+		ops    []backup.Operation
+		want   cairnv1.RestorePhase
+	}{
+		{"restore: no operations, no errors", 0, nil, cairnv1.RestorePhaseFinalizing},
+		{"restore: no operations, errors", 2, nil, cairnv1.RestorePhaseFinalizingPartiallyFailed},
+		{"restore: operations running", 0, []backup.Operation{running}, cairnv1.RestorePhaseWaitingForPluginOperations},
+		{"restore: operations running, errors", 1, []backup.Operation{running}, cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed},
+		{"restore: operations done already", 0, []backup.Operation{done}, cairnv1.RestorePhaseFinalizing},
+		{"restore: an operation failed, none running", 0, []backup.Operation{failed, done}, cairnv1.RestorePhaseFinalizingPartiallyFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := restoreKind.afterRun(backup.AfterOperations(tt.errors > 0, tt.ops)); got != tt.want {
 				t.Errorf("afterRun = %s, want %s", got, tt.want)
 			}
 		})

@@ -293,7 +293,9 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 			s.FailureReason = res.FailureReason
 			s.CompletionTimestamp = &now
 		default:
-			s.Phase = restore.PhaseAfterRun(res.Errors, res.Operations)
+			// Waiting while an operation its actions started runs; PartiallyFailed when items
+			// or operations failed.
+			s.Phase = restoreKind.afterRun(backup.AfterOperations(res.Errors > 0, res.Operations))
 		}
 		_, completed, failed := backup.OperationCounts(res.Operations)
 		s.RestoreItemOperationsAttempted = int32(len(res.Operations))
