@@ -34,14 +34,8 @@ const FailureReasonRestoreRestarted = "the operator restarted during the restore
 var backupKind = &runKind[*cairnv1.Backup, cairnv1.BackupStatus, cairnv1.BackupPhase]{
 	name:      "backup",
 	newObject: func() *cairnv1.Backup { return &cairnv1.Backup{} },
-	list: func(ctx context.Context, c client.Reader) ([]*cairnv1.Backup, error) {
-		var list cairnv1.BackupList
-		if err := c.List(ctx, &list); err != nil {
-			return nil, err
-		}
-		return pointersTo(list.Items), nil
-	},
-	status: func(b *cairnv1.Backup) *cairnv1.BackupStatus { return &b.Status },
+	list:      listAll(func(l *cairnv1.BackupList) []cairnv1.Backup { return l.Items }),
+	status:    func(b *cairnv1.Backup) *cairnv1.BackupStatus { return &b.Status },
 	fields: func(s *cairnv1.BackupStatus) statusFields[cairnv1.BackupPhase] {
 		return statusFields[cairnv1.BackupPhase]{phase: &s.Phase, failureReason: &s.FailureReason, queuePosition: &s.QueuePosition,
 			completionTimestamp: &s.CompletionTimestamp, phaseTransitionTime: &s.PhaseTransitionTime, conditions: &s.Conditions}
@@ -92,14 +86,8 @@ func afterInterruptedBackup(cancelled bool) (cairnv1.BackupPhase, string) {
 var restoreKind = &runKind[*cairnv1.Restore, cairnv1.RestoreStatus, cairnv1.RestorePhase]{
 	name:      "restore",
 	newObject: func() *cairnv1.Restore { return &cairnv1.Restore{} },
-	list: func(ctx context.Context, c client.Reader) ([]*cairnv1.Restore, error) {
-		var list cairnv1.RestoreList
-		if err := c.List(ctx, &list); err != nil {
-			return nil, err
-		}
-		return pointersTo(list.Items), nil
-	},
-	status: func(rs *cairnv1.Restore) *cairnv1.RestoreStatus { return &rs.Status },
+	list:      listAll(func(l *cairnv1.RestoreList) []cairnv1.Restore { return l.Items }),
+	status:    func(rs *cairnv1.Restore) *cairnv1.RestoreStatus { return &rs.Status },
 	fields: func(s *cairnv1.RestoreStatus) statusFields[cairnv1.RestorePhase] {
 		return statusFields[cairnv1.RestorePhase]{phase: &s.Phase, failureReason: &s.FailureReason, queuePosition: &s.QueuePosition,
 			completionTimestamp: &s.CompletionTimestamp, phaseTransitionTime: &s.PhaseTransitionTime, conditions: &s.Conditions}
@@ -139,11 +127,22 @@ func afterInterruptedRestore(bool) (cairnv1.RestorePhase, string) {
 	return cairnv1.RestorePhaseFailed, FailureReasonRestoreRestarted
 }
 
-// pointersTo points at each item of a list, in order.
-func pointersTo[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
+// listAll lists every object of a kind in every namespace: L is its list type, and items
+// where a list holds the objects.
+func listAll[T any, L any, PL interface {
+	*L
+	client.ObjectList
+}](items func(PL) []T) func(context.Context, client.Reader) ([]*T, error) {
+	return func(ctx context.Context, c client.Reader) ([]*T, error) {
+		list := PL(new(L))
+		if err := c.List(ctx, list); err != nil {
+			return nil, err
+		}
+		all := items(list)
+		out := make([]*T, len(all))
+		for i := range all {
+			out[i] = &all[i]
+		}
+		return out, nil
 	}
-	return out
 }
