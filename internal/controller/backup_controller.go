@@ -10,21 +10,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
@@ -38,14 +31,6 @@ import (
 
 // DefaultProgressInterval is how often a running backup's progress is written, at most.
 const DefaultProgressInterval = backup.DefaultProgressInterval
-
-// storageWaitRequeue is how soon a ReadyToStart backup whose location was not validated yet is
-// looked at again.
-const storageWaitRequeue = time.Second
-
-// FailureReasonRestarted is the failureReason of a backup that was running when the operator
-// stopped.
-const FailureReasonRestarted = "the operator restarted during the backup"
 
 // BackupReconciler runs backups (DESIGN.md section 4). It owns ReadyToStart and InProgress: it
 // checks the storage location and the tenancy rule again (→ FailedValidation), moves the backup
@@ -79,44 +64,8 @@ type BackupReconciler struct {
 	// logs is shared with the finalizer: the cancelled runs whose log upload is in flight.
 	logs *logUploads
 
-	// running holds the cancel function of each run of this process, by backup UID.
-	running uidMap[context.CancelCauseFunc]
-	// unwritten holds the status write that ends a run and could not be written, for the next
-	// reconcile: it finds the backup still InProgress and must write this, not mistake the
-	// backup for one a restart interrupted.
-	unwritten uidMap[func(*cairnv1.BackupStatus)]
-}
-
-// endRun writes the status that ends a run (mutate). Someone else's write meanwhile (a label,
-// an annotation, a cancel) makes the optimistic lock fail: the write is retried on the fresh
-// object, and when onCancel is given and the fresh object shows a cancel, onCancel is written
-// instead. A write that still fails is kept for the next reconcile (see orphaned). The writes
-// use the reconcile's context, never the run's, which a cancel ends.
-func (r *BackupReconciler) endRun(ctx context.Context, b *cairnv1.Backup, mutate, onCancel func(*cairnv1.BackupStatus)) error {
-	write := mutate
-	first := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-				return err
-			}
-			if b.Status.Phase != cairnv1.BackupPhaseInProgress {
-				write = nil // someone else ended it: nothing to write
-				return nil
-			}
-			if _, _, cancelled := cancellation(b); cancelled && onCancel != nil {
-				write = onCancel
-			}
-		}
-		first = false
-		return patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, write)
-	})
-	switch {
-	case apierrors.IsNotFound(err), err == nil:
-		return nil
-	}
-	r.unwritten.set(b.UID, write)
-	return err
+	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
+	runs runs[cairnv1.BackupStatus]
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
@@ -137,7 +86,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	case cairnv1.BackupPhaseReadyToStart:
 		return r.start(ctx, &b)
 	case cairnv1.BackupPhaseInProgress:
-		return r.orphaned(ctx, &b)
+		return ctrl.Result{}, backupKind.orphaned(ctx, r.Client, r.APIReader, r.Clock, &r.runs, &b)
 	}
 	return ctrl.Result{}, nil
 }
@@ -147,15 +96,8 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // Failed once that lasted --phase-timeout (the slot is freed); else InProgress, and runs it.
 func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
-	if reason, failureReason, ok := cancellation(b); ok {
-		message := failureReason + " before it started"
-		if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
-			cancelledStatus(s, b.Generation, reason, failureReason, message, now)
-		}); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", message)
-		return ctrl.Result{}, nil
+	if _, _, ok := backupKind.cancellation(b); ok {
+		return ctrl.Result{}, backupKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerBackup, b)
 	}
 	bsl, problem, err := r.usableLocation(ctx, b)
 	if err != nil {
@@ -163,7 +105,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}
 	if failure.IsWaiting(problem) {
 		// A location created a moment ago: wait for its first validation rather than fail.
-		return r.waitForStorage(ctx, b, problem, storageWaitRequeue)
+		return backupKind.waitForStorage(ctx, r.Client, r.Clock, b, problem, r.PhaseTimeout)
 	}
 	if problem == nil {
 		// The tenancy rule and the spec, checked again now: the queue checked them when the
@@ -189,10 +131,10 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		store, problem, err = r.openFor(ctx, b, bsl)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Info("Backup waits for its storage location", "backup", qualifiedName(b), "error", err.Error())
-			return r.waitForStorage(ctx, b, r.toTenant(b, bsl.Name, err), 0)
+			return backupKind.waitForStorage(ctx, r.Client, r.Clock, b, toTenant(b, r.Namespace, bsl.Name, err), r.PhaseTimeout)
 		}
 		if errors.Is(problem, location.ErrConfig) {
-			problem = r.toTenant(b, bsl.Name, problem)
+			problem = toTenant(b, r.Namespace, bsl.Name, problem)
 		}
 	}
 	if problem != nil {
@@ -203,11 +145,8 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 		})
 	}
 
-	// Registered before the phase is written, so that no cancel event can be missed.
-	runCtx, cancelRun := context.WithCancelCause(ctx)
-	defer cancelRun(nil)
-	r.running.set(b.UID, cancelRun)
-	defer r.running.forget(b.UID)
+	runCtx, done := r.runs.track(ctx, b.UID)
+	defer done()
 	expiration := expirationOf(b, now, r.DefaultBackupTTL)
 	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
@@ -219,39 +158,9 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, _, cancelled := cancellation(b); cancelled {
-		cancelRun(backup.ErrCancelRequested) // cancelled between the read and the write
-	}
+	backupKind.stopIfCancelled(&r.runs, b) // cancelled between the read and the write
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
 	return ctrl.Result{}, r.run(ctx, runCtx, b, bsl, store, actAs)
-}
-
-// waitForStorage keeps a ReadyToStart backup waiting for its storage location, with a
-// StorageReady=False condition saying why, and ends it Failed once it has waited
-// --phase-timeout, freeing its slot. A requeue of 0 retries with the rate limiter's backoff.
-func (r *BackupReconciler) waitForStorage(ctx context.Context, b *cairnv1.Backup, cause error, requeue time.Duration) (ctrl.Result, error) {
-	now := metav1.NewTime(r.Clock.Now())
-	if phaseTimedOut(b, now.Time, r.PhaseTimeout) {
-		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
-			s.Phase = cairnv1.BackupPhaseFailed
-			s.FailureReason = reason
-			s.CompletionTimestamp = &now
-		})
-	}
-	message := fmt.Sprintf("waiting for storage location %s: %v", b.Status.StorageLocation, cause)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: cairnv1.BackupConditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
-			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
-		})
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	if requeue > 0 {
-		return ctrl.Result{RequeueAfter: requeue}, nil
-	}
-	return ctrl.Result{}, cause
 }
 
 // openFor opens the store a backup will write to. problem says why it must not: the location's
@@ -302,20 +211,9 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 	case bsl.Status.Phase == "":
 		return nil, errLocationNotValidated, nil
 	case bsl.Status.Phase != cairnv1.StorageLocationPhaseAvailable:
-		return nil, r.toTenant(b, bsl.Name, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message)), nil
+		return nil, toTenant(b, r.Namespace, bsl.Name, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message)), nil
 	}
 	return bsl, nil, nil
-}
-
-// toTenant is err as a backup's status and events may say it: for a team's backup (outside
-// the operator's namespace) a location's problem names nothing of its configuration — no
-// endpoint, bucket, path or Secret — and the details stay in the manager's log and the
-// location's own status.
-func (r *BackupReconciler) toTenant(b *cairnv1.Backup, locationName string, err error) error {
-	if err == nil || b.Namespace == r.Namespace {
-		return err
-	}
-	return errors.New(location.TenantMessage(locationName))
 }
 
 // run runs an InProgress backup to the end of InProgress and writes how it ended. runCtx is
@@ -346,15 +244,16 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 		return r.endCancelledRun(ctx, b, res, cancelledWrite)
 	case backup.Failed:
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failing", "Run", "Backup failed: %s; removing its partial data", res.FailureReason)
-		return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
+		return backupKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFinalizingFailed
 			s.FailureReason = res.FailureReason
 			s.Progress = progress
 			s.Warnings, s.Errors = res.Warnings, res.Errors
 		}, nil)
 	}
-	next := nextAfterInProgress(res.Errors > 0, len(res.Operations) > 0)
-	return r.endRun(ctx, b, func(s *cairnv1.BackupStatus) {
+	// Any operation it started is waited for; items that failed make it PartiallyFailed.
+	next := backupKind.afterRun(len(res.Operations) > 0, res.Errors > 0)
+	return backupKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.Progress = progress
 		s.Warnings, s.Errors = res.Warnings, res.Errors
@@ -371,11 +270,8 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 func (r *BackupReconciler) endCancelledRun(ctx context.Context, b *cairnv1.Backup, res *backup.Result, write func(*cairnv1.BackupStatus)) error {
 	r.logs.hold(b.UID)
 	defer r.logs.release(b.UID)
-	err := r.endRun(ctx, b, write, nil)
-	reason, failureReason, cancelled := cancellation(b)
-	if !cancelled {
-		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
-	}
+	err := backupKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, write, nil)
+	reason, failureReason := backupKind.stopReasons(b)
 	if err == nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while it ran (%s); removing its data", failureReason, reason)
 	}
@@ -397,84 +293,6 @@ func (r *BackupReconciler) writeProgress(ctx context.Context, b *cairnv1.Backup,
 	}
 }
 
-// nextAfterInProgress is the phase a backup goes to when its items are written.
-func nextAfterInProgress(hadErrors, operationsPending bool) cairnv1.BackupPhase {
-	switch {
-	case operationsPending && hadErrors:
-		return cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
-	case operationsPending:
-		return cairnv1.BackupPhaseWaitingForPluginOperations
-	case hadErrors:
-		return cairnv1.BackupPhaseFinalizingPartiallyFailed
-	}
-	return cairnv1.BackupPhaseFinalizing
-}
-
-// orphaned ends an InProgress backup that this process is not running: the process that ran
-// it stopped. The API server is asked, not the cache, which may still show InProgress for a
-// backup that this process just finished.
-func (r *BackupReconciler) orphaned(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
-	var fresh cairnv1.Backup
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if fresh.Status.Phase != cairnv1.BackupPhaseInProgress {
-		return ctrl.Result{}, nil
-	}
-	if _, running := r.running.get(fresh.UID); running {
-		return ctrl.Result{}, nil
-	}
-	// A run of this process whose last write failed: write it now.
-	if mutate, ok := r.unwritten.take(fresh.UID); ok {
-		return ctrl.Result{}, r.endRun(ctx, &fresh, mutate, nil)
-	}
-	return ctrl.Result{}, endInterruptedRun(ctx, r.Client, &fresh, r.Clock)
-}
-
-// afterInterruptedRun is where a backup goes that was InProgress when the operator stopped: a
-// cancelled (or deleted) one is cleaned up as cancelled, so a cancel is never lost; any other
-// fails, and its partial data is removed (both by the finalizer).
-func afterInterruptedRun(b *cairnv1.Backup) (cairnv1.BackupPhase, string) {
-	if _, _, cancelled := cancellation(b); cancelled {
-		return cairnv1.BackupPhaseFinalizingCancelled, ""
-	}
-	return cairnv1.BackupPhaseFinalizingFailed, FailureReasonRestarted
-}
-
-// endInterruptedRun moves on a backup that was InProgress when the operator stopped (see
-// afterInterruptedRun). It touches no storage: the finalizer removes what the run left, with
-// retries, so a storage service that is down at the restart neither holds the restart nor
-// leaves the partial data behind for good. It writes as the backup reconciler, the owner of
-// InProgress, also when the restart recovery calls it.
-func endInterruptedRun(ctx context.Context, c client.Client, b *cairnv1.Backup, clk clock.PassiveClock) error {
-	next, failureReason := afterInterruptedRun(b)
-	return patchBackupStatus(ctx, c, clk, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
-		s.Phase = next
-		s.FailureReason = failureReason
-	})
-}
-
-// endInterruptedBackups is the restart-recovery step for InProgress backups (DESIGN.md
-// section 7): each goes to FinalizingFailed ("the operator restarted during the backup"), where
-// the finalizer removes its partial uploads, or, when it was cancelled or deleted, to
-// FinalizingCancelled. No storage call: the step is quick whatever the storage does.
-func endInterruptedBackups(c client.Client, clk clock.PassiveClock) RecoveryStep {
-	return RecoveryStep{Name: "end-interrupted-backups", Run: func(ctx context.Context) error {
-		var list cairnv1.BackupList
-		if err := c.List(ctx, &list); err != nil {
-			return err
-		}
-		for i := range list.Items {
-			if b := &list.Items[i]; b.Status.Phase == cairnv1.BackupPhaseInProgress {
-				if err := endInterruptedRun(ctx, c, b, clk); err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("ending backup %s: %w", qualifiedName(b), err)
-				}
-			}
-		}
-		return nil
-	}}
-}
-
 // SetupWithManager registers the reconciler for backups in its phases, and a watch that
 // cancels a running backup's context the moment the backup shows spec.cancel or a deletion
 // timestamp (the reconcile is busy running it, so its own events cannot reach it).
@@ -485,29 +303,9 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.PhaseTimeout <= 0 {
 		r.PhaseTimeout = DefaultPhaseTimeout
 	}
-	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-		b, ok := obj.(*cairnv1.Backup)
-		return ok && (b.Status.Phase == cairnv1.BackupPhaseReadyToStart || b.Status.Phase == cairnv1.BackupPhaseInProgress)
-	})
-	runs := handler.Funcs{
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			b, ok := e.ObjectNew.(*cairnv1.Backup)
-			if !ok {
-				return
-			}
-			if cancel, running := r.running.get(b.UID); running {
-				if _, _, cancelled := cancellation(b); cancelled {
-					cancel(backup.ErrCancelRequested)
-				}
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.unwritten.forget(e.Object.GetUID())
-		},
-	}
 	return register("backup", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Backup{}, builder.WithPredicates(owned)).
-		Watches(&cairnv1.Backup{}, runs).
+		For(&cairnv1.Backup{}, builder.WithPredicates(backupKind.inRunPhases())).
+		Watches(&cairnv1.Backup{}, backupKind.runWatch(&r.runs)).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: storageRateLimiter()}),
 		r)
 }

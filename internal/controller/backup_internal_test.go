@@ -119,7 +119,7 @@ func TestRunEndingSurvivesATransientAPIError(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The run finished; its last write meets an API server that is briefly away.
-	err := r.endRun(context.Background(), &current, func(s *cairnv1.BackupStatus) { s.Phase = cairnv1.BackupPhaseFinalizing }, nil)
+	err := backupKind.endRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, &current, func(s *cairnv1.BackupStatus) { s.Phase = cairnv1.BackupPhaseFinalizing }, nil)
 	if err == nil {
 		t.Fatal("endRun succeeded through a failing API server")
 	}

@@ -485,15 +485,11 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 	now := metav1.NewTime(pass.now)
 	switch {
 	case leavesQueue(b):
-		reason, failureReason, _ := cancellation(b)
-		message := failureReason + " before it started"
-		err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
-			cancelledStatus(s, b.Generation, reason, failureReason, message, now)
-		})
-		if err == nil {
-			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", message)
+		if err := backupKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, b); err != nil {
+			return true, err
 		}
-		return true, err
+		pass.wrote(b, true)
+		return true, nil
 	case len(c.validationErrors) > 0:
 		if err := addFinalizer(ctx, r.Client, b, cairnv1.BackupDataFinalizer); err != nil {
 			return true, err

@@ -5,29 +5,23 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
-// Why a backup was stopped, as reasons of its Cancelled condition and its log.
-const (
-	// failureReasonDeleted is the failureReason of a backup deleted before it finished.
-	failureReasonDeleted = "Backup deleted by user"
-)
-
-// cancellation says whether a backup was asked to stop, by spec.cancel or by its deletion, and
-// why: the condition reason and the failureReason it ends with. Every owner of a non-terminal
-// phase asks this one function.
+// cancellation is runKind.cancellation for a backup.
+//
+// It and restoreCancellation are kept for the reconcilers that still call them
+// (operations_controller.go, restoreoperations_controller.go, finalizer_controller.go,
+// restorefinalizer_controller.go, backupqueue_controller.go) until they call the lifecycle's.
 func cancellation(b *cairnv1.Backup) (reason, failureReason string, ok bool) {
-	switch {
-	case b.Spec.Cancel:
-		return cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled, true
-	case b.DeletionTimestamp != nil:
-		return cairnv1.ReasonBackupDeleted, failureReasonDeleted, true
-	}
-	return "", "", false
+	return backupKind.cancellation(b)
+}
+
+// restoreCancellation says whether a restore must stop, and the failureReason
+// (runKind.cancellation).
+func restoreCancellation(rs *cairnv1.Restore) (failureReason string, ok bool) {
+	_, failureReason, ok = restoreKind.cancellation(rs)
+	return failureReason, ok
 }
 
 // cancelRequester says who asked a backup to stop and when, for its log: the field manager that
@@ -48,23 +42,4 @@ func cancelRequester(b *cairnv1.Backup) string {
 		return fmt.Sprintf("field manager %q at %s", mf.Manager, when)
 	}
 	return "spec.cancel (the field manager is not recorded)"
-}
-
-// cancelledStatus is the end of every cancelled backup: Failed with its failureReason, out of
-// the queue, condition Cancelled=True.
-func cancelledStatus(s *cairnv1.BackupStatus, generation int64, reason, failureReason, message string, now metav1.Time) {
-	s.Phase = cairnv1.BackupPhaseFailed
-	s.FailureReason = failureReason
-	s.QueuePosition = 0
-	s.CompletionTimestamp = &now
-	if meta.IsStatusConditionTrue(s.Conditions, cairnv1.BackupConditionQueued) {
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionFalse, Reason: reason,
-			Message: message, ObservedGeneration: generation, LastTransitionTime: now,
-		})
-	}
-	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-		Type: cairnv1.BackupConditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
-		Message: message, ObservedGeneration: generation, LastTransitionTime: now,
-	})
 }

@@ -15,34 +15,6 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
-func TestCancellation(t *testing.T) {
-	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	tests := []struct {
-		name                  string
-		cancel                bool
-		deleted               bool
-		wantOK                bool
-		wantReason, wantFault string
-	}{
-		{name: "neither", wantOK: false},
-		{name: "spec.cancel", cancel: true, wantOK: true, wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonCancelled},
-		{name: "deleted", deleted: true, wantOK: true, wantReason: cairnv1.ReasonBackupDeleted, wantFault: failureReasonDeleted},
-		{name: "cancelled, then deleted: the cancel came first", cancel: true, deleted: true, wantOK: true, wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonCancelled},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := &cairnv1.Backup{Spec: cairnv1.BackupSpec{Cancel: tt.cancel}}
-			if tt.deleted {
-				b.DeletionTimestamp = &now
-			}
-			reason, failureReason, ok := cancellation(b)
-			if ok != tt.wantOK || reason != tt.wantReason || failureReason != tt.wantFault {
-				t.Errorf("got (%q, %q, %v), want (%q, %q, %v)", reason, failureReason, ok, tt.wantReason, tt.wantFault, tt.wantOK)
-			}
-		})
-	}
-}
-
 func TestCancelRequester(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 22, 3, 4, 5, 0, time.UTC))
 	tests := []struct {
@@ -78,28 +50,6 @@ func TestCancelRequester(t *testing.T) {
 	}
 }
 
-func TestAfterInterruptedRun(t *testing.T) {
-	now := metav1.Now()
-	tests := []struct {
-		name       string
-		b          cairnv1.Backup
-		want       cairnv1.BackupPhase
-		wantReason string
-	}{
-		{"running", cairnv1.Backup{}, cairnv1.BackupPhaseFinalizingFailed, FailureReasonRestarted},
-		{"cancelled", cairnv1.Backup{Spec: cairnv1.BackupSpec{Cancel: true}}, cairnv1.BackupPhaseFinalizingCancelled, ""},
-		{"deleted", cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, cairnv1.BackupPhaseFinalizingCancelled, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, reason := afterInterruptedRun(&tt.b)
-			if got != tt.want || reason != tt.wantReason {
-				t.Errorf("got (%s, %q), want (%s, %q)", got, reason, tt.want, tt.wantReason)
-			}
-		})
-	}
-}
-
 func TestCancelIgnored(t *testing.T) {
 	for _, phase := range cairnv1.AllBackupPhases {
 		b := &cairnv1.Backup{Spec: cairnv1.BackupSpec{Cancel: true}, Status: cairnv1.BackupStatus{Phase: phase}}
@@ -115,26 +65,6 @@ func TestCancelIgnored(t *testing.T) {
 		if _, ignored := cancelIgnored(b); ignored {
 			t.Errorf("%s: a backup that is not cancelled is reported", phase)
 		}
-	}
-}
-
-func TestCancelledStatus(t *testing.T) {
-	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	queued := cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseQueued, QueuePosition: 3,
-		Conditions: []metav1.Condition{{Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonWaitingForConcurrencySlot}}}
-	cancelledStatus(&queued, 2, cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled, "m", now)
-	if queued.Phase != cairnv1.BackupPhaseFailed || queued.QueuePosition != 0 || queued.FailureReason != cairnv1.FailureReasonCancelled || !queued.CompletionTimestamp.Equal(&now) {
-		t.Errorf("queued backup: %+v", queued)
-	}
-	if len(queued.Conditions) != 2 || queued.Conditions[0].Status != metav1.ConditionFalse || queued.Conditions[1].Type != cairnv1.BackupConditionCancelled || queued.Conditions[1].Status != metav1.ConditionTrue {
-		t.Errorf("queued backup conditions: %+v", queued.Conditions)
-	}
-	// A backup that left the queue long ago keeps its Queued condition as it was.
-	ran := cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseFinalizingCancelled,
-		Conditions: []metav1.Condition{{Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonDequeued}}}
-	cancelledStatus(&ran, 2, cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled, "m", now)
-	if ran.Conditions[0].Reason != cairnv1.ReasonDequeued {
-		t.Errorf("the Queued condition of a started backup changed: %+v", ran.Conditions[0])
 	}
 }
 

@@ -115,7 +115,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	case failure.IsPermanent(err):
 		return ctrl.Result{}, r.failFinalizing(ctx, &b, err.Error())
-	case phaseTimedOut(&b, r.Clock.Now(), r.PhaseTimeout):
+	case backupKind.phaseTimedOut(&b, r.Clock.Now(), r.PhaseTimeout):
 		return ctrl.Result{}, r.failFinalizing(ctx, &b, fmt.Sprintf("could not be finalized within %s: %v", r.PhaseTimeout, err))
 	}
 	return ctrl.Result{}, err // storage or the API server failing: retried with backoff
@@ -248,11 +248,7 @@ type cleanup struct {
 // cancelCleanup is the cleanup of a cancelled backup: Failed with the cancel's failureReason,
 // Cancelled=True and a Cancelled event.
 func (r *FinalizerReconciler) cancelCleanup(b *cairnv1.Backup) cleanup {
-	reason, failureReason, cancelled := cancellation(b)
-	if !cancelled {
-		// Cannot happen through the API (cancel never goes back), but no backup may stay here.
-		reason, failureReason = cairnv1.ReasonCancelledByUser, cairnv1.FailureReasonCancelled
-	}
+	_, failureReason := backupKind.stopReasons(b)
 	return cleanup{
 		what: "cancelled backup", failureReason: failureReason, condition: cairnv1.BackupConditionCancelled,
 		logLine: func(l *backup.Log) {
@@ -262,7 +258,7 @@ func (r *FinalizerReconciler) cancelCleanup(b *cairnv1.Backup) cleanup {
 		},
 		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
 			if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
-				cancelledStatus(s, b.Generation, reason, failureReason, message, metav1.NewTime(r.Clock.Now()))
+				backupKind.cancelledStatus(b, s, message, metav1.NewTime(r.Clock.Now()))
 			}); err != nil {
 				return err
 			}
@@ -323,7 +319,7 @@ func (r *FinalizerReconciler) cleanUp(ctx context.Context, b *cairnv1.Backup, c 
 		return ctrl.Result{}, r.endCleanup(ctx, b, c, fmt.Sprintf("%s; its data was not removed: %s", c.failureReason, kept), corev1.EventTypeWarning)
 	}
 	removed, snapshots, err := r.removeData(ctx, b, c)
-	if err != nil && phaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
+	if err != nil && backupKind.phaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
 		message := fmt.Sprintf("%s; not all of its data could be removed within %s: %v", c.failureReason, r.PhaseTimeout, err)
 		return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeWarning)
 	}

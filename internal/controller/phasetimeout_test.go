@@ -9,6 +9,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
 
+// TestPhaseTimedOut: one rule for both kinds.
 func TestPhaseTimedOut(t *testing.T) {
 	created := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	entered := created.Add(2 * time.Hour)
@@ -28,13 +29,18 @@ func TestPhaseTimedOut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+			objectMeta := metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}
+			b := &cairnv1.Backup{ObjectMeta: objectMeta}
+			rs := &cairnv1.Restore{ObjectMeta: objectMeta}
 			if tt.entered != nil {
 				e := metav1.NewTime(*tt.entered)
-				b.Status.PhaseTransitionTime = &e
+				b.Status.PhaseTransitionTime, rs.Status.PhaseTransitionTime = &e, &e
 			}
-			if got := phaseTimedOut(b, tt.now, tt.timeout); got != tt.want {
-				t.Errorf("phaseTimedOut = %v, want %v", got, tt.want)
+			if got := backupKind.phaseTimedOut(b, tt.now, tt.timeout); got != tt.want {
+				t.Errorf("backup: phaseTimedOut = %v, want %v", got, tt.want)
+			}
+			if got := restoreKind.phaseTimedOut(rs, tt.now, tt.timeout); got != tt.want {
+				t.Errorf("restore: phaseTimedOut = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -11,22 +11,15 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
@@ -36,10 +29,6 @@ import (
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
-
-// FailureReasonRestoreRestarted is the failureReason of a restore that was running when the
-// operator stopped.
-const FailureReasonRestoreRestarted = "the operator restarted during the restore"
 
 // RestoreReconciler runs restores (DESIGN.md section 9). It owns ReadyToStart and InProgress:
 // it checks the restore again now (restore.Validate, the location reachable, the backup's commit
@@ -74,10 +63,8 @@ type RestoreReconciler struct {
 		Hold(uid types.UID, ops []backup.Operation)
 	}
 
-	// running holds the restores this process runs, by UID.
-	running uidMap[context.CancelCauseFunc]
-	// unwritten holds the status write that ends a run and could not be written.
-	unwritten uidMap[func(*cairnv1.RestoreStatus)]
+	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
+	runs runs[cairnv1.RestoreStatus]
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch
@@ -98,7 +85,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case cairnv1.RestorePhaseReadyToStart:
 		return r.start(ctx, &rs)
 	case cairnv1.RestorePhaseInProgress:
-		return r.orphaned(ctx, &rs)
+		return ctrl.Result{}, restoreKind.orphaned(ctx, r.Client, r.APIReader, r.Clock, &r.runs, &rs)
 	}
 	return ctrl.Result{}, nil
 }
@@ -107,8 +94,8 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // spec, backup or location → FailedValidation; storage not reachable → a StorageReady=False
 // condition, and Failed once that lasted --phase-timeout; else InProgress, and runs it.
 func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
-	if _, ok := restoreCancellation(rs); ok {
-		return ctrl.Result{}, endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
+	if _, _, ok := restoreKind.cancellation(rs); ok {
+		return ctrl.Result{}, restoreKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
 	}
 	facts, backupName, err := restoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
 	if err != nil {
@@ -137,11 +124,11 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		source, files, filesLocation, problem, err = r.openStores(ctx, rs, facts)
 		switch {
 		case failure.IsWaiting(err):
-			return r.waitForStorage(ctx, rs, err)
+			return restoreKind.waitForStorage(ctx, r.Client, r.Clock, rs, err, r.PhaseTimeout)
 		case err != nil:
-			return r.waitForStorage(ctx, rs, r.toTenant(rs, facts.Backup.Status.StorageLocation, err))
+			return restoreKind.waitForStorage(ctx, r.Client, r.Clock, rs, toTenant(rs, r.Namespace, facts.Backup.Status.StorageLocation, err), r.PhaseTimeout)
 		case errors.Is(problem, location.ErrConfig):
-			problems = []string{r.toTenant(rs, facts.Backup.Status.StorageLocation, problem).Error()}
+			problems = []string{toTenant(rs, r.Namespace, facts.Backup.Status.StorageLocation, problem).Error()}
 		case problem != nil:
 			problems = []string{problem.Error()}
 		}
@@ -157,10 +144,8 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		}))
 	}
 
-	runCtx, cancelRun := context.WithCancelCause(ctx)
-	defer cancelRun(nil)
-	r.running.set(rs.UID, cancelRun)
-	defer r.running.forget(rs.UID)
+	runCtx, done := r.runs.track(ctx, rs.UID)
+	defer done()
 	filesCondition := metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonFilesStored,
 		Message: fmt.Sprintf("the restore's log, results and resource list go to storage location %s", filesLocation), ObservedGeneration: rs.Generation, LastTransitionTime: now}
 	if files == nil {
@@ -178,9 +163,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if _, cancelled := restoreCancellation(rs); cancelled {
-		cancelRun(restore.ErrCancelRequested) // cancelled between the read and the write
-	}
+	restoreKind.stopIfCancelled(&r.runs, rs) // cancelled between the read and the write
 	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Started", "Start", "Restore of backup %s started", backupName)
 	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files, writer)
 }
@@ -231,41 +214,6 @@ func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore,
 	return source, nil, "", nil, nil
 }
 
-// waitForStorage keeps a ReadyToStart restore waiting for its storage location, with a
-// StorageReady=False condition saying why, and ends it Failed once it has waited --phase-timeout.
-func (r *RestoreReconciler) waitForStorage(ctx context.Context, rs *cairnv1.Restore, cause error) (ctrl.Result, error) {
-	now := metav1.NewTime(r.Clock.Now())
-	if rs.Status.PhaseTransitionTime != nil && now.Sub(rs.Status.PhaseTransitionTime.Time) >= r.PhaseTimeout {
-		reason := fmt.Sprintf("could not start within %s: %v", r.PhaseTimeout, cause)
-		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
-			s.Phase = cairnv1.RestorePhaseFailed
-			s.FailureReason = reason
-			s.CompletionTimestamp = &now
-		}))
-	}
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: cairnv1.RestoreConditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
-			Message: "waiting for the backup's storage location: " + cause.Error(), ObservedGeneration: rs.Generation, LastTransitionTime: now,
-		})
-	}); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if failure.IsWaiting(cause) {
-		return ctrl.Result{RequeueAfter: storageWaitRequeue}, nil
-	}
-	return ctrl.Result{}, cause
-}
-
-// toTenant is err as a restore outside the operator's namespace may see it: a storage error
-// names nothing of the location's configuration there (location.TenantMessage).
-func (r *RestoreReconciler) toTenant(rs *cairnv1.Restore, locationName string, err error) error {
-	if err == nil || rs.Namespace == r.Namespace {
-		return err
-	}
-	return errors.New(location.TenantMessage(locationName))
-}
-
 // run runs the restore and writes how it ended.
 func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store, writer dynamic.Interface) error {
 	var mu sync.Mutex // the progress and namespace-wait writes come from the run's goroutines
@@ -306,10 +254,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 		return nil // the manager is stopping: the restart recovery ends the restore
 	}
 	if res.Ending == restore.Cancelled {
-		failureReason, _ := restoreCancellation(rs)
-		if failureReason == "" {
-			failureReason = cairnv1.FailureReasonRestoreCancelled
-		}
+		_, failureReason := restoreKind.stopReasons(rs)
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s: its worker pool was stopped after %d of %d items; the objects it created stay",
 			failureReason, res.ItemsRestored, res.TotalItems)
 	}
@@ -322,7 +267,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 			res.FailureReason = fmt.Sprintf("reading backup %s failed: %s", b.Name, location.TenantMessage(b.Status.StorageLocation))
 		}
 		if res.FilesError != nil {
-			res.FilesError = r.toTenant(rs, live.Status.StorageLocation, res.FilesError)
+			res.FilesError = toTenant(rs, r.Namespace, live.Status.StorageLocation, res.FilesError)
 		}
 	}
 	if files == nil && len(res.Operations) > 0 && r.Operations != nil {
@@ -335,7 +280,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "ItemsRestored", "Restore", "Restore handled %d of %d items: %d warnings, %d errors",
 			res.ItemsRestored, res.TotalItems, res.Warnings, res.Errors)
 	}
-	return r.endRun(ctx, rs, mutate)
+	return restoreKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, rs, mutate, nil)
 }
 
 // restoreEnding is the status write that ends a run: for a run that went through every item,
@@ -352,7 +297,9 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 			s.FailureReason = res.FailureReason
 			s.CompletionTimestamp = &now
 		default:
-			s.Phase = restore.PhaseAfterRun(res.Errors, res.Operations)
+			// Waiting while an operation its actions started runs; PartiallyFailed when items
+			// or operations failed.
+			s.Phase = restoreKind.afterRun(backup.AfterOperations(res.Errors > 0, res.Operations))
 		}
 		_, completed, failed := backup.OperationCounts(res.Operations)
 		s.RestoreItemOperationsAttempted = int32(len(res.Operations))
@@ -370,110 +317,15 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 	}
 }
 
-// endRun writes the status that ends a run, retried on a conflict with fresh data; a write
-// that still fails is kept for the next reconcile.
-func (r *RestoreReconciler) endRun(ctx context.Context, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
-	first := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
-				return err
-			}
-			if rs.Status.Phase != cairnv1.RestorePhaseInProgress {
-				return nil
-			}
-		}
-		first = false
-		return patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, mutate)
-	})
-	if err == nil || apierrors.IsNotFound(err) {
-		return nil
-	}
-	r.unwritten.set(rs.UID, mutate)
-	return err
-}
-
-// orphaned handles an InProgress restore this reconcile found: one this process runs is left
-// alone; one whose ending could not be written gets it written; any other was running when
-// the operator stopped, and fails.
-func (r *RestoreReconciler) orphaned(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
-	var fresh cairnv1.Restore
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rs), &fresh); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if fresh.Status.Phase != cairnv1.RestorePhaseInProgress {
-		return ctrl.Result{}, nil
-	}
-	if _, running := r.running.get(fresh.UID); running {
-		return ctrl.Result{}, nil
-	}
-	if mutate, ok := r.unwritten.take(fresh.UID); ok {
-		return ctrl.Result{}, r.endRun(ctx, &fresh, mutate)
-	}
-	return ctrl.Result{}, client.IgnoreNotFound(failInterruptedRestore(ctx, r.Client, r.Clock, &fresh))
-}
-
-// failInterruptedRestore ends a restore that was InProgress when the operator stopped: Failed.
-// The objects it created stay; its files in storage are whatever it had written (none). It
-// writes as the restore reconciler, the owner of InProgress, also for the restart recovery.
-func failInterruptedRestore(ctx context.Context, c client.Client, clk clock.PassiveClock, rs *cairnv1.Restore) error {
-	now := metav1.NewTime(clk.Now())
-	return patchRestoreStatus(ctx, c, clk, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
-		s.Phase = cairnv1.RestorePhaseFailed
-		s.FailureReason = FailureReasonRestoreRestarted
-		s.CompletionTimestamp = &now
-	})
-}
-
-// failInterruptedRestores is the restart-recovery step for InProgress restores (DESIGN.md
-// section 9): each one fails, "the operator restarted during the restore".
-func failInterruptedRestores(c client.Client, clk clock.PassiveClock) RecoveryStep {
-	return RecoveryStep{Name: "fail-interrupted-restores", Run: func(ctx context.Context) error {
-		var list cairnv1.RestoreList
-		if err := c.List(ctx, &list); err != nil {
-			return err
-		}
-		for i := range list.Items {
-			if rs := &list.Items[i]; rs.Status.Phase == cairnv1.RestorePhaseInProgress {
-				if err := failInterruptedRestore(ctx, c, clk, rs); err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("ending restore %s: %w", objectName(rs), err)
-				}
-			}
-		}
-		return nil
-	}}
-}
-
-// SetupWithManager registers the reconciler for restores in its phases.
+// SetupWithManager registers the reconciler for restores in its phases, and the watch that
+// cancels a running restore's context when it shows spec.cancel or a deletion timestamp.
 func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.PhaseTimeout <= 0 {
 		r.PhaseTimeout = DefaultPhaseTimeout
 	}
-	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-		rs, ok := obj.(*cairnv1.Restore)
-		return ok && (rs.Status.Phase == cairnv1.RestorePhaseReadyToStart || rs.Status.Phase == cairnv1.RestorePhaseInProgress)
-	})
-	// The reconcile of a running restore is busy running it: a cancel or a deletion reaches
-	// the run through this watch, which cancels its context.
-	runs := handler.Funcs{
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			rs, ok := e.ObjectNew.(*cairnv1.Restore)
-			if !ok {
-				return
-			}
-			if cancel, running := r.running.get(rs.UID); running {
-				if _, cancelled := restoreCancellation(rs); cancelled {
-					cancel(restore.ErrCancelRequested)
-				}
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.unwritten.forget(e.Object.GetUID())
-		},
-	}
 	return register("restore", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
-		Watches(&cairnv1.Restore{}, runs).
+		For(&cairnv1.Restore{}, builder.WithPredicates(restoreKind.inRunPhases())).
+		Watches(&cairnv1.Restore{}, restoreKind.runWatch(&r.runs)).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}),
 		r)
 }

@@ -206,35 +206,6 @@ func TestFinalizedRestorePhase(t *testing.T) {
 	}
 }
 
-func TestRestoreCancellation(t *testing.T) {
-	deleted := metav1.NewTime(restoreTestStart)
-	tests := []struct {
-		name     string
-		cancel   bool
-		deleted  bool
-		want     string
-		wantStop bool
-	}{
-		{name: "neither"},
-		{name: "spec.cancel", cancel: true, want: cairnv1.FailureReasonRestoreCancelled, wantStop: true},
-		{name: "deleted", deleted: true, want: failureReasonRestoreDeleted, wantStop: true},
-		{name: "cancelled, then deleted: the cancel says why", cancel: true, deleted: true, want: cairnv1.FailureReasonRestoreCancelled, wantStop: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rs := testRestore("shop", "r", 0, cairnv1.RestorePhaseQueued)
-			rs.Spec.Cancel = tt.cancel
-			if tt.deleted {
-				rs.DeletionTimestamp = &deleted
-			}
-			reason, stop := restoreCancellation(rs)
-			if reason != tt.want || stop != tt.wantStop {
-				t.Errorf("restoreCancellation = %q, %v; want %q, %v", reason, stop, tt.want, tt.wantStop)
-			}
-		})
-	}
-}
-
 func apiUnavailable() error {
 	return apierrors.NewServiceUnavailable("the API server is restarting")
 }
@@ -262,10 +233,10 @@ func TestRestoreOrphaned(t *testing.T) {
 	}{
 		{name: "not running here: the operator restarted", wantPhase: cairnv1.RestorePhaseFailed, wantReason: FailureReasonRestoreRestarted, wantCompletedAt: true},
 		{name: "running here", wantPhase: cairnv1.RestorePhaseInProgress, prepare: func(r *RestoreReconciler, rs *cairnv1.Restore) {
-			r.running.set(rs.UID, func(error) {})
+			r.runs.running.set(rs.UID, func(error) {})
 		}},
 		{name: "its ending was not written yet", wantPhase: cairnv1.RestorePhaseFinalizingPartiallyFailed, prepare: func(r *RestoreReconciler, rs *cairnv1.Restore) {
-			r.unwritten.set(rs.UID, func(s *cairnv1.RestoreStatus) { s.Phase, s.Errors = cairnv1.RestorePhaseFinalizingPartiallyFailed, 2 })
+			r.runs.unwritten.set(rs.UID, func(s *cairnv1.RestoreStatus) { s.Phase, s.Errors = cairnv1.RestorePhaseFinalizingPartiallyFailed, 2 })
 		}},
 		{name: "the cache is stale: the API server has it Finalizing", apiServerPhase: cairnv1.RestorePhaseFinalizing, wantPhase: cairnv1.RestorePhaseInProgress},
 	} {
@@ -296,7 +267,7 @@ func TestRestoreOrphaned(t *testing.T) {
 			if got.Status.Phase != cairnv1.RestorePhaseInProgress && (got.Status.PhaseTransitionTime == nil || !got.Status.PhaseTransitionTime.Time.Equal(clk.Now())) {
 				t.Errorf("phaseTransitionTime %v, want %v", got.Status.PhaseTransitionTime, clk.Now())
 			}
-			if r.unwritten.len() != 0 {
+			if r.runs.unwritten.len() != 0 {
 				t.Error("the unwritten ending is still kept after it was written")
 			}
 		})
@@ -327,7 +298,7 @@ func TestRestoreRunEndingSurvivesATransientAPIError(t *testing.T) {
 	r := newRestoreReconciler(c, c, clk)
 	current := getRestore(t, c, "team-a", "r")
 	ending := restoreEnding(&restore.Result{Ending: restore.Finished, ItemsRestored: 3, TotalItems: 3}, current.Generation, metav1.NewTime(clk.Now()))
-	if err := r.endRun(context.Background(), current, ending); err == nil {
+	if err := restoreKind.endRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, current, ending, nil); err == nil {
 		t.Fatal("endRun succeeded through a failing API server")
 	}
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
@@ -363,7 +334,7 @@ func TestRestoreRunEndingRetriesAConflict(t *testing.T) {
 			}
 			r := newRestoreReconciler(c, c, clk)
 			ending := restoreEnding(&restore.Result{Ending: restore.Finished}, stale.Generation, metav1.NewTime(clk.Now()))
-			if err := r.endRun(context.Background(), stale, ending); err != nil {
+			if err := restoreKind.endRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, stale, ending, nil); err != nil {
 				t.Fatalf("endRun = %v", err)
 			}
 			if got := getRestore(t, c, "team-a", "r"); got.Status.Phase != tt.want {
@@ -394,7 +365,7 @@ func TestFailInterruptedRestores(t *testing.T) {
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 	}, objects...)
-	step := failInterruptedRestores(c, clk)
+	step := endInterruptedRuns(c, clk, restoreKind)
 	if step.Name != "fail-interrupted-restores" {
 		t.Errorf("step name %q", step.Name)
 	}
@@ -421,7 +392,7 @@ func TestFailInterruptedRestores(t *testing.T) {
 			return apiUnavailable()
 		},
 	}, testRestore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
-	if err := failInterruptedRestores(broken, clk).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "team-a/r") {
+	if err := endInterruptedRuns(broken, clk, restoreKind).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "team-a/r") {
 		t.Errorf("the step through a failing API server = %v, want an error naming team-a/r", err)
 	}
 }

@@ -86,7 +86,7 @@ func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.R
 		s.CompletionTimestamp = &now
 		if cancelled {
 			s.FailureReason = failureReason
-			meta.SetStatusCondition(&s.Conditions, cancelledCondition(rs, now, "the restore was stopped; the objects it created stay (its resource list names them)"))
+			meta.SetStatusCondition(&s.Conditions, restoreKind.cancelledCondition(rs, "the restore was stopped; the objects it created stay (its resource list names them)", now))
 		}
 	})
 	if err != nil {

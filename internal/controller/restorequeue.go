@@ -3,13 +3,9 @@ package controller
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -20,12 +16,9 @@ import (
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
-// failureReasonRestoreDeleted is the failureReason of a restore deleted before it finished.
-const failureReasonRestoreDeleted = "Restore deleted before it finished"
-
 // leaveRestore is leave for a restore: a New one gets its finalizer first (the restore
 // finalizer removes its files before the object goes), then a cancelled or deleted one →
-// Failed (endRestoreBeforeStart), one that does not validate → FailedValidation with the
+// Failed (runKind.endBeforeStart), one that does not validate → FailedValidation with the
 // backup it names. It reports whether the restore left the queue.
 func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
 	rs := c.restore
@@ -34,8 +27,8 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 			return true, err
 		}
 	}
-	if _, cancelled := restoreCancellation(rs); cancelled {
-		if err := endRestoreBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, rs); err != nil {
+	if _, _, cancelled := restoreKind.cancellation(rs); cancelled {
+		if err := restoreKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, rs); err != nil {
 			return true, err
 		}
 		pass.wrote(rs, true)
@@ -88,50 +81,6 @@ func restoreValidationFacts(ctx context.Context, c client.Reader, operatorNamesp
 	}
 	facts.Locations = locations.Items
 	return facts, backupName, nil
-}
-
-// restoreCancellation says whether a restore must stop, and the failureReason: spec.cancel,
-// or a deletion.
-func restoreCancellation(rs *cairnv1.Restore) (failureReason string, ok bool) {
-	switch {
-	case rs.Spec.Cancel:
-		return cairnv1.FailureReasonRestoreCancelled, true
-	case rs.DeletionTimestamp != nil:
-		return failureReasonRestoreDeleted, true
-	}
-	return "", false
-}
-
-// endRestoreBeforeStart ends a cancelled or deleted restore that has not started: Failed. owner
-// is the reconciler that owns its phase (the queue for New and Queued, the restore reconciler
-// for ReadyToStart).
-func endRestoreBeforeStart(ctx context.Context, c client.Client, clk clock.Clock, rec events.EventRecorder, owner phases.Owner, rs *cairnv1.Restore) error {
-	failureReason, _ := restoreCancellation(rs)
-	now := metav1.NewTime(clk.Now())
-	err := patchRestoreStatus(ctx, c, clk, owner, rs, func(s *cairnv1.RestoreStatus) {
-		s.Phase = cairnv1.RestorePhaseFailed
-		s.FailureReason = failureReason
-		s.QueuePosition = 0
-		s.CompletionTimestamp = &now
-		meta.RemoveStatusCondition(&s.Conditions, cairnv1.RestoreConditionQueued)
-		meta.SetStatusCondition(&s.Conditions, cancelledCondition(rs, now, "the restore was stopped before it started: nothing was restored"))
-	})
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	rec.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s before it started: nothing was restored", failureReason)
-	return nil
-}
-
-// cancelledCondition is the Cancelled=True condition of a restore stopped by a cancel or a
-// deletion, with message.
-func cancelledCondition(rs *cairnv1.Restore, now metav1.Time, message string) metav1.Condition {
-	reason := cairnv1.ReasonCancelledByUser
-	if rs.DeletionTimestamp != nil && !rs.Spec.Cancel {
-		reason = cairnv1.ReasonRestoreDeleted
-	}
-	return metav1.Condition{Type: cairnv1.RestoreConditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
-		Message: message, ObservedGeneration: rs.Generation, LastTransitionTime: now}
 }
 
 // restoreQueueTrigger passes the restore events that can change the queue: creations and

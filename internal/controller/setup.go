@@ -167,8 +167,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore, timeout: cfg.StorageTimeout}
 	steps := []RecoveryStep{
-		endInterruptedBackups(mgr.GetClient(), cfg.Clock),
-		failInterruptedRestores(mgr.GetClient(), cfg.Clock),
+		endInterruptedRuns(mgr.GetClient(), cfg.Clock, backupKind),
+		endInterruptedRuns(mgr.GetClient(), cfg.Clock, restoreKind),
 	}
 	var chartObjects *ChartObjectsReconciler
 	if cfg.ChartObjects != "" && (len(cfg.Controllers) == 0 || slices.Contains(cfg.Controllers, "chartobjects")) {

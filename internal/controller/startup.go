@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // RecoveryStep is one piece of restart recovery (DESIGN.md section 7), such as failing the
@@ -54,4 +57,26 @@ func (r *StartupRecovery) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// endInterruptedRuns is the restart-recovery step for the InProgress objects of kind k
+// (DESIGN.md sections 7 and 9): each was running when the previous manager stopped, and is
+// ended (runKind.endInterruptedRun). No storage call: the step is quick whatever the storage
+// does. An object deleted meanwhile is skipped.
+func endInterruptedRuns[O client.Object, S any, P phase](c client.Client, clk clock.PassiveClock, k *runKind[O, S, P]) RecoveryStep {
+	return RecoveryStep{Name: k.recoveryStep, Run: func(ctx context.Context) error {
+		objs, err := k.list(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if k.phaseOf(obj) != k.inProgress {
+				continue
+			}
+			if err := k.endInterruptedRun(ctx, c, clk, obj); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("ending %s %s: %w", k.name, objectName(obj), err)
+			}
+		}
+		return nil
+	}}
 }

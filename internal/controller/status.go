@@ -16,65 +16,54 @@ import (
 	"github.com/cairn-backup/cairn/internal/readiness"
 )
 
-// patchBackupStatus is the one way a reconciler writes a backup's status: mutate applies the
-// change to b, which is patched with an optimistic lock and updated in place. A conflict
-// (someone wrote first) comes back as an error, and the reconcile is retried on fresh data.
+// patchStatus is the one way a reconciler writes the status of a backup or a restore (k says
+// which kind): mutate applies the change to obj, which is patched with an optimistic lock and
+// updated in place. A conflict (someone wrote first) comes back as an error, and the reconcile
+// is retried on fresh data.
 //
 // owner is the reconciler that writes (its name in Config.Controllers). A write that changes
-// the phase is checked against the owner table (phases.Backup): one the table lacks, or one by
-// a reconciler that does not own the phase the backup leaves, is refused (checkPhaseChange)
-// and b keeps the status it had.
+// the phase is checked against the kind's owner table (phases.Backup, phases.Restore): one the
+// table lacks, or one by a reconciler that does not own the phase the object leaves, is refused
+// (checkPhaseChange).
 //
 // A write that changes the phase also sets status.phaseTransitionTime (from clk), which the
 // phase timeout is measured from, and the kstatus conditions (Ready, Reconciling, Stalled)
 // that internal/readiness derives from the new status: no caller has to remember them, and a
 // phase change costs one write, not a second one by the readiness reconciler (which then finds
 // nothing to change).
-func patchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
-	old := b.DeepCopy()
-	mutate(&b.Status)
-	variant := phases.Variant("")
-	if old.IsSyncPending() {
-		variant = phases.VariantSyncPending
-	}
-	if err := checkPhaseChange(ctx, phases.Backup, owner, variant, b, phases.Phase(old.Status.Phase), phases.Phase(b.Status.Phase)); err != nil {
-		b.Status = old.Status
+//
+// One rule for a write that fails or is refused: obj gets back the status it had, so that the
+// rest of a pass sees the object as the API server does, and a later write's patch is made
+// against what the server holds.
+func patchStatus[O client.Object, S any, P phase](ctx context.Context, c client.Client, clk clock.PassiveClock, k *runKind[O, S, P], owner phases.Owner, obj O, mutate func(*S)) error {
+	old := obj.DeepCopyObject().(O)
+	mutate(k.status(obj))
+	from, to := k.phaseOf(old), k.phaseOf(obj)
+	if err := checkPhaseChange(ctx, k.table, owner, k.variant(old), obj, phases.Phase(from), phases.Phase(to)); err != nil {
+		*k.status(obj) = *k.status(old)
 		return err
 	}
-	if b.Status.Phase != old.Status.Phase {
+	f := k.fields(k.status(obj))
+	if to != from {
 		now := metav1.NewTime(clk.Now())
-		b.Status.PhaseTransitionTime = &now
+		*f.phaseTransitionTime = &now
 	}
-	readiness.Apply(&b.Status.Conditions, readiness.Backup(b), clk.Now())
-	if err := c.Status().Patch(ctx, b, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("updating the status of backup %s: %w", qualifiedName(b), err)
+	readiness.Apply(f.conditions, k.readiness(obj), clk.Now())
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		*k.status(obj) = *k.status(old)
+		return fmt.Errorf("updating the status of %s %s: %w", k.name, objectName(obj), err)
 	}
 	return nil
 }
 
-// patchRestoreStatus is the one way a reconciler writes a restore's status, as
-// patchBackupStatus is for backups: an optimistic-lock patch, a phase change checked against
-// the owner table (phases.Restore) for owner, and phaseTransitionTime set on every phase
-// change, and the kstatus conditions in the same write. When the write fails (or is refused),
-// rs keeps the status it had, so that the rest of a pass sees the restore as the API server
-// does.
+// patchBackupStatus is patchStatus for a backup.
+func patchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
+	return patchStatus(ctx, c, clk, backupKind, owner, b, mutate)
+}
+
+// patchRestoreStatus is patchStatus for a restore.
 func patchRestoreStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
-	old := rs.DeepCopy()
-	mutate(&rs.Status)
-	if err := checkPhaseChange(ctx, phases.Restore, owner, "", rs, phases.Phase(old.Status.Phase), phases.Phase(rs.Status.Phase)); err != nil {
-		rs.Status = old.Status
-		return err
-	}
-	if rs.Status.Phase != old.Status.Phase {
-		now := metav1.NewTime(clk.Now())
-		rs.Status.PhaseTransitionTime = &now
-	}
-	readiness.Apply(&rs.Status.Conditions, readiness.Restore(rs), clk.Now())
-	if err := c.Status().Patch(ctx, rs, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
-		rs.Status = old.Status
-		return fmt.Errorf("updating the status of restore %s: %w", objectName(rs), err)
-	}
-	return nil
+	return patchStatus(ctx, c, clk, restoreKind, owner, rs, mutate)
 }
 
 // checkPhaseChange checks a status write of obj that moves it from → to against its kind's

@@ -5,17 +5,6 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 )
 
-// PhaseAfterRun is where a restore goes when its run went through every item: waiting for the
-// async operations its actions started while any runs, else finalizing; PartiallyFailed when
-// items or operations failed.
-func PhaseAfterRun(errors int32, ops []backup.Operation) cairnv1.RestorePhase {
-	phase := cairnv1.RestorePhaseWaitingForPluginOperations
-	if errors > 0 {
-		phase = cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed
-	}
-	return NextAfterOperations(phase, ops)
-}
-
 // NextAfterOperations is the phase of a restore in WaitingForPluginOperations* given its
 // operations (backup.AfterOperations decides, as for backups): it stays (turning PartiallyFailed
 // once one failed) while any runs, then goes to Finalizing or FinalizingPartiallyFailed.

@@ -41,25 +41,3 @@ func TestNextAfterOperations(t *testing.T) {
 		})
 	}
 }
-
-func TestPhaseAfterRun(t *testing.T) {
-	running := backup.Operation{Phase: backup.OperationInProgress}
-	tests := []struct {
-		name   string
-		errors int32
-		ops    []backup.Operation
-		want   cairnv1.RestorePhase
-	}{
-		{"no operations, no errors", 0, nil, cairnv1.RestorePhaseFinalizing},
-		{"no operations, errors", 2, nil, cairnv1.RestorePhaseFinalizingPartiallyFailed},
-		{"operations running", 0, []backup.Operation{running}, cairnv1.RestorePhaseWaitingForPluginOperations},
-		{"operations running, errors", 1, []backup.Operation{running}, cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := restore.PhaseAfterRun(tt.errors, tt.ops); got != tt.want {
-				t.Errorf("PhaseAfterRun = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
