@@ -15,6 +15,8 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
@@ -81,13 +83,13 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"How often the backup queue is reconciled without any event (a safety net; hand-offs are event-driven).")
 	fs.DurationVar(&o.operationSync, "item-operation-sync-frequency", controller.DefaultItemOperationSyncFrequency,
 		"How often unfinished async plugin operations (such as volume snapshots) are polled.")
-	fs.DurationVar(&o.storageTimeout, "storage-timeout", controller.DefaultStorageTimeout,
+	fs.DurationVar(&o.storageTimeout, "storage-timeout", stores.DefaultStorageTimeout,
 		"How long a small storage call (a log, the metadata, a listing, a deletion) may take before it fails and is retried; a hung storage service cannot hold a reconciler longer.")
-	fs.DurationVar(&o.backoffMin, "retry-backoff-min", controller.DefaultRetryBackoffMin,
+	fs.DurationVar(&o.backoffMin, "retry-backoff-min", lifecycle.DefaultRetryBackoffMin,
 		"The first wait before a failed removal of a backup's data (a deletion, or the cleanup of a cancelled backup) is tried again; it doubles with each failure.")
-	fs.DurationVar(&o.backoffMax, "retry-backoff-max", controller.DefaultRetryBackoffMax,
+	fs.DurationVar(&o.backoffMax, "retry-backoff-max", lifecycle.DefaultRetryBackoffMax,
 		"The longest wait between attempts to remove a backup's data.")
-	fs.DurationVar(&o.phaseTimeout, "phase-timeout", controller.DefaultPhaseTimeout,
+	fs.DurationVar(&o.phaseTimeout, "phase-timeout", lifecycle.DefaultPhaseTimeout,
 		"How long a backup may stay in one non-terminal phase that cannot move on (storage or the API server failing) before it is ended with the last error.")
 	fs.IntVar(&o.concurrentRestores, "concurrent-restores", 1,
 		"How many restores may run at once.")

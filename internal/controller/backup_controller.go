@@ -22,10 +22,13 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -46,7 +49,7 @@ type BackupReconciler struct {
 	APIReader client.Reader
 	Namespace string
 	Runner    *backup.Runner
-	stores    stores
+	Stores    stores.Stores
 	Clock     clock.Clock
 	Recorder  events.EventRecorder
 	Gate      interface {
@@ -56,16 +59,16 @@ type BackupReconciler struct {
 	ConcurrentBackups int
 	// Requesters says whom a backup acts for: it reads only what they may read (DESIGN.md
 	// section 15); nil acts for the operator everywhere (tests of other behaviour).
-	Requesters *Requesters
+	Requesters *requester.Resolver
 	// PhaseTimeout bounds how long a ReadyToStart backup waits for its storage.
 	PhaseTimeout time.Duration
 	// DefaultBackupTTL is the ttl of a backup without spec.ttl (--default-backup-ttl).
 	DefaultBackupTTL time.Duration
 	// logs is shared with the finalizer: the cancelled runs whose log upload is in flight.
-	logs *logUploads
+	logs *lifecycle.LogUploads
 
 	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
-	runs runs[cairnv1.BackupStatus]
+	runs lifecycle.Runs[cairnv1.BackupStatus]
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch
@@ -86,7 +89,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	case cairnv1.BackupPhaseReadyToStart:
 		return r.start(ctx, &b)
 	case cairnv1.BackupPhaseInProgress:
-		return ctrl.Result{}, backupKind.orphaned(ctx, r.Client, r.APIReader, r.Clock, &r.runs, &b)
+		return ctrl.Result{}, lifecycle.Backups.Orphaned(ctx, r.Client, r.APIReader, r.Clock, &r.runs, &b)
 	}
 	return ctrl.Result{}, nil
 }
@@ -96,8 +99,8 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // Failed once that lasted --phase-timeout (the slot is freed); else InProgress, and runs it.
 func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
-	if _, _, ok := backupKind.cancellation(b); ok {
-		return ctrl.Result{}, backupKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerBackup, b)
+	if _, _, ok := lifecycle.Backups.Cancellation(b); ok {
+		return ctrl.Result{}, lifecycle.Backups.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerBackup, b)
 	}
 	bsl, problem, err := r.usableLocation(ctx, b)
 	if err != nil {
@@ -105,7 +108,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}
 	if failure.IsWaiting(problem) {
 		// A location created a moment ago: wait for its first validation rather than fail.
-		return backupKind.waitForStorage(ctx, r.Client, r.Clock, b, problem, r.PhaseTimeout)
+		return lifecycle.Backups.WaitForStorage(ctx, r.Client, r.Clock, b, problem, r.PhaseTimeout)
 	}
 	if problem == nil {
 		// The tenancy rule and the spec, checked again now: the queue checked them when the
@@ -130,25 +133,25 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	if problem == nil {
 		store, problem, err = r.openFor(ctx, b, bsl)
 		if err != nil {
-			ctrl.LoggerFrom(ctx).Info("Backup waits for its storage location", "backup", qualifiedName(b), "error", err.Error())
-			return backupKind.waitForStorage(ctx, r.Client, r.Clock, b, toTenant(b, r.Namespace, bsl.Name, err), r.PhaseTimeout)
+			ctrl.LoggerFrom(ctx).Info("Backup waits for its storage location", "backup", lifecycle.ObjectName(b), "error", err.Error())
+			return lifecycle.Backups.WaitForStorage(ctx, r.Client, r.Clock, b, lifecycle.ToTenant(b, r.Namespace, bsl.Name, err), r.PhaseTimeout)
 		}
 		if errors.Is(problem, location.ErrConfig) {
-			problem = toTenant(b, r.Namespace, bsl.Name, problem)
+			problem = lifecycle.ToTenant(b, r.Namespace, bsl.Name, problem)
 		}
 	}
 	if problem != nil {
-		return ctrl.Result{}, patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
+		return ctrl.Result{}, lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = queue.CapValidationErrors([]string{problem.Error()})
 			s.CompletionTimestamp = &now
 		})
 	}
 
-	runCtx, done := r.runs.track(ctx, b.UID)
+	runCtx, done := r.runs.Track(ctx, b.UID)
 	defer done()
 	expiration := expirationOf(b, now, r.DefaultBackupTTL)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now
 		s.Expiration = expiration
@@ -158,7 +161,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	backupKind.stopIfCancelled(&r.runs, b) // cancelled between the read and the write
+	lifecycle.Backups.StopIfCancelled(&r.runs, b) // cancelled between the read and the write
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Started", "Start", "Backup started")
 	return ctrl.Result{}, r.run(ctx, runCtx, b, bsl, store, actAs)
 }
@@ -168,9 +171,9 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 // made by another Backup object (one deleted with cairn.dev/keep-data, or another cluster's),
 // which writing would overwrite. err is a failure that may pass.
 func (r *BackupReconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) (store *location.Store, problem, err error) {
-	ctx, cancel := r.stores.bounded(ctx)
+	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
-	store, err = r.stores.open(ctx, bsl)
+	store, err = r.Stores.Open(ctx, bsl)
 	if errors.Is(err, location.ErrConfig) {
 		return nil, fmt.Errorf("opening storage location %s: %w", bsl.Name, err), nil
 	}
@@ -182,16 +185,16 @@ func (r *BackupReconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *
 	case errors.Is(err, storage.ErrNotCommitted):
 		return store, nil, nil
 	case err != nil:
-		return nil, nil, fmt.Errorf("checking storage location %s for an earlier backup named %s: %w", bsl.Name, qualifiedName(b), err)
+		return nil, nil, fmt.Errorf("checking storage location %s for an earlier backup named %s: %w", bsl.Name, lifecycle.ObjectName(b), err)
 	case meta.UID == string(b.UID):
 		return store, nil, nil
 	}
 	return nil, fmt.Errorf("storage location %s already holds a backup named %s, made by another Backup object (UID %s); writing this one would overwrite it: choose another name, or delete that data first",
-		bsl.Name, qualifiedName(b), meta.UID), nil
+		bsl.Name, lifecycle.ObjectName(b), meta.UID), nil
 }
 
 // usableLocation finds the backup's storage location. problem says what keeps it from being
-// used (errLocationNotValidated for a location still waiting for its first validation); err is a
+// used (lifecycle.ErrLocationNotValidated for a location still waiting for its first validation); err is a
 // failure to read.
 func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup) (bsl *cairnv1.BackupStorageLocation, problem, err error) {
 	var locations cairnv1.BackupStorageLocationList
@@ -209,9 +212,9 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 	case bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly:
 		return nil, fmt.Errorf("storage location %s is ReadOnly", bsl.Name), nil
 	case bsl.Status.Phase == "":
-		return nil, errLocationNotValidated, nil
+		return nil, lifecycle.ErrLocationNotValidated, nil
 	case bsl.Status.Phase != cairnv1.StorageLocationPhaseAvailable:
-		return nil, toTenant(b, r.Namespace, bsl.Name, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message)), nil
+		return nil, lifecycle.ToTenant(b, r.Namespace, bsl.Name, fmt.Errorf("storage location %s is not Available: %s", bsl.Name, bsl.Status.Message)), nil
 	}
 	return bsl, nil, nil
 }
@@ -244,7 +247,7 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 		return r.endCancelledRun(ctx, b, res, cancelledWrite)
 	case backup.Failed:
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "Failing", "Run", "Backup failed: %s; removing its partial data", res.FailureReason)
-		return backupKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, func(s *cairnv1.BackupStatus) {
+		return lifecycle.Backups.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFinalizingFailed
 			s.FailureReason = res.FailureReason
 			s.Progress = progress
@@ -252,8 +255,8 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 		}, nil)
 	}
 	// Any operation it started is waited for; items that failed make it PartiallyFailed.
-	next := backupKind.afterRun(len(res.Operations) > 0, res.Errors > 0)
-	return backupKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, func(s *cairnv1.BackupStatus) {
+	next := lifecycle.Backups.AfterRun(len(res.Operations) > 0, res.Errors > 0)
+	return lifecycle.Backups.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = next
 		s.Progress = progress
 		s.Warnings, s.Errors = res.Warnings, res.Errors
@@ -268,16 +271,16 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 // bounded). The finalizer, which removes the data meanwhile, appends to that log only once the
 // upload is over.
 func (r *BackupReconciler) endCancelledRun(ctx context.Context, b *cairnv1.Backup, res *backup.Result, write func(*cairnv1.BackupStatus)) error {
-	r.logs.hold(b.UID)
-	defer r.logs.release(b.UID)
-	err := backupKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, write, nil)
-	reason, failureReason := backupKind.stopReasons(b)
+	r.logs.Hold(b.UID)
+	defer r.logs.Release(b.UID)
+	err := lifecycle.Backups.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, write, nil)
+	reason, failureReason := lifecycle.Backups.StopReasons(b)
 	if err == nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while it ran (%s); removing its data", failureReason, reason)
 	}
-	if _, uploadErr := res.FinishCancelled(context.WithoutCancel(ctx), failureReason, cancelRequester(b)); uploadErr != nil {
+	if _, uploadErr := res.FinishCancelled(context.WithoutCancel(ctx), failureReason, lifecycle.CancelRequester(b)); uploadErr != nil {
 		// The finalizer writes the cancel into the log again when it cleans up.
-		ctrl.LoggerFrom(ctx).Info("Could not upload the log of a cancelled backup", "backup", qualifiedName(b), "error", uploadErr.Error())
+		ctrl.LoggerFrom(ctx).Info("Could not upload the log of a cancelled backup", "backup", lifecycle.ObjectName(b), "error", uploadErr.Error())
 	}
 	return err
 }
@@ -298,14 +301,14 @@ func (r *BackupReconciler) writeProgress(ctx context.Context, b *cairnv1.Backup,
 // timestamp (the reconcile is busy running it, so its own events cannot reach it).
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.logs == nil {
-		r.logs = &logUploads{}
+		r.logs = &lifecycle.LogUploads{}
 	}
 	if r.PhaseTimeout <= 0 {
-		r.PhaseTimeout = DefaultPhaseTimeout
+		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
 	}
-	return register("backup", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Backup{}, builder.WithPredicates(backupKind.inRunPhases())).
-		Watches(&cairnv1.Backup{}, backupKind.runWatch(&r.runs)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: storageRateLimiter()}),
+	return lifecycle.Register("backup", ctrl.NewControllerManagedBy(mgr).
+		For(&cairnv1.Backup{}, builder.WithPredicates(lifecycle.Backups.InRunPhases())).
+		Watches(&cairnv1.Backup{}, lifecycle.Backups.RunWatch(&r.runs)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.ConcurrentBackups, RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }

@@ -2,27 +2,22 @@ package controller_test
 
 import (
 	"bytes"
-	"compress/gzip"
-	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
+
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,68 +25,15 @@ import (
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
-
-func createObject(obj client.Object) {
-	GinkgoHelper()
-	err := k8sClient.Create(suiteCtx, obj)
-	if !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
-}
-
-func configMap(ns, name string, labels map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Data: map[string]string{"k": "v"}}
-}
-
-// createDefaultLocation creates a default filesystem location in a temporary directory, deleted
-// when the container ends, and returns the store behind it.
-func createDefaultLocation(name string) (*storage.Filesystem, *cairnv1.BackupStorageLocation) {
-	GinkgoHelper()
-	dir := GinkgoT().TempDir()
-	store, err := storage.NewFilesystem(dir)
-	Expect(err).NotTo(HaveOccurred())
-	spec := filesystemSpec(dir)
-	spec.Default = true
-	loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}, Spec: spec}
-	Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
-	DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
-	return store, loc
-}
-
-// waitPhase waits until an admin backup reaches phase and returns it.
-func waitPhase(name string, phase cairnv1.BackupPhase) *cairnv1.Backup {
-	GinkgoHelper()
-	var b *cairnv1.Backup
-	Eventually(func(g Gomega) {
-		b = getBackup(operatorNamespace, name)
-		g.Expect(b.Status.Phase).To(Equal(phase), "failureReason %q, validationErrors %v", b.Status.FailureReason, b.Status.ValidationErrors)
-	}).WithTimeout(60 * time.Second).Should(Succeed())
-	return b
-}
-
-// committedEntries reads a backup's committed archive as a restore does, checked against its
-// commit marker, and returns its entries.
-func committedEntries(store storage.ObjectStore, namespace, name string) []archive.Entry {
-	GinkgoHelper()
-	keys := storage.Layout{}.Backup(namespace, name)
-	m, err := storage.ReadMetadata(context.Background(), store, keys)
-	Expect(err).NotTo(HaveOccurred())
-	var entries []archive.Entry
-	Expect(storage.ReadArchive(context.Background(), store, keys.Archive, storage.ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize},
-		func(e archive.Entry) error {
-			entries = append(entries, e)
-			return nil
-		})).To(Succeed())
-	return entries
-}
 
 // archiveItems reads a backup's committed archive (verifying its checksum) and lists its items.
 func archiveItems(store storage.ObjectStore, name string) []string {
 	GinkgoHelper()
 	var names []string
-	for _, e := range committedEntries(store, operatorNamespace, name) {
+	for _, e := range CommittedEntries(store, OperatorNamespace, name) {
 		if strings.HasPrefix(e.Name, "resources/") {
 			names = append(names, e.Name)
 		}
@@ -100,96 +42,74 @@ func archiveItems(store storage.ObjectStore, name string) []string {
 	return names
 }
 
-// gunzip reads a gzipped object.
-func gunzip(store storage.ObjectStore, key string) []byte {
-	GinkgoHelper()
-	rc, err := store.Get(context.Background(), key)
-	Expect(err).NotTo(HaveOccurred())
-	defer rc.Close()
-	gz, err := gzip.NewReader(rc)
-	Expect(err).NotTo(HaveOccurred())
-	data, err := io.ReadAll(gz)
-	Expect(err).NotTo(HaveOccurred())
-	return data
-}
-
-// gunzipJSON decodes a gzipped JSON object into v (nil: only check that it reads).
-func gunzipJSON(store storage.ObjectStore, key string, v any) {
-	GinkgoHelper()
-	data := gunzip(store, key)
-	if v != nil {
-		Expect(json.NewDecoder(bytes.NewReader(data)).Decode(v)).To(Succeed())
-	}
-}
-
 var _ = Describe("Backup execution", Ordered, func() {
 	var store *storage.Filesystem
-	var pools *poolRecorder
+	var pools *PoolRecorder
 	var startExecManager func() func()
 	var stopExecManager func()
 
 	BeforeAll(func() {
 		var loc *cairnv1.BackupStorageLocation
-		store, loc = createDefaultLocation("exec-default")
+		store, loc = CreateDefaultLocation("exec-default")
 
 		// The cluster: two app namespaces with config, a secret, labelled and excluded items,
 		// a pod with a PVC bound to a PV.
 		for _, ns := range []string{"app-1", "app-2", "other"} {
-			ensureNamespace(ns)
+			EnsureNamespace(ns)
 		}
-		createObject(configMap("app-1", "plain", nil))
-		createObject(configMap("app-1", "tier-web", map[string]string{"tier": "web"}))
-		createObject(configMap("app-1", "skipped", map[string]string{cairnv1.ExcludeFromBackupLabel: "true"}))
-		createObject(configMap("app-2", "tier-db", map[string]string{"tier": "db"}))
-		createObject(configMap("other", "elsewhere", nil))
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app-1", Name: "token"}, StringData: map[string]string{"t": "x"}})
+		CreateObject(ConfigMap("app-1", "plain", nil))
+		CreateObject(ConfigMap("app-1", "tier-web", map[string]string{"tier": "web"}))
+		CreateObject(ConfigMap("app-1", "skipped", map[string]string{cairnv1.ExcludeFromBackupLabel: "true"}))
+		CreateObject(ConfigMap("app-2", "tier-db", map[string]string{"tier": "db"}))
+		CreateObject(ConfigMap("other", "elsewhere", nil))
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app-1", Name: "token"}, StringData: map[string]string{"t": "x"}})
 		// Labelled, so that the case of all cluster resources can leave out other suites' PVs.
-		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data", Labels: map[string]string{"suite": "exec"}}, Spec: corev1.PersistentVolumeSpec{
+		CreateObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data", Labels: map[string]string{"suite": "exec"}}, Spec: corev1.PersistentVolumeSpec{
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv"}},
 		}})
-		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "data", Labels: map[string]string{"suite": "exec"}}, Spec: corev1.PersistentVolumeClaimSpec{
+		CreateObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "data", Labels: map[string]string{"suite": "exec"}}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-data",
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}})
-		ensureNamespace("crs")
-		createObject(&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "crs", Name: "cr-1"}, Spec: cairnv1.BackupSpec{Cancel: true}})
-		ensureNamespace("orphans")
-		createObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "orphans", Name: "lost"}, Spec: corev1.PodSpec{
+		EnsureNamespace("crs")
+		CreateObject(&cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "crs", Name: "cr-1"}, Spec: cairnv1.BackupSpec{Cancel: true}})
+		EnsureNamespace("orphans")
+		CreateObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "orphans", Name: "lost"}, Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "c", Image: "c"}},
 			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "gone"}}}},
 		}})
-		createObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "db"}, Spec: corev1.PodSpec{
+		CreateObject(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app-2", Name: "db"}, Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "db", Image: "db"}},
 			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
 		}})
 
-		pools = &poolRecorder{}
+		pools = &PoolRecorder{}
 		startExecManager = func() func() {
 			// Progress is written every few milliseconds, so that it lands in the middle of every
 			// backup and the final write must start from the stored object.
-			return startManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.record,
-				ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{asyncSecretAction{}},
+			return StartManager(controller.Config{ConcurrentBackups: 2, ItemBlockWorkerCount: 3, OnWorkerPool: pools.Record,
+				ProgressInterval: 2 * time.Millisecond, Actions: []backup.BackupItemAction{AsyncSecretAction{}},
 				ItemOperationSyncFrequency: 100 * time.Millisecond})
 		}
 		stopExecManager = startExecManager()
 		DeferCleanup(func() { stopExecManager() })
-		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 
-	AfterAll(func() { deleteAllBackups() })
+	AfterAll(func() { DeleteAllBackups() })
 
 	It("backs up the selected items into a committed, verified archive with its side objects", func() {
-		createBackup(operatorNamespace, "exec-basic", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps", "secrets"}})
-		b := waitPhase("exec-basic", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "exec-basic", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps", "secrets"}})
+		b := WaitPhase("exec-basic", cairnv1.BackupPhaseCompleted)
 		Expect(archiveItems(store, "exec-basic")).To(Equal([]string{
 			"resources/configmaps/namespaces/app-1/plain.json",
 			"resources/configmaps/namespaces/app-1/tier-web.json",
 			"resources/secrets/namespaces/app-1/token.json",
 		}))
 		// Items are whole objects, with apiVersion and kind, as a restore needs them.
-		for _, e := range committedEntries(store, operatorNamespace, "exec-basic") {
+		for _, e := range CommittedEntries(store, OperatorNamespace, "exec-basic") {
 			if e.Name == "resources/configmaps/namespaces/app-1/plain.json" {
 				var cm corev1.ConfigMap
 				Expect(json.Unmarshal(e.Data, &cm)).To(Succeed())
@@ -204,18 +124,18 @@ var _ = Describe("Backup execution", Ordered, func() {
 		Expect(b.Status.CompletionTimestamp).NotTo(BeNil())
 		Expect(b.Status.Expiration.Sub(b.Status.StartTimestamp.Time)).To(Equal(720 * time.Hour))
 		Expect(b.Status.FormatVersion).To(Equal(archive.FormatVersion))
-		keys := storage.Layout{}.Backup(operatorNamespace, "exec-basic")
+		keys := storage.Layout{}.Backup(OperatorNamespace, "exec-basic")
 		var list map[string][]string
-		gunzipJSON(store, keys.ResourceList, &list)
+		GunzipJSON(store, keys.ResourceList, &list)
 		Expect(list).To(Equal(map[string][]string{"configmaps": {"app-1/plain", "app-1/tier-web"}, "secrets": {"app-1/token"}}))
-		gunzipJSON(store, keys.Results, nil)
-		gunzipJSON(store, keys.Logs, nil)
+		GunzipJSON(store, keys.Results, nil)
+		GunzipJSON(store, keys.Logs, nil)
 	})
 
 	DescribeTable("selects exactly the items the spec selects",
 		func(name string, spec cairnv1.BackupSpec, want []string) {
-			createBackup(operatorNamespace, name, spec)
-			waitPhase(name, cairnv1.BackupPhaseCompleted)
+			CreateBackup(OperatorNamespace, name, spec)
+			WaitPhase(name, cairnv1.BackupPhaseCompleted)
 			Expect(archiveItems(store, name)).To(Equal(want))
 		},
 		Entry("a label selector", "f-label", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-*"}, IncludedResources: []string{"cm"},
@@ -256,14 +176,14 @@ var _ = Describe("Backup execution", Ordered, func() {
 	)
 
 	It("counts an item that is gone as a warning, not a failure", func() {
-		createBackup(operatorNamespace, "exec-gone", cairnv1.BackupSpec{IncludedNamespaces: []string{"orphans"}, IncludedResources: []string{"pods", "pvc"}})
-		b := waitPhase("exec-gone", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "exec-gone", cairnv1.BackupSpec{IncludedNamespaces: []string{"orphans"}, IncludedResources: []string{"pods", "pvc"}})
+		b := WaitPhase("exec-gone", cairnv1.BackupPhaseCompleted)
 		Expect(b.Status.Warnings).To(Equal(int32(1)))
 		Expect(b.Status.Errors).To(BeZero())
 		var results struct {
 			Warnings []struct{ Item, Message string }
 		}
-		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "exec-gone").Results, &results)
+		GunzipJSON(store, storage.Layout{}.Backup(OperatorNamespace, "exec-gone").Results, &results)
 		Expect(results.Warnings).To(HaveLen(1))
 		Expect(results.Warnings[0].Item).To(Equal("persistentvolumeclaims/orphans/gone"))
 		Expect(archiveItems(store, "exec-gone")).To(Equal([]string{"resources/pods/namespaces/orphans/lost.json"}))
@@ -272,30 +192,30 @@ var _ = Describe("Backup execution", Ordered, func() {
 	It("fails validation when the storage location is Unavailable at start", func() {
 		file := filepath.Join(GinkgoT().TempDir(), "file")
 		Expect(os.WriteFile(file, []byte("x"), 0o600)).To(Succeed())
-		bad := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-broken", Namespace: operatorNamespace}, Spec: filesystemSpec(filepath.Join(file, "dir"))}
-		Expect(k8sClient.Create(suiteCtx, bad)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, bad)).To(Succeed()) })
+		bad := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-broken", Namespace: OperatorNamespace}, Spec: FilesystemSpec(filepath.Join(file, "dir"))}
+		Expect(K8sClient.Create(SuiteCtx, bad)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, bad)).To(Succeed()) })
 		Eventually(func() cairnv1.StorageLocationPhase {
 			var l cairnv1.BackupStorageLocation
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bad), &l)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(bad), &l)).To(Succeed())
 			return l.Status.Phase
 		}).Should(Equal(cairnv1.StorageLocationPhaseUnavailable))
-		createBackup(operatorNamespace, "exec-broken", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, StorageLocation: "exec-broken"})
-		b := waitPhase("exec-broken", cairnv1.BackupPhaseFailedValidation)
+		CreateBackup(OperatorNamespace, "exec-broken", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, StorageLocation: "exec-broken"})
+		b := WaitPhase("exec-broken", cairnv1.BackupPhaseFailedValidation)
 		Expect(b.Status.ValidationErrors).To(ConsistOf(ContainSubstring("storage location exec-broken is not Available: path")))
 	})
 
 	It("records the async operations an action starts, before leaving InProgress", func() {
-		ensureNamespace("ops")
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "snap-me"}, StringData: map[string]string{"a": "b"}})
-		createBackup(operatorNamespace, "exec-ops", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops"}, IncludedResources: []string{"secrets"}})
-		b := waitPhase("exec-ops", cairnv1.BackupPhaseWaitingForPluginOperations)
+		EnsureNamespace("ops")
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "snap-me"}, StringData: map[string]string{"a": "b"}})
+		CreateBackup(OperatorNamespace, "exec-ops", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops"}, IncludedResources: []string{"secrets"}})
+		b := WaitPhase("exec-ops", cairnv1.BackupPhaseWaitingForPluginOperations)
 		Expect(b.Status.BackupItemOperationsAttempted).To(Equal(int32(1)))
 		var ops []struct {
 			Action, OperationID string
 			Item                struct{ Namespace, Name string }
 		}
-		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "exec-ops").ItemOperations, &ops)
+		GunzipJSON(store, storage.Layout{}.Backup(OperatorNamespace, "exec-ops").ItemOperations, &ops)
 		Expect(ops).To(HaveLen(1))
 		Expect(ops[0].Action).To(Equal("test/async-secret"))
 		Expect(ops[0].OperationID).To(Equal("op-ops-snap-me"))
@@ -303,19 +223,19 @@ var _ = Describe("Backup execution", Ordered, func() {
 	})
 
 	It("waits for async operations, then finalizes; a failed one makes the backup PartiallyFailed", func() {
-		ensureNamespace("ops-a")
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "one"}, StringData: map[string]string{"a": "b"}})
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "two"}, StringData: map[string]string{"a": "b"}})
+		EnsureNamespace("ops-a")
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "one"}, StringData: map[string]string{"a": "b"}})
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-a", Name: "two"}, StringData: map[string]string{"a": "b"}})
 		// Post-operation items pass the backup's filters like every other item: configmaps are included.
-		createBackup(operatorNamespace, "ops-good", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-a"}, IncludedResources: []string{"secrets", "configmaps"}})
-		waitPhase("ops-good", cairnv1.BackupPhaseWaitingForPluginOperations)
-		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "ops-good").Status.Phase }).
+		CreateBackup(OperatorNamespace, "ops-good", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-a"}, IncludedResources: []string{"secrets", "configmaps"}})
+		WaitPhase("ops-good", cairnv1.BackupPhaseWaitingForPluginOperations)
+		Consistently(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "ops-good").Status.Phase }).
 			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseWaitingForPluginOperations))
 		// Operation one produced its result; two's result is gone by the end (a warning).
-		createObject(configMap("ops-a", "one-result", map[string]string{"made-by": "operation"}))
-		setOperation("op-ops-a-one", "done")
-		setOperation("op-ops-a-two", "done")
-		b := waitPhase("ops-good", cairnv1.BackupPhaseCompleted)
+		CreateObject(ConfigMap("ops-a", "one-result", map[string]string{"made-by": "operation"}))
+		SetOperation("op-ops-a-one", "done")
+		SetOperation("op-ops-a-two", "done")
+		b := WaitPhase("ops-good", cairnv1.BackupPhaseCompleted)
 		Expect(archiveItems(store, "ops-good")).To(Equal([]string{
 			"resources/configmaps/namespaces/ops-a/one-result.json",
 			"resources/secrets/namespaces/ops-a/one.json",
@@ -326,64 +246,64 @@ var _ = Describe("Backup execution", Ordered, func() {
 		Expect(b.Status.BackupItemOperationsCompleted).To(Equal(int32(2)))
 		Expect(b.Status.BackupItemOperationsFailed).To(BeZero())
 		var ops []backup.Operation
-		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "ops-good").ItemOperations, &ops)
+		GunzipJSON(store, storage.Layout{}.Backup(OperatorNamespace, "ops-good").ItemOperations, &ops)
 		Expect(ops).To(HaveEach(HaveField("Phase", backup.OperationCompleted)))
 
-		ensureNamespace("ops-b")
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-b", Name: "bad"}, StringData: map[string]string{"a": "b"}})
-		setOperation("op-ops-b-bad", "the snapshot failed")
-		createBackup(operatorNamespace, "ops-bad", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-b"}, IncludedResources: []string{"secrets"}})
-		b = waitPhase("ops-bad", cairnv1.BackupPhasePartiallyFailed)
+		EnsureNamespace("ops-b")
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-b", Name: "bad"}, StringData: map[string]string{"a": "b"}})
+		SetOperation("op-ops-b-bad", "the snapshot failed")
+		CreateBackup(OperatorNamespace, "ops-bad", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-b"}, IncludedResources: []string{"secrets"}})
+		b = WaitPhase("ops-bad", cairnv1.BackupPhasePartiallyFailed)
 		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
-		Eventually(func() []eventsv1.Event { return backupEvents(operatorNamespace, "ops-bad") }).Should(
+		Eventually(func() []eventsv1.Event { return BackupEvents(OperatorNamespace, "ops-bad") }).Should(
 			ContainElement(And(HaveField("Reason", "OperationFailed"), HaveField("Note", ContainSubstring("the snapshot failed")))))
 	})
 
 	It("resumes waiting for operations after a manager restart", func() {
-		ensureNamespace("ops-restart")
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-restart", Name: "s"}, StringData: map[string]string{"a": "b"}})
-		createBackup(operatorNamespace, "ops-resume", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-restart"}, IncludedResources: []string{"secrets", "configmaps"}})
-		waitPhase("ops-resume", cairnv1.BackupPhaseWaitingForPluginOperations)
+		EnsureNamespace("ops-restart")
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-restart", Name: "s"}, StringData: map[string]string{"a": "b"}})
+		CreateBackup(OperatorNamespace, "ops-resume", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-restart"}, IncludedResources: []string{"secrets", "configmaps"}})
+		WaitPhase("ops-resume", cairnv1.BackupPhaseWaitingForPluginOperations)
 		stopExecManager()
-		setOperation("op-ops-restart-s", "done")
-		createObject(configMap("ops-restart", "s-result", nil))
+		SetOperation("op-ops-restart-s", "done")
+		CreateObject(ConfigMap("ops-restart", "s-result", nil))
 		stopExecManager = startExecManager()
-		waitPhase("ops-resume", cairnv1.BackupPhaseCompleted)
+		WaitPhase("ops-resume", cairnv1.BackupPhaseCompleted)
 		Expect(archiveItems(store, "ops-resume")).To(ContainElement("resources/configmaps/namespaces/ops-restart/s-result.json"))
 	})
 
 	It("cancels an operation past itemOperationTimeout and fails it as timed out", func() {
-		ensureNamespace("ops-slow")
-		createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-slow", Name: "slow"}, StringData: map[string]string{"a": "b"}})
-		createBackup(operatorNamespace, "ops-timeout", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-slow"}, IncludedResources: []string{"secrets"},
+		EnsureNamespace("ops-slow")
+		CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops-slow", Name: "slow"}, StringData: map[string]string{"a": "b"}})
+		CreateBackup(OperatorNamespace, "ops-timeout", cairnv1.BackupSpec{IncludedNamespaces: []string{"ops-slow"}, IncludedResources: []string{"secrets"},
 			ItemOperationTimeout: &metav1.Duration{Duration: time.Second}})
-		b := waitPhase("ops-timeout", cairnv1.BackupPhasePartiallyFailed)
+		b := WaitPhase("ops-timeout", cairnv1.BackupPhasePartiallyFailed)
 		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
-		Expect(cancelledOperations()).To(ContainElement("op-ops-slow-slow"))
+		Expect(CancelledOperations()).To(ContainElement("op-ops-slow-slow"))
 		var ops []backup.Operation
-		gunzipJSON(store, storage.Layout{}.Backup(operatorNamespace, "ops-timeout").ItemOperations, &ops)
+		GunzipJSON(store, storage.Layout{}.Backup(OperatorNamespace, "ops-timeout").ItemOperations, &ops)
 		Expect(ops).To(ConsistOf(And(HaveField("Phase", backup.OperationFailed), HaveField("Error", "timed out after 1s"))))
 	})
 
 	It("runs two backups at once, each on its own worker pool", func() {
-		createBackup(operatorNamespace, "par-1", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps"}})
-		createBackup(operatorNamespace, "par-2", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"}, IncludedResources: []string{"configmaps"}})
-		waitPhase("par-1", cairnv1.BackupPhaseCompleted)
-		waitPhase("par-2", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "par-1", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, IncludedResources: []string{"configmaps"}})
+		CreateBackup(OperatorNamespace, "par-2", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-2"}, IncludedResources: []string{"configmaps"}})
+		WaitPhase("par-1", cairnv1.BackupPhaseCompleted)
+		WaitPhase("par-2", cairnv1.BackupPhaseCompleted)
 		Expect(archiveItems(store, "par-2")).To(Equal([]string{"resources/configmaps/namespaces/app-2/tier-db.json"}))
-		started, running := pools.snapshot()
+		started, running := pools.Snapshot()
 		Expect(started).To(ContainElements("cairn-system/par-1", "cairn-system/par-2"))
 		Expect(running).To(BeZero(), "every worker pool stopped")
 	})
 
 	It("fails validation when the storage location is not usable at start", func() {
-		spec := filesystemSpec(GinkgoT().TempDir())
+		spec := FilesystemSpec(GinkgoT().TempDir())
 		spec.AccessMode = cairnv1.AccessModeReadOnly
-		ro := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-readonly", Namespace: operatorNamespace}, Spec: spec}
-		Expect(k8sClient.Create(suiteCtx, ro)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, ro)).To(Succeed()) })
-		createBackup(operatorNamespace, "exec-ro", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, StorageLocation: "exec-readonly"})
-		b := waitPhase("exec-ro", cairnv1.BackupPhaseFailedValidation)
+		ro := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "exec-readonly", Namespace: OperatorNamespace}, Spec: spec}
+		Expect(K8sClient.Create(SuiteCtx, ro)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, ro)).To(Succeed()) })
+		CreateBackup(OperatorNamespace, "exec-ro", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}, StorageLocation: "exec-readonly"})
+		b := WaitPhase("exec-ro", cairnv1.BackupPhaseFailedValidation)
 		Expect(b.Status.ValidationErrors).To(ConsistOf("storage location exec-readonly is ReadOnly"))
 	})
 })
@@ -391,106 +311,29 @@ var _ = Describe("Backup execution", Ordered, func() {
 var _ = Describe("Backup restart recovery", Ordered, func() {
 	It("fails a backup that was InProgress when the operator stopped", func() {
 		dir := GinkgoT().TempDir()
-		spec := filesystemSpec(dir)
+		spec := FilesystemSpec(dir)
 		spec.Default = true
-		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "restart-default", Namespace: operatorNamespace}, Spec: spec}
-		Expect(k8sClient.Create(suiteCtx, loc)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, loc)).To(Succeed()) })
-		DeferCleanup(deleteAllBackups)
+		loc := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "restart-default", Namespace: OperatorNamespace}, Spec: spec}
+		Expect(K8sClient.Create(SuiteCtx, loc)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, loc)).To(Succeed()) })
+		DeferCleanup(DeleteAllBackups)
 
-		b := createBackup(operatorNamespace, "was-running", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}})
+		b := CreateBackup(OperatorNamespace, "was-running", cairnv1.BackupSpec{IncludedNamespaces: []string{"app-1"}})
 		b.Status.Phase = cairnv1.BackupPhaseInProgress
 		b.Status.StorageLocation = "restart-default"
-		Expect(k8sClient.Status().Update(suiteCtx, b)).To(Succeed())
+		Expect(K8sClient.Status().Update(SuiteCtx, b)).To(Succeed())
 		// What the stopped operator had uploaded: an archive without metadata, and its log.
 		fs, _ := storage.NewFilesystem(dir)
-		keys := storage.Layout{}.Backup(operatorNamespace, "was-running")
-		Expect(fs.Put(suiteCtx, keys.Archive, bytes.NewReader([]byte("partial")))).To(Succeed())
-		Expect(fs.Put(suiteCtx, keys.Logs, bytes.NewReader([]byte("log")))).To(Succeed())
+		keys := storage.Layout{}.Backup(OperatorNamespace, "was-running")
+		Expect(fs.Put(SuiteCtx, keys.Archive, bytes.NewReader([]byte("partial")))).To(Succeed())
+		Expect(fs.Put(SuiteCtx, keys.Logs, bytes.NewReader([]byte("log")))).To(Succeed())
 
 		// The restart recovery fails it without a storage call; the finalizer removes the
 		// partial upload.
-		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation", "finalizer"}}))
-		got := waitPhase("was-running", cairnv1.BackupPhaseFailed)
-		Expect(got.Status.FailureReason).To(Equal(controller.FailureReasonRestarted))
+		DeferCleanup(StartManager(controller.Config{Controllers: []string{"storagelocation", "finalizer"}}))
+		got := WaitPhase("was-running", cairnv1.BackupPhaseFailed)
+		Expect(got.Status.FailureReason).To(Equal(lifecycle.FailureReasonRestarted))
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cairnv1.BackupConditionCleanedUp)).To(BeTrue())
-		Expect(fs.List(suiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
+		Expect(fs.List(SuiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
 	})
 })
-
-// poolRecorder records the worker pools the runner starts and stops.
-type poolRecorder struct {
-	mu      sync.Mutex
-	started []string
-	running int
-}
-
-func (p *poolRecorder) record(backup string, delta int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if delta > 0 {
-		p.started = append(p.started, backup)
-	}
-	p.running += delta
-}
-
-func (p *poolRecorder) snapshot() ([]string, int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.started...), p.running
-}
-
-// asyncSecretAction starts an (imaginary) async operation for every secret in a namespace
-// starting with "ops"; the test decides how each operation goes with setOperation.
-type asyncSecretAction struct{}
-
-var operations = struct {
-	sync.Mutex
-	state     map[string]string // operation ID → "", "done" or an error message
-	cancelled []string
-}{state: map[string]string{}}
-
-func setOperation(id, state string) {
-	operations.Lock()
-	defer operations.Unlock()
-	operations.state[id] = state
-}
-
-func cancelledOperations() []string {
-	operations.Lock()
-	defer operations.Unlock()
-	return append([]string(nil), operations.cancelled...)
-}
-
-func (asyncSecretAction) Name() string { return "test/async-secret" }
-func (asyncSecretAction) AppliesTo() []schema.GroupResource {
-	return []schema.GroupResource{{Resource: "secrets"}}
-}
-func (asyncSecretAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (backup.ExecuteResult, error) {
-	res := backup.ExecuteResult{Item: item}
-	if strings.HasPrefix(item.GetNamespace(), "ops") {
-		res.OperationID = "op-" + item.GetNamespace() + "-" + item.GetName()
-		// What the operation makes (think VolumeSnapshotContent) joins the backup when it is done.
-		res.PostOperationItems = []backup.ItemID{{GroupResource: schema.GroupResource{Resource: "configmaps"},
-			Namespace: item.GetNamespace(), Name: item.GetName() + "-result"}}
-	}
-	return res, nil
-}
-func (asyncSecretAction) Progress(_ context.Context, id string, _ *cairnv1.Backup) (backup.OperationProgress, error) {
-	operations.Lock()
-	defer operations.Unlock()
-	switch state := operations.state[id]; state {
-	case "":
-		return backup.OperationProgress{NCompleted: 1, NTotal: 2, Description: "copying"}, nil
-	case "done":
-		return backup.OperationProgress{Completed: true, NCompleted: 2, NTotal: 2}, nil
-	default:
-		return backup.OperationProgress{Err: state}, nil
-	}
-}
-func (asyncSecretAction) Cancel(_ context.Context, id string, _ *cairnv1.Backup) error {
-	operations.Lock()
-	defer operations.Unlock()
-	operations.cancelled = append(operations.cancelled, id)
-	return nil
-}

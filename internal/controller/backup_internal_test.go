@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 )
 
 // readyToStart is a backup the queue dequeued at entered, for location loc.
@@ -34,8 +36,8 @@ func newBackupReconciler(t *testing.T, clk *clocktesting.FakeClock, funcs interc
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objects...).
 		WithStatusSubresource(&cairnv1.Backup{}).WithInterceptorFuncs(funcs).Build()
-	r := &BackupReconciler{Client: c, APIReader: c, Namespace: "cairn-system", stores: stores{client: c, namespace: "cairn-system"},
-		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, logs: &logUploads{}}
+	r := &BackupReconciler{Client: c, APIReader: c, Namespace: "cairn-system", Stores: stores.Stores{Client: c, Namespace: "cairn-system"},
+		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, logs: &lifecycle.LogUploads{}}
 	return r, c
 }
 
@@ -50,8 +52,8 @@ func TestStartWaitsForStorageThenGivesUp(t *testing.T) {
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
 
 	res, err := r.Reconcile(context.Background(), req)
-	if err != nil || res.RequeueAfter != storageWaitRequeue {
-		t.Fatalf("Reconcile = %+v, %v; want a requeue after %s", res, err, storageWaitRequeue)
+	if err != nil || res.RequeueAfter != lifecycle.StorageWaitRequeue {
+		t.Fatalf("Reconcile = %+v, %v; want a requeue after %s", res, err, lifecycle.StorageWaitRequeue)
 	}
 	var got cairnv1.Backup
 	if err := c.Get(context.Background(), req.NamespacedName, &got); err != nil {
@@ -119,7 +121,7 @@ func TestRunEndingSurvivesATransientAPIError(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The run finished; its last write meets an API server that is briefly away.
-	err := backupKind.endRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, &current, func(s *cairnv1.BackupStatus) { s.Phase = cairnv1.BackupPhaseFinalizing }, nil)
+	err := lifecycle.Backups.EndRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, &current, func(s *cairnv1.BackupStatus) { s.Phase = cairnv1.BackupPhaseFinalizing }, nil)
 	if err == nil {
 		t.Fatal("endRun succeeded through a failing API server")
 	}

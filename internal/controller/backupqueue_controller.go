@@ -29,8 +29,10 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
@@ -102,7 +104,7 @@ type BackupQueueReconciler struct {
 	// Requesters says whom a backup or restore acts for: one in a namespace where the
 	// requester rule applies and with no trustworthy requester fails validation (DESIGN.md
 	// section 15); nil acts for the operator everywhere (tests of other behaviour).
-	Requesters *Requesters
+	Requesters *requester.Resolver
 
 	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
 	// staleSince (the first such pass since positions were last exact) pace the coalesced
@@ -148,7 +150,7 @@ func (p *queuePass) record(ctx context.Context, obj client.Object, err error) er
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Error(err, "Could not write the queue status of a backup or restore; the queue goes on and retries it later",
-		kindOf(obj).String(), objectName(obj))
+		kindOf(obj).String(), lifecycle.ObjectName(obj))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed == nil {
@@ -295,7 +297,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 		byName[client.ObjectKeyFromObject(b)] = b
 		if loc := b.Status.StorageLocation; loc != "" && removingData(b) {
 			if _, seen := pass.deleting[loc]; !seen {
-				pass.deleting[loc] = qualifiedName(b)
+				pass.deleting[loc] = lifecycle.ObjectName(b)
 			}
 			continue
 		}
@@ -346,7 +348,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 			c := candidate{restore: x, backupName: x.Status.BackupName}
 			backup := readBackup(x)
 			if x.EffectivePhase() == cairnv1.RestorePhaseNew {
-				if _, cancelled := restoreCancellation(x); !cancelled {
+				if _, _, cancelled := lifecycle.Restores.Cancellation(x); !cancelled {
 					// Validated as the restore reconciler will validate it again when it starts.
 					facts, backupName, err := restoreValidationFacts(ctx, r.Client, r.Namespace, x)
 					if pass.record(ctx, x, err) != nil {
@@ -485,7 +487,7 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 	now := metav1.NewTime(pass.now)
 	switch {
 	case leavesQueue(b):
-		if err := backupKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, b); err != nil {
+		if err := lifecycle.Backups.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, b); err != nil {
 			return true, err
 		}
 		pass.wrote(b, true)
@@ -508,7 +510,7 @@ func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c ca
 
 // leavesQueue: a cancelled or deleted backup that has not started leaves the queue at once.
 func leavesQueue(b *cairnv1.Backup) bool {
-	_, _, cancelled := cancellation(b)
+	_, _, cancelled := lifecycle.Backups.Cancellation(b)
 	return cancelled
 }
 
@@ -523,7 +525,7 @@ func addFinalizer(ctx context.Context, c client.Client, obj client.Object, final
 	controllerutil.AddFinalizer(obj, finalizer)
 	if err := c.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		controllerutil.RemoveFinalizer(obj, finalizer)
-		return fmt.Errorf("adding the finalizer to %s %s: %w", kindOf(obj), objectName(obj), err)
+		return fmt.Errorf("adding the finalizer to %s %s: %w", kindOf(obj), lifecycle.ObjectName(obj), err)
 	}
 	return nil
 }
@@ -697,14 +699,12 @@ func (r *BackupQueueReconciler) restoreEntry(rs *cairnv1.Restore, b *cairnv1.Bac
 	}
 }
 
-func qualifiedName(b *cairnv1.Backup) string { return b.Namespace + "/" + b.Name }
-
-// patchBackupStatus writes b's status (the package's patchBackupStatus) and records the write
+// lifecycle.PatchBackupStatus writes b's status (the package's lifecycle.PatchBackupStatus) and records the write
 // in the pass. When the write fails, b keeps the status it had, so the rest of the pass sees
 // the backup as the API server does.
 func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
 	old := b.Status.DeepCopy()
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, b, mutate); err != nil {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, b, mutate); err != nil {
 		b.Status = *old
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
@@ -715,10 +715,10 @@ func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *que
 	return nil
 }
 
-// patchRestoreStatus is patchBackupStatus for a restore.
+// lifecycle.PatchRestoreStatus is lifecycle.PatchBackupStatus for a restore.
 func (r *BackupQueueReconciler) patchRestoreStatus(ctx context.Context, pass *queuePass, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
 	oldPhase := rs.Status.Phase
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, rs, mutate); err != nil {
+	if err := lifecycle.PatchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, rs, mutate); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: its delete event brings another pass
 		}
@@ -771,7 +771,7 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toQueue := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{queueRequest}
 	})
-	return register("backupqueue", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("backupqueue", ctrl.NewControllerManagedBy(mgr).
 		Watches(&cairnv1.Backup{}, toQueue, builder.WithPredicates(queueTrigger())).
 		Watches(&cairnv1.Restore{}, toQueue, builder.WithPredicates(restoreQueueTrigger())).
 		Watches(&corev1.Namespace{}, toQueue, builder.WithPredicates(predicate.Funcs{

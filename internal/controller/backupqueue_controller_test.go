@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	"github.com/go-logr/logr/funcr"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -31,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
@@ -41,23 +42,9 @@ import (
 
 // The test plays the backup runner: it moves ReadyToStart backups on by patching their status.
 
-func createBackup(namespace, name string, spec cairnv1.BackupSpec) *cairnv1.Backup {
-	GinkgoHelper()
-	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: spec}
-	Expect(k8sClient.Create(suiteCtx, b)).To(Succeed())
-	return b
-}
-
 func adminBackup(name string, namespaces ...string) {
 	GinkgoHelper()
-	createBackup(operatorNamespace, name, cairnv1.BackupSpec{IncludedNamespaces: namespaces})
-}
-
-func getBackup(namespace, name string) *cairnv1.Backup {
-	GinkgoHelper()
-	var b cairnv1.Backup
-	Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &b)).To(Succeed())
-	return &b
+	CreateBackup(OperatorNamespace, name, cairnv1.BackupSpec{IncludedNamespaces: namespaces})
 }
 
 // expectQueue waits until the named admin backups have these phases and positions
@@ -67,7 +54,7 @@ func expectQueue(want map[string]string) {
 	Eventually(func(g Gomega) {
 		got := map[string]string{}
 		for name := range want {
-			b := getBackup(operatorNamespace, name)
+			b := GetBackup(OperatorNamespace, name)
 			s := string(b.Status.Phase)
 			if b.Status.Phase == cairnv1.BackupPhaseQueued {
 				s = fmt.Sprintf("Queued:%d", b.Status.QueuePosition)
@@ -89,10 +76,10 @@ func expectLine(want map[string]string) {
 			var phase string
 			var position int32
 			if kind == "restore" {
-				rs := getRestore(operatorNamespace, name)
+				rs := GetRestore(OperatorNamespace, name)
 				phase, position = string(rs.Status.Phase), rs.Status.QueuePosition
 			} else {
-				b := getBackup(operatorNamespace, name)
+				b := GetBackup(OperatorNamespace, name)
 				phase, position = string(b.Status.Phase), b.Status.QueuePosition
 			}
 			if phase == "Queued" {
@@ -108,113 +95,46 @@ func expectLine(want map[string]string) {
 func restoreSetPhase(name string, phase cairnv1.RestorePhase) {
 	GinkgoHelper()
 	Eventually(func() error {
-		rs := getRestore(operatorNamespace, name)
+		rs := GetRestore(OperatorNamespace, name)
 		patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		rs.Status.Phase = phase
-		return k8sClient.Status().Patch(suiteCtx, rs, patch)
+		return K8sClient.Status().Patch(SuiteCtx, rs, patch)
 	}).WithTimeout(5 * time.Second).Should(Succeed())
 }
 
 func restoreQueuedMessage(name string) string {
 	GinkgoHelper()
-	c := meta.FindStatusCondition(getRestore(operatorNamespace, name).Status.Conditions, cairnv1.RestoreConditionQueued)
+	c := meta.FindStatusCondition(GetRestore(OperatorNamespace, name).Status.Conditions, cairnv1.RestoreConditionQueued)
 	if c == nil {
 		return ""
 	}
 	return c.Message
 }
 
-// deleteAllRestores removes every restore and waits until they are gone (their files go with
-// the test's temporary directories).
-func deleteAllRestores() {
-	GinkgoHelper()
-	var list cairnv1.RestoreList
-	Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
-	for i := range list.Items {
-		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, &list.Items[i]))).To(Succeed())
-	}
-	Eventually(func() int {
-		Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
-		for i := range list.Items {
-			if rs := &list.Items[i]; controllerutil.RemoveFinalizer(rs, cairnv1.RestoreDataFinalizer) {
-				_ = k8sClient.Update(suiteCtx, rs) // a conflict is retried on the next poll
-			}
-		}
-		return len(list.Items)
-	}).WithTimeout(20 * time.Second).Should(BeZero())
-}
-
 // runnerSetPhase moves a backup on, as the backup runner would.
 func runnerSetPhase(name string, phase cairnv1.BackupPhase) {
 	GinkgoHelper()
 	Eventually(func() error {
-		b := getBackup(operatorNamespace, name)
+		b := GetBackup(OperatorNamespace, name)
 		patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		b.Status.Phase = phase
-		return k8sClient.Status().Patch(suiteCtx, b, patch)
+		return K8sClient.Status().Patch(SuiteCtx, b, patch)
 	}).WithTimeout(5 * time.Second).Should(Succeed())
-}
-
-func queuedCondition(name string) *metav1.Condition {
-	GinkgoHelper()
-	return meta.FindStatusCondition(getBackup(operatorNamespace, name).Status.Conditions, cairnv1.BackupConditionQueued)
-}
-
-// deleteAllBackups removes every backup and waits until they are gone.
-func deleteAllBackups() {
-	GinkgoHelper()
-	var list cairnv1.BackupList
-	Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
-	for i := range list.Items {
-		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, &list.Items[i]))).To(Succeed())
-	}
-	// Test clean-up does not wait for (or need) a deletion reconciler: the data goes with the
-	// test's temporary directories.
-	Eventually(func() int {
-		Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
-		for i := range list.Items {
-			if b := &list.Items[i]; controllerutil.RemoveFinalizer(b, cairnv1.BackupDataFinalizer) {
-				_ = k8sClient.Update(suiteCtx, b) // a conflict is retried on the next poll
-			}
-		}
-		return len(list.Items)
-	}).WithTimeout(20 * time.Second).Should(BeZero())
-}
-
-func backupEvents(namespace, name string) []eventsv1.Event {
-	GinkgoHelper()
-	var list eventsv1.EventList
-	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(namespace))).To(Succeed())
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Backup" && e.Regarding.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func ensureNamespace(name string) {
-	GinkgoHelper()
-	err := k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
 }
 
 var _ = Describe("Backup queue", Ordered, func() {
 	var stopManager func()
 
 	BeforeAll(func() {
-		spec := filesystemSpec(GinkgoT().TempDir())
+		spec := FilesystemSpec(GinkgoT().TempDir())
 		spec.Default = true
-		def := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "queue-default", Namespace: operatorNamespace}, Spec: spec}
-		Expect(k8sClient.Create(suiteCtx, def)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, def)).To(Succeed()) })
-		second := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "queue-other", Namespace: operatorNamespace}, Spec: filesystemSpec(GinkgoT().TempDir())}
-		Expect(k8sClient.Create(suiteCtx, second)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, second)).To(Succeed()) })
-		ensureNamespace("team-a")
+		def := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "queue-default", Namespace: OperatorNamespace}, Spec: spec}
+		Expect(K8sClient.Create(SuiteCtx, def)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, def)).To(Succeed()) })
+		second := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "queue-other", Namespace: OperatorNamespace}, Spec: FilesystemSpec(GinkgoT().TempDir())}
+		Expect(K8sClient.Create(SuiteCtx, second)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, second)).To(Succeed()) })
+		EnsureNamespace("team-a")
 	})
 
 	AfterEach(func() {
@@ -222,12 +142,12 @@ var _ = Describe("Backup queue", Ordered, func() {
 			stopManager()
 			stopManager = nil
 		}
-		deleteAllRestores()
-		deleteAllBackups()
+		DeleteAllRestores()
+		DeleteAllBackups()
 	})
 
 	It("queues restores in the same line as backups: overlaps across kinds, a slot per kind, one numbering", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2, ConcurrentRestores: 1})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2, ConcurrentRestores: 1})
 		// The backup the restores read.
 		adminBackup("src", "shop", "db", "extra")
 		expectQueue(map[string]string{"src": "ReadyToStart"})
@@ -236,22 +156,22 @@ var _ = Describe("Backup queue", Ordered, func() {
 
 		adminBackup("b-shop", "shop")
 		expectQueue(map[string]string{"b-shop": "ReadyToStart"})
-		createRestore(operatorNamespace, "r-shop", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"shop", "extra"}})
+		CreateRestore(OperatorNamespace, "r-shop", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"shop", "extra"}})
 		expectLine(map[string]string{"restore/r-shop": "Queued:1"})
-		createRestore(operatorNamespace, "r-db", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"db"}})
+		CreateRestore(OperatorNamespace, "r-db", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"db"}})
 		expectLine(map[string]string{"restore/r-db": "ReadyToStart"})
 		adminBackup("b-db", "db")
 		// Mapped away from db: free of r-db's namespaces, but the one restore slot is taken.
-		createRestore(operatorNamespace, "r-web", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"db"},
+		CreateRestore(OperatorNamespace, "r-web", cairnv1.RestoreSpec{BackupName: "src", IncludedNamespaces: []string{"db"},
 			NamespaceMapping: map[string]cairnv1.NamespaceName{"db": "web"}})
 		adminBackup("b-extra", "extra")
 		expectLine(map[string]string{"backup/b-shop": "ReadyToStart", "restore/r-shop": "Queued:1", "restore/r-db": "ReadyToStart",
 			"backup/b-db": "Queued:2", "restore/r-web": "Queued:3", "backup/b-extra": "Queued:4"})
 		Eventually(func() string { return restoreQueuedMessage("r-shop") }).Should(Equal("namespace shop overlaps running backup b-shop"))
-		Eventually(func() string { return queuedCondition("b-db").Message }).Should(Equal("namespace db overlaps running restore r-db"))
+		Eventually(func() string { return QueuedCondition("b-db").Message }).Should(Equal("namespace db overlaps running restore r-db"))
 		Eventually(func() string { return restoreQueuedMessage("r-web") }).Should(Equal("restore concurrency limit 1 reached"))
-		Eventually(func() string { return queuedCondition("b-extra").Message }).Should(Equal("namespace extra overlaps restore r-shop queued ahead"))
-		Expect(getRestore(operatorNamespace, "r-shop").Status.BackupName).To(Equal("src"))
+		Eventually(func() string { return QueuedCondition("b-extra").Message }).Should(Equal("namespace extra overlaps restore r-shop queued ahead"))
+		Expect(GetRestore(OperatorNamespace, "r-shop").Status.BackupName).To(Equal("src"))
 
 		// The backup of shop ends: r-shop now waits only for the restore slot.
 		runnerSetPhase("b-shop", cairnv1.BackupPhaseInProgress)
@@ -264,8 +184,8 @@ var _ = Describe("Backup queue", Ordered, func() {
 		restoreSetPhase("r-db", cairnv1.RestorePhaseInProgress)
 		restoreSetPhase("r-db", cairnv1.RestorePhaseCompleted)
 		expectLine(map[string]string{"restore/r-shop": "ReadyToStart", "backup/b-db": "ReadyToStart", "restore/r-web": "Queued:1", "backup/b-extra": "Queued:2"})
-		Eventually(func() string { return queuedCondition("b-extra").Message }).Should(Equal("namespace extra overlaps running restore r-shop"))
-		c := meta.FindStatusCondition(getRestore(operatorNamespace, "r-shop").Status.Conditions, cairnv1.RestoreConditionQueued)
+		Eventually(func() string { return QueuedCondition("b-extra").Message }).Should(Equal("namespace extra overlaps running restore r-shop"))
+		c := meta.FindStatusCondition(GetRestore(OperatorNamespace, "r-shop").Status.Conditions, cairnv1.RestoreConditionQueued)
 		Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		Expect(c.Reason).To(Equal(cairnv1.ReasonDequeued))
 
@@ -276,43 +196,43 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("moves backups through the queue by concurrency and namespace overlap, in order", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
 		adminBackup("q1", "ns1")
 		adminBackup("q2", "ns1", "ns2")
 		adminBackup("q3", "ns3")
 		adminBackup("q4", "ns2")
 		expectQueue(map[string]string{"q1": "ReadyToStart", "q2": "Queued:1", "q3": "ReadyToStart", "q4": "Queued:2"})
-		Eventually(func() string { return queuedCondition("q2").Message }).Should(Equal("namespace ns1 overlaps running backup q1"))
-		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps backup q2 queued ahead"))
-		Expect(getBackup(operatorNamespace, "q1").Status.StorageLocation).To(Equal("queue-default"))
+		Eventually(func() string { return QueuedCondition("q2").Message }).Should(Equal("namespace ns1 overlaps running backup q1"))
+		Eventually(func() string { return QueuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps backup q2 queued ahead"))
+		Expect(GetBackup(OperatorNamespace, "q1").Status.StorageLocation).To(Equal("queue-default"))
 
 		runnerSetPhase("q1", cairnv1.BackupPhaseInProgress)
 		runnerSetPhase("q1", cairnv1.BackupPhaseCompleted)
 		expectQueue(map[string]string{"q1": "Completed", "q2": "ReadyToStart", "q3": "ReadyToStart", "q4": "Queued:1"})
-		Eventually(func() string { return queuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps running backup q2"))
+		Eventually(func() string { return QueuedCondition("q4").Message }).Should(Equal("namespace ns2 overlaps running backup q2"))
 
 		// A slot frees, but q4 still overlaps the running q2.
 		runnerSetPhase("q3", cairnv1.BackupPhaseInProgress)
 		runnerSetPhase("q3", cairnv1.BackupPhaseCompleted)
-		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "q4").Status.Phase }).
+		Consistently(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "q4").Status.Phase }).
 			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseQueued))
-		Expect(queuedCondition("q4").Message).To(Equal("namespace ns2 overlaps running backup q2"))
+		Expect(QueuedCondition("q4").Message).To(Equal("namespace ns2 overlaps running backup q2"))
 
 		// Leaving WaitingForPluginOperations frees the slot and the namespaces (DESIGN.md section 1).
 		runnerSetPhase("q2", cairnv1.BackupPhaseInProgress)
 		runnerSetPhase("q2", cairnv1.BackupPhaseWaitingForPluginOperations)
 		expectQueue(map[string]string{"q4": "ReadyToStart"})
 
-		c := queuedCondition("q4")
+		c := QueuedCondition("q4")
 		Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		Expect(c.Reason).To(Equal(cairnv1.ReasonDequeued))
 		Expect(c.Message).To(MatchRegexp(`^Dequeued after waiting [0-9hms]+$`))
-		Eventually(func() []eventsv1.Event { return backupEvents(operatorNamespace, "q4") }).Should(And(
+		Eventually(func() []eventsv1.Event { return BackupEvents(OperatorNamespace, "q4") }).Should(And(
 			ContainElement(HaveField("Reason", "Queued")), ContainElement(HaveField("Reason", "Dequeued"))))
 	})
 
 	It("fails a cancelled or deleted queued backup at once and renumbers the rest", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		adminBackup("run", "a")
 		adminBackup("w1", "a")
 		adminBackup("w2", "a")
@@ -320,51 +240,51 @@ var _ = Describe("Backup queue", Ordered, func() {
 		adminBackup("w4", "a")
 		expectQueue(map[string]string{"run": "ReadyToStart", "w1": "Queued:1", "w2": "Queued:2", "w3": "Queued:3", "w4": "Queued:4"})
 
-		Expect(k8sClient.Patch(suiteCtx, getBackup(operatorNamespace, "w2"), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)))).To(Succeed())
+		Expect(K8sClient.Patch(SuiteCtx, GetBackup(OperatorNamespace, "w2"), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)))).To(Succeed())
 		expectQueue(map[string]string{"run": "ReadyToStart", "w1": "Queued:1", "w2": "Failed", "w3": "Queued:2", "w4": "Queued:3"})
-		w2 := getBackup(operatorNamespace, "w2")
+		w2 := GetBackup(OperatorNamespace, "w2")
 		Expect(w2.Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
 		Expect(w2.Status.QueuePosition).To(BeZero())
 		Expect(meta.IsStatusConditionTrue(w2.Status.Conditions, cairnv1.BackupConditionCancelled)).To(BeTrue())
 		Expect(w2.Status.CompletionTimestamp).NotTo(BeNil())
 
-		Expect(k8sClient.Delete(suiteCtx, getBackup(operatorNamespace, "w1"))).To(Succeed())
+		Expect(K8sClient.Delete(SuiteCtx, GetBackup(OperatorNamespace, "w1"))).To(Succeed())
 		expectQueue(map[string]string{"run": "ReadyToStart", "w3": "Queued:1", "w4": "Queued:2"})
 
 		// Cancelling a ReadyToStart backup is the backup reconciler's job, not the queue's.
-		Expect(k8sClient.Patch(suiteCtx, getBackup(operatorNamespace, "run"), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)))).To(Succeed())
-		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "run").Status.Phase }).
+		Expect(K8sClient.Patch(SuiteCtx, GetBackup(OperatorNamespace, "run"), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)))).To(Succeed())
+		Consistently(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "run").Status.Phase }).
 			WithTimeout(500 * time.Millisecond).Should(Equal(cairnv1.BackupPhaseReadyToStart))
 	})
 
 	It("fails a queued backup that is being deleted (held by a finalizer) and renumbers the rest", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		adminBackup("d-run", "d")
-		held := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "d-held", Namespace: operatorNamespace, Finalizers: []string{"test.cairn.dev/hold"}},
+		held := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "d-held", Namespace: OperatorNamespace, Finalizers: []string{"test.cairn.dev/hold"}},
 			Spec: cairnv1.BackupSpec{IncludedNamespaces: []string{"d"}}}
-		Expect(k8sClient.Create(suiteCtx, held)).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, held)).To(Succeed())
 		adminBackup("d-last", "d")
 		expectQueue(map[string]string{"d-run": "ReadyToStart", "d-held": "Queued:1", "d-last": "Queued:2"})
 
-		Expect(k8sClient.Delete(suiteCtx, getBackup(operatorNamespace, "d-held"))).To(Succeed())
+		Expect(K8sClient.Delete(SuiteCtx, GetBackup(OperatorNamespace, "d-held"))).To(Succeed())
 		expectQueue(map[string]string{"d-held": "Failed", "d-last": "Queued:1"})
-		got := getBackup(operatorNamespace, "d-held")
+		got := GetBackup(OperatorNamespace, "d-held")
 		Expect(got.Status.FailureReason).To(Equal("Backup deleted by user"))
 		Expect(meta.FindStatusCondition(got.Status.Conditions, cairnv1.BackupConditionCancelled).Reason).To(Equal(cairnv1.ReasonBackupDeleted))
 
 		got.Finalizers = nil
-		Expect(k8sClient.Update(suiteCtx, got)).To(Succeed())
+		Expect(K8sClient.Update(SuiteCtx, got)).To(Succeed())
 	})
 
 	It("cancels a New backup before it is queued", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
-		b := createBackup(operatorNamespace, "born-cancelled", cairnv1.BackupSpec{Cancel: true})
-		Eventually(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, b.Name).Status.Phase }).Should(Equal(cairnv1.BackupPhaseFailed))
-		Expect(getBackup(operatorNamespace, b.Name).Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
+		b := CreateBackup(OperatorNamespace, "born-cancelled", cairnv1.BackupSpec{Cancel: true})
+		Eventually(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, b.Name).Status.Phase }).Should(Equal(cairnv1.BackupPhaseFailed))
+		Expect(GetBackup(OperatorNamespace, b.Name).Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
 	})
 
 	It("keeps positions across a manager restart, and counts ReadyToStart backups as running", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
 		adminBackup("r1", "x")
 		adminBackup("r2", "y")
 		adminBackup("p1", "x")
@@ -379,23 +299,23 @@ var _ = Describe("Backup queue", Ordered, func() {
 		runnerSetPhase("r1", cairnv1.BackupPhaseCompleted)
 		adminBackup("p4", "w")
 
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 2})
 		// p1 takes the free slot; r2 (ReadyToStart) still counts, so nothing else starts.
 		expectQueue(map[string]string{"r2": "ReadyToStart", "p1": "ReadyToStart", "p2": "Queued:1", "p3": "Queued:2", "p4": "Queued:3"})
-		Eventually(func() string { return queuedCondition("p3").Message }).Should(Equal("concurrency limit 2 reached"))
-		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "p3").Status.Phase }).
+		Eventually(func() string { return QueuedCondition("p3").Message }).Should(Equal("concurrency limit 2 reached"))
+		Consistently(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "p3").Status.Phase }).
 			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseQueued))
 	})
 
 	It("holds a backup while another backup in its location is being deleted", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 4})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 4})
 		adminBackup("old", "del")
 		expectQueue(map[string]string{"old": "ReadyToStart"})
 		runnerSetPhase("old", cairnv1.BackupPhaseDeleting) // as the deletion reconciler will
-		createBackup(operatorNamespace, "same-location", cairnv1.BackupSpec{IncludedNamespaces: []string{"s1"}})
-		createBackup(operatorNamespace, "other-location", cairnv1.BackupSpec{IncludedNamespaces: []string{"s2"}, StorageLocation: "queue-other"})
+		CreateBackup(OperatorNamespace, "same-location", cairnv1.BackupSpec{IncludedNamespaces: []string{"s1"}})
+		CreateBackup(OperatorNamespace, "other-location", cairnv1.BackupSpec{IncludedNamespaces: []string{"s2"}, StorageLocation: "queue-other"})
 		expectQueue(map[string]string{"same-location": "Queued:1", "other-location": "ReadyToStart"})
-		Eventually(func() string { return queuedCondition("same-location").Message }).
+		Eventually(func() string { return QueuedCondition("same-location").Message }).
 			Should(Equal("waiting for backup cairn-system/old to be deleted from storage location queue-default"))
 
 		runnerSetPhase("old", cairnv1.BackupPhaseDeletionFailed)
@@ -403,39 +323,39 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("holds a backup while a deleted backup's data is removed before its phase says Deleting", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 4})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 4})
 		adminBackup("quiet", "del")
 		expectQueue(map[string]string{"quiet": "ReadyToStart"})
 		// As the backup reconcilers would: it ran and completed.
 		Eventually(func() error {
-			b := getBackup(operatorNamespace, "quiet")
+			b := GetBackup(OperatorNamespace, "quiet")
 			patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			b.Status.Phase = cairnv1.BackupPhaseCompleted
 			b.Status.StartTimestamp = &metav1.Time{Time: time.Now()}
-			return k8sClient.Status().Patch(suiteCtx, b, patch)
+			return K8sClient.Status().Patch(SuiteCtx, b, patch)
 		}).WithTimeout(5 * time.Second).Should(Succeed())
 		// Deleted: the finalizer keeps it while its data goes, still Completed (a first deletion
 		// shows Deleting only after a second).
-		quiet := getBackup(operatorNamespace, "quiet")
+		quiet := GetBackup(OperatorNamespace, "quiet")
 		Expect(quiet.Finalizers).To(ContainElement(cairnv1.BackupDataFinalizer))
-		Expect(k8sClient.Delete(suiteCtx, quiet)).To(Succeed())
-		createBackup(operatorNamespace, "after-quiet", cairnv1.BackupSpec{IncludedNamespaces: []string{"s1"}})
+		Expect(K8sClient.Delete(SuiteCtx, quiet)).To(Succeed())
+		CreateBackup(OperatorNamespace, "after-quiet", cairnv1.BackupSpec{IncludedNamespaces: []string{"s1"}})
 		expectQueue(map[string]string{"after-quiet": "Queued:1"})
-		Eventually(func() string { return queuedCondition("after-quiet").Message }).
+		Eventually(func() string { return QueuedCondition("after-quiet").Message }).
 			Should(Equal("waiting for backup cairn-system/quiet to be deleted from storage location queue-default"))
 
 		// Its data gone, the finalizer goes with the object; the queued backup starts.
 		Eventually(func() error {
-			b := getBackup(operatorNamespace, "quiet")
+			b := GetBackup(OperatorNamespace, "quiet")
 			patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			b.Finalizers = nil
-			return k8sClient.Patch(suiteCtx, b, patch)
+			return K8sClient.Patch(SuiteCtx, b, patch)
 		}).WithTimeout(5 * time.Second).Should(Succeed())
 		expectQueue(map[string]string{"after-quiet": "ReadyToStart"})
 	})
 
 	It("fails validation with a message for each problem", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Maybe"}}}
 		cases := []struct {
 			namespace, name string
@@ -444,41 +364,41 @@ var _ = Describe("Backup queue", Ordered, func() {
 		}{
 			{"team-a", "reach", cairnv1.BackupSpec{IncludedNamespaces: []string{"team-b"}}, `spec.includedNamespaces: a backup in namespace team-a may only back up its own namespace, not "team-b"`},
 			{"team-a", "cluster", cairnv1.BackupSpec{IncludeClusterResources: ptr.To(true)}, "spec.includeClusterResources: a backup in namespace team-a cannot include cluster-scoped resources"},
-			{operatorNamespace, "nolocation", cairnv1.BackupSpec{StorageLocation: "nowhere"}, `spec.storageLocation: storage location "nowhere" does not exist in namespace cairn-system`},
-			{operatorNamespace, "selector", cairnv1.BackupSpec{LabelSelector: bad}, `spec.labelSelector: "Maybe" is not a valid label selector operator`},
-			{operatorNamespace, "orselector", cairnv1.BackupSpec{OrLabelSelectors: []*metav1.LabelSelector{bad}}, "spec.orLabelSelectors[0]"},
-			{operatorNamespace, "both", cairnv1.BackupSpec{LabelSelector: &metav1.LabelSelector{}, OrLabelSelectors: []*metav1.LabelSelector{{}}}, "spec.labelSelector and spec.orLabelSelectors cannot be used together"},
-			{operatorNamespace, "pattern", cairnv1.BackupSpec{IncludedNamespaces: []string{"[x"}}, `spec.includedNamespaces: "[x" is not a valid wildcard pattern`},
-			{operatorNamespace, "resource", cairnv1.BackupSpec{IncludedResources: []string{"apps/Deployments"}}, `spec.includedResources: "apps/Deployments" is not a resource name`},
+			{OperatorNamespace, "nolocation", cairnv1.BackupSpec{StorageLocation: "nowhere"}, `spec.storageLocation: storage location "nowhere" does not exist in namespace cairn-system`},
+			{OperatorNamespace, "selector", cairnv1.BackupSpec{LabelSelector: bad}, `spec.labelSelector: "Maybe" is not a valid label selector operator`},
+			{OperatorNamespace, "orselector", cairnv1.BackupSpec{OrLabelSelectors: []*metav1.LabelSelector{bad}}, "spec.orLabelSelectors[0]"},
+			{OperatorNamespace, "both", cairnv1.BackupSpec{LabelSelector: &metav1.LabelSelector{}, OrLabelSelectors: []*metav1.LabelSelector{{}}}, "spec.labelSelector and spec.orLabelSelectors cannot be used together"},
+			{OperatorNamespace, "pattern", cairnv1.BackupSpec{IncludedNamespaces: []string{"[x"}}, `spec.includedNamespaces: "[x" is not a valid wildcard pattern`},
+			{OperatorNamespace, "resource", cairnv1.BackupSpec{IncludedResources: []string{"apps/Deployments"}}, `spec.includedResources: "apps/Deployments" is not a resource name`},
 		}
 		for _, c := range cases {
-			createBackup(c.namespace, c.name, c.spec)
+			CreateBackup(c.namespace, c.name, c.spec)
 		}
 		for _, c := range cases {
 			Eventually(func(g Gomega) {
-				b := getBackup(c.namespace, c.name)
+				b := GetBackup(c.namespace, c.name)
 				g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseFailedValidation))
 				g.Expect(strings.Join(b.Status.ValidationErrors, "\n")).To(ContainSubstring(c.want))
 			}).WithTimeout(10*time.Second).Should(Succeed(), c.name)
 		}
-		Eventually(func() []eventsv1.Event { return backupEvents("team-a", "reach") }).Should(
+		Eventually(func() []eventsv1.Event { return BackupEvents("team-a", "reach") }).Should(
 			ContainElement(And(HaveField("Reason", "FailedValidation"), HaveField("Type", corev1.EventTypeWarning))))
 		// A valid team backup of its own namespace is queued and runs.
-		createBackup("team-a", "fine", cairnv1.BackupSpec{})
-		Eventually(func() cairnv1.BackupPhase { return getBackup("team-a", "fine").Status.Phase }).Should(Equal(cairnv1.BackupPhaseReadyToStart))
+		CreateBackup("team-a", "fine", cairnv1.BackupSpec{})
+		Eventually(func() cairnv1.BackupPhase { return GetBackup("team-a", "fine").Status.Phase }).Should(Equal(cairnv1.BackupPhaseReadyToStart))
 	})
 
 	It("fails a spec with more problems than status.validationErrors holds, and serves the others", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		spec := cairnv1.BackupSpec{}
 		for i := range 60 {
 			// Within the CRD's limits (63 characters each), but not namespace names.
 			spec.IncludedNamespaces = append(spec.IncludedNamespaces, fmt.Sprintf("Bad_%d_%s", i, strings.Repeat("x", 50)))
 		}
-		createBackup(operatorNamespace, "many-problems", spec)
-		createBackup(operatorNamespace, "after-many-problems", cairnv1.BackupSpec{IncludedNamespaces: []string{"fine"}})
+		CreateBackup(OperatorNamespace, "many-problems", spec)
+		CreateBackup(OperatorNamespace, "after-many-problems", cairnv1.BackupSpec{IncludedNamespaces: []string{"fine"}})
 		Eventually(func(g Gomega) {
-			b := getBackup(operatorNamespace, "many-problems")
+			b := GetBackup(OperatorNamespace, "many-problems")
 			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseFailedValidation))
 			g.Expect(b.Status.ValidationErrors).To(HaveLen(cairnv1.MaxValidationErrors))
 			g.Expect(b.Status.ValidationErrors[0]).To(HavePrefix(`spec.includedNamespaces: "Bad_0_xxx`))
@@ -487,7 +407,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 				g.Expect(len(m)).To(BeNumerically("<=", cairnv1.MaxValidationErrorLength))
 			}
 		}).Should(Succeed())
-		Eventually(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "after-many-problems").Status.Phase }).
+		Eventually(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "after-many-problems").Status.Phase }).
 			Should(Equal(cairnv1.BackupPhaseReadyToStart))
 	})
 
@@ -514,7 +434,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 		}
 
 		// The watcher sees every state change, in order.
-		w, err := watchClient().Watch(suiteCtx, &cairnv1.BackupList{}, client.InNamespace(operatorNamespace))
+		w, err := WatchClient().Watch(SuiteCtx, &cairnv1.BackupList{}, client.InNamespace(OperatorNamespace))
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
 		var violations []string
@@ -540,20 +460,20 @@ var _ = Describe("Backup queue", Ordered, func() {
 			}
 		}()
 
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: concurrency})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: concurrency})
 		for i := range n {
 			name := fmt.Sprintf("load-%03d", i)
 			var spec cairnv1.BackupSpec
 			if !sets[name].All {
 				spec.IncludedNamespaces = sets[name].Names
 			}
-			createBackup(operatorNamespace, name, spec)
+			CreateBackup(OperatorNamespace, name, spec)
 		}
 
 		// The runner: finish a random running backup now and then, until all are done.
 		Eventually(func(g Gomega) {
 			var list cairnv1.BackupList
-			g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(operatorNamespace))).To(Succeed())
+			g.Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(OperatorNamespace))).To(Succeed())
 			var running []string
 			done := 0
 			for _, b := range list.Items {
@@ -580,7 +500,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 	})
 
 	It("writes exact positions 1..n once the queue is at rest", func() {
-		stopManager = startManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
+		stopManager = StartManager(controller.Config{Controllers: queueOnly, ConcurrentBackups: 1})
 		adminBackup("rest-run", "r")
 		for i := range 20 {
 			adminBackup(fmt.Sprintf("rest-%02d", i), "r")
@@ -664,7 +584,7 @@ func (openGate) Wait(context.Context) error { return nil }
 // UID, in the operator's namespace.
 func queueBackup(name string, age int, phase cairnv1.BackupPhase, position int32, spec cairnv1.BackupSpec) *cairnv1.Backup {
 	return &cairnv1.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace, UID: types.UID("uid-" + name), Generation: 1,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OperatorNamespace, UID: types.UID("uid-" + name), Generation: 1,
 			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, age, 0, time.UTC)),
 			Finalizers:        []string{cairnv1.BackupDataFinalizer}},
 		Spec:   spec,
@@ -766,7 +686,7 @@ func TestQueuePassGoesOnAfterAFailedWrite(t *testing.T) {
 			objects := []client.Object{
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
-				&cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: operatorNamespace},
+				&cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: OperatorNamespace},
 					Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true}},
 			}
 			for _, b := range tt.backups {
@@ -784,7 +704,7 @@ func TestQueuePassGoesOnAfterAFailedWrite(t *testing.T) {
 						return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 					},
 				}).Build()
-			r := &controller.BackupQueueReconciler{Client: c, Namespace: operatorNamespace, ConcurrentBackups: tt.concurrency,
+			r := &controller.BackupQueueReconciler{Client: c, Namespace: OperatorNamespace, ConcurrentBackups: tt.concurrency,
 				ResyncPeriod: time.Minute, Clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)),
 				Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
 			var logged []string
@@ -818,7 +738,7 @@ func queueStates(t *testing.T, c client.Client, names map[string]string) map[str
 	got := map[string]string{}
 	for name := range names {
 		var b cairnv1.Backup
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: operatorNamespace, Name: name}, &b); err != nil {
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: OperatorNamespace, Name: name}, &b); err != nil {
 			t.Fatal(err)
 		}
 		s := string(b.Status.Phase)

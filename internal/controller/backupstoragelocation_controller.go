@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/location"
 )
 
@@ -38,7 +40,7 @@ type BackupStorageLocationReconciler struct {
 	Namespace string
 	Clock     clock.PassiveClock
 	Recorder  events.EventRecorder
-	stores    stores
+	Stores    stores.Stores
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch,namespace=cairn-system
@@ -81,7 +83,7 @@ func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctr
 func (r *BackupStorageLocationReconciler) validate(ctx context.Context, bsl *cairnv1.BackupStorageLocation) error {
 	ctx, cancel := context.WithTimeout(ctx, storageValidationTimeout)
 	defer cancel()
-	store, err := r.stores.open(ctx, bsl)
+	store, err := r.Stores.Open(ctx, bsl)
 	if err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ func validationPeriod(bsl *cairnv1.BackupStorageLocation) time.Duration {
 // own status writes), every location when one that claims the default changes, and the
 // locations whose credential Secret changed.
 func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return register("backupstoragelocation", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("backupstoragelocation", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&cairnv1.BackupStorageLocation{},
 			handler.EnqueueRequestsFromMapFunc(r.allLocations),

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -22,47 +24,6 @@ import (
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-var locationCounter int
-
-func createLocation(spec cairnv1.BackupStorageLocationSpec) *cairnv1.BackupStorageLocation {
-	GinkgoHelper()
-	locationCounter++
-	bsl := &cairnv1.BackupStorageLocation{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("loc-%d", locationCounter), Namespace: operatorNamespace},
-		Spec:       spec,
-	}
-	Expect(k8sClient.Create(suiteCtx, bsl)).To(Succeed())
-	DeferCleanup(func() { _ = k8sClient.Delete(suiteCtx, bsl) })
-	return bsl
-}
-
-func filesystemSpec(path string) cairnv1.BackupStorageLocationSpec {
-	return cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": path}}
-}
-
-// eventuallyLocation waits until the location's status has phase and a message containing msg.
-func eventuallyLocation(bsl *cairnv1.BackupStorageLocation, phase cairnv1.StorageLocationPhase, msg string) {
-	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		var got cairnv1.BackupStorageLocation
-		g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
-		g.Expect(got.Status.Phase).To(Equal(phase), "message: %s", got.Status.Message)
-		g.Expect(got.Status.Message).To(ContainSubstring(msg))
-		g.Expect(got.Status.LastValidationTime).NotTo(BeNil())
-	}).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-}
-
-func createCredentialSecret(name, content string) *corev1.Secret {
-	GinkgoHelper()
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace},
-		Data:       map[string][]byte{"cloud": []byte(content)},
-	}
-	Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
-	DeferCleanup(func() { _ = k8sClient.Delete(suiteCtx, s) })
-	return s
-}
-
 func s3Spec(server *testenv.S3Server, bucket, secret string) cairnv1.BackupStorageLocationSpec {
 	return cairnv1.BackupStorageLocationSpec{
 		Provider:      cairnv1.StorageProviderS3,
@@ -72,86 +33,72 @@ func s3Spec(server *testenv.S3Server, bucket, secret string) cairnv1.BackupStora
 	}
 }
 
-// eventsFor lists the events that regard a location.
-func eventsFor(bsl *cairnv1.BackupStorageLocation) []eventsv1.Event {
-	GinkgoHelper()
-	var list eventsv1.EventList
-	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(bsl.Namespace))).To(Succeed())
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Name == bsl.Name && e.Regarding.Kind == "BackupStorageLocation" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 	BeforeAll(func() {
-		DeferCleanup(startManager(controller.Config{Controllers: []string{"storagelocation", "phaseevents"}}))
+		DeferCleanup(StartManager(controller.Config{Controllers: []string{"storagelocation", "phaseevents"}}))
 	})
 
 	Context("filesystem", func() {
 		It("marks a writable directory Available, with an event", func() {
-			bsl := createLocation(filesystemSpec(GinkgoT().TempDir()))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
-			Eventually(func() []eventsv1.Event { return eventsFor(bsl) }).WithTimeout(10 * time.Second).Should(
+			bsl := CreateLocation(FilesystemSpec(GinkgoT().TempDir()))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			Eventually(func() []eventsv1.Event { return EventsFor(bsl) }).WithTimeout(10 * time.Second).Should(
 				ContainElement(HaveField("Reason", "Available")))
 		})
 
 		It("creates a missing directory of a ReadWrite location", func() {
 			dir := filepath.Join(GinkgoT().TempDir(), "new", "storage")
-			bsl := createLocation(filesystemSpec(dir))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			bsl := CreateLocation(FilesystemSpec(dir))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
 			Expect(dir).To(BeADirectory())
 		})
 
 		It("says when the path is not writable", func() {
 			file := filepath.Join(GinkgoT().TempDir(), "a-file")
 			Expect(os.WriteFile(file, []byte("x"), 0o600)).To(Succeed())
-			bsl := createLocation(filesystemSpec(filepath.Join(file, "storage")))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "path "+filepath.Join(file, "storage")+" cannot be created: not a directory")
-			Eventually(func() []eventsv1.Event { return eventsFor(bsl) }).WithTimeout(10 * time.Second).Should(
+			bsl := CreateLocation(FilesystemSpec(filepath.Join(file, "storage")))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "path "+filepath.Join(file, "storage")+" cannot be created: not a directory")
+			Eventually(func() []eventsv1.Event { return EventsFor(bsl) }).WithTimeout(10 * time.Second).Should(
 				ContainElement(And(HaveField("Reason", "Unavailable"), HaveField("Type", corev1.EventTypeWarning))))
 		})
 
 		It("says when a relative path is given", func() {
-			bsl := createLocation(filesystemSpec("relative/dir"))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `config.path "relative/dir" must be an absolute path`)
+			bsl := CreateLocation(FilesystemSpec("relative/dir"))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `config.path "relative/dir" must be an absolute path`)
 		})
 
 		It("accepts a ReadOnly location on an existing directory, and refuses to write to it", func() {
-			spec := filesystemSpec(GinkgoT().TempDir())
+			spec := FilesystemSpec(GinkgoT().TempDir())
 			spec.AccessMode = cairnv1.AccessModeReadOnly
-			bsl := createLocation(spec)
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
-			store, err := location.Open(suiteCtx, k8sClient, bsl)
+			bsl := CreateLocation(spec)
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			store, err := location.Open(SuiteCtx, K8sClient, bsl)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(store.Put(suiteCtx, "x", strings.NewReader("y"))).To(MatchError(ContainSubstring("read-only")))
-			Expect(store.Delete(suiteCtx, "x")).To(MatchError(ContainSubstring("read-only")))
+			Expect(store.Put(SuiteCtx, "x", strings.NewReader("y"))).To(MatchError(ContainSubstring("read-only")))
+			Expect(store.Delete(SuiteCtx, "x")).To(MatchError(ContainSubstring("read-only")))
 		})
 
 		It("marks a ReadOnly location on a missing directory Unavailable", func() {
 			missing := filepath.Join(GinkgoT().TempDir(), "missing")
-			spec := filesystemSpec(missing)
+			spec := FilesystemSpec(missing)
 			spec.AccessMode = cairnv1.AccessModeReadOnly
-			bsl := createLocation(spec)
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "path "+missing+" does not exist")
+			bsl := CreateLocation(spec)
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "path "+missing+" does not exist")
 			Expect(missing).NotTo(BeADirectory())
 		})
 
 		It("validates again every validationFrequency", func() {
 			dir := GinkgoT().TempDir()
-			spec := filesystemSpec(filepath.Join(dir, "storage"))
+			spec := FilesystemSpec(filepath.Join(dir, "storage"))
 			spec.ValidationFrequency = &metav1.Duration{Duration: time.Second}
 			spec.AccessMode = cairnv1.AccessModeReadOnly
 			Expect(os.Mkdir(filepath.Join(dir, "storage"), 0o750)).To(Succeed())
-			bsl := createLocation(spec)
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			bsl := CreateLocation(spec)
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
 			// The directory goes away without any change to the object: the next periodic
 			// validation notices.
 			Expect(os.Remove(filepath.Join(dir, "storage"))).To(Succeed())
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "does not exist")
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "does not exist")
 		})
 	})
 
@@ -163,48 +110,48 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 		})
 
 		It("marks a good location Available", func() {
-			createCredentialSecret("s3-good", server.CredentialsFile())
-			bsl := createLocation(s3Spec(server, "backups", "s3-good"))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			CreateCredentialSecret("s3-good", server.CredentialsFile())
+			bsl := CreateLocation(s3Spec(server, "backups", "s3-good"))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
 		})
 
 		It("says when the bucket is missing", func() {
-			createCredentialSecret("s3-missing-bucket", server.CredentialsFile())
-			bsl := createLocation(s3Spec(server, "nope", "s3-missing-bucket"))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `bucket "nope" does not exist`)
+			CreateCredentialSecret("s3-missing-bucket", server.CredentialsFile())
+			bsl := CreateLocation(s3Spec(server, "nope", "s3-missing-bucket"))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `bucket "nope" does not exist`)
 		})
 
 		It("says when the endpoint is unreachable", func() {
-			createCredentialSecret("s3-down", server.CredentialsFile())
+			CreateCredentialSecret("s3-down", server.CredentialsFile())
 			server.Stop()
-			bsl := createLocation(s3Spec(server, "backups", "s3-down"))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "cannot reach the s3 endpoint "+server.Endpoint())
+			bsl := CreateLocation(s3Spec(server, "backups", "s3-down"))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "cannot reach the s3 endpoint "+server.Endpoint())
 		})
 
 		It("says when the credential secret is missing or malformed", func() {
-			bsl := createLocation(s3Spec(server, "backups", "no-such-secret"))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "credential secret cairn-system/no-such-secret does not exist")
-			createCredentialSecret("s3-malformed", "[default]\naws_access_key_id = x\n")
+			bsl := CreateLocation(s3Spec(server, "backups", "no-such-secret"))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "credential secret cairn-system/no-such-secret does not exist")
+			CreateCredentialSecret("s3-malformed", "[default]\naws_access_key_id = x\n")
 			spec2 := s3Spec(server, "backups", "s3-malformed")
 			spec2.ObjectStorage.Prefix = "second" // its own prefix: locations that nest are refused
-			bsl2 := createLocation(spec2)
-			eventuallyLocation(bsl2, cairnv1.StorageLocationPhaseUnavailable, "has no aws_secret_access_key")
+			bsl2 := CreateLocation(spec2)
+			EventuallyLocation(bsl2, cairnv1.StorageLocationPhaseUnavailable, "has no aws_secret_access_key")
 		})
 
 		It("says access denied for wrong credentials, picks up rotated ones without a restart, and never shows them", func() {
 			const wrongSecret = "definitely-not-the-secret-0123456789"
-			secret := createCredentialSecret("s3-rotated", fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", server.AccessKey, wrongSecret))
-			bsl := createLocation(s3Spec(server, "backups", "s3-rotated"))
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `access denied to bucket "backups"`)
+			secret := CreateCredentialSecret("s3-rotated", fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", server.AccessKey, wrongSecret))
+			bsl := CreateLocation(s3Spec(server, "backups", "s3-rotated"))
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `access denied to bucket "backups"`)
 
 			secret.Data["cloud"] = []byte(server.CredentialsFile())
-			Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
-			eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+			Expect(K8sClient.Update(SuiteCtx, secret)).To(Succeed())
+			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
 
 			var got cairnv1.BackupStorageLocation
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
 			shown := fmt.Sprintf("%+v", got.Status)
-			for _, e := range eventsFor(bsl) {
+			for _, e := range EventsFor(bsl) {
 				shown += e.Note
 			}
 			Expect(shown).NotTo(ContainSubstring(wrongSecret))
@@ -214,15 +161,15 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 
 	Context("the default location", func() {
 		It("flags two defaults on both, keeps the older one, and clears the flag when one steps back", func() {
-			older := createLocation(func() cairnv1.BackupStorageLocationSpec {
-				s := filesystemSpec(GinkgoT().TempDir())
+			older := CreateLocation(func() cairnv1.BackupStorageLocationSpec {
+				s := FilesystemSpec(GinkgoT().TempDir())
 				s.Default = true
 				return s
 			}())
-			eventuallyLocation(older, cairnv1.StorageLocationPhaseAvailable, "")
+			EventuallyLocation(older, cairnv1.StorageLocationPhaseAvailable, "")
 			time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
-			newer := createLocation(func() cairnv1.BackupStorageLocationSpec {
-				s := filesystemSpec(GinkgoT().TempDir())
+			newer := CreateLocation(func() cairnv1.BackupStorageLocationSpec {
+				s := FilesystemSpec(GinkgoT().TempDir())
 				s.Default = true
 				return s
 			}())
@@ -230,7 +177,7 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 			conflict := func(bsl *cairnv1.BackupStorageLocation) func(g Gomega) {
 				return func(g Gomega) {
 					var got cairnv1.BackupStorageLocation
-					g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
+					g.Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(bsl), &got)).To(Succeed())
 					c := meta.FindStatusCondition(got.Status.Conditions, cairnv1.StorageLocationConditionDefaultConflict)
 					g.Expect(c).NotTo(BeNil())
 					g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
@@ -241,17 +188,17 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 			Eventually(conflict(newer)).WithTimeout(20 * time.Second).Should(Succeed())
 
 			var all cairnv1.BackupStorageLocationList
-			Expect(k8sClient.List(suiteCtx, &all, client.InNamespace(operatorNamespace))).To(Succeed())
-			def, err := location.Resolve(all.Items, operatorNamespace, "")
+			Expect(K8sClient.List(SuiteCtx, &all, client.InNamespace(OperatorNamespace))).To(Succeed())
+			def, err := location.Resolve(all.Items, OperatorNamespace, "")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(def.Name).To(Equal(older.Name))
 
-			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(newer), newer)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(newer), newer)).To(Succeed())
 			newer.Spec.Default = false
-			Expect(k8sClient.Update(suiteCtx, newer)).To(Succeed())
+			Expect(K8sClient.Update(SuiteCtx, newer)).To(Succeed())
 			Eventually(func(g Gomega) {
 				var got cairnv1.BackupStorageLocation
-				g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(older), &got)).To(Succeed())
+				g.Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(older), &got)).To(Succeed())
 				g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, cairnv1.StorageLocationConditionDefaultConflict)).To(BeTrue())
 			}).WithTimeout(20 * time.Second).Should(Succeed())
 		})
@@ -259,8 +206,8 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 })
 var _ = Describe("A location edited to overlap an older one", Ordered, func() {
 	BeforeAll(func() {
-		DeferCleanup(startManager(controller.Config{RetryBackoffMin: 200 * time.Millisecond, RetryBackoffMax: time.Second, StorageTimeout: 5 * time.Second}))
-		DeferCleanup(deleteAllBackups)
+		DeferCleanup(StartManager(controller.Config{RetryBackoffMin: 200 * time.Millisecond, RetryBackoffMax: time.Second, StorageTimeout: 5 * time.Second}))
+		DeferCleanup(DeleteAllBackups)
 	})
 
 	It("never deletes the older location's objects through it, and deletes its own once it is moved away", func() {
@@ -268,48 +215,48 @@ var _ = Describe("A location edited to overlap an older one", Ordered, func() {
 		fs, err := storage.NewFilesystem(dir)
 		Expect(err).NotTo(HaveOccurred())
 		withPrefix := func(prefix string) cairnv1.BackupStorageLocationSpec {
-			s := filesystemSpec(dir)
+			s := FilesystemSpec(dir)
 			s.ObjectStorage = &cairnv1.ObjectStorage{Prefix: prefix}
 			return s
 		}
-		first := createLocation(withPrefix("first"))
-		eventuallyLocation(first, cairnv1.StorageLocationPhaseAvailable, "")
+		first := CreateLocation(withPrefix("first"))
+		EventuallyLocation(first, cairnv1.StorageLocationPhaseAvailable, "")
 		time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
-		second := createLocation(withPrefix("second"))
-		eventuallyLocation(second, cairnv1.StorageLocationPhaseAvailable, "")
+		second := CreateLocation(withPrefix("second"))
+		EventuallyLocation(second, cairnv1.StorageLocationPhaseAvailable, "")
 
-		ensureNamespace("overlap-1")
-		createObject(configMap("overlap-1", "settings", nil))
-		createBackup(operatorNamespace, "overlap-shared", cairnv1.BackupSpec{IncludedNamespaces: []string{"overlap-1"}, StorageLocation: second.Name})
-		waitPhase("overlap-shared", cairnv1.BackupPhaseCompleted)
-		secondKeys := storage.Layout{Prefix: "second"}.Backup(operatorNamespace, "overlap-shared")
-		Expect(fs.Exists(suiteCtx, secondKeys.Metadata)).To(BeTrue())
+		EnsureNamespace("overlap-1")
+		CreateObject(ConfigMap("overlap-1", "settings", nil))
+		CreateBackup(OperatorNamespace, "overlap-shared", cairnv1.BackupSpec{IncludedNamespaces: []string{"overlap-1"}, StorageLocation: second.Name})
+		WaitPhase("overlap-shared", cairnv1.BackupPhaseCompleted)
+		secondKeys := storage.Layout{Prefix: "second"}.Backup(OperatorNamespace, "overlap-shared")
+		Expect(fs.Exists(SuiteCtx, secondKeys.Metadata)).To(BeTrue())
 
 		// The older location holds what a backup of the same name left there and never
 		// committed (another cluster's, say): nothing in it says whose it is.
-		firstKeys := storage.Layout{Prefix: "first"}.Backup(operatorNamespace, "overlap-shared")
-		Expect(fs.Put(suiteCtx, firstKeys.Logs, strings.NewReader("another backup's log"))).To(Succeed())
+		firstKeys := storage.Layout{Prefix: "first"}.Backup(OperatorNamespace, "overlap-shared")
+		Expect(fs.Put(SuiteCtx, firstKeys.Logs, strings.NewReader("another backup's log"))).To(Succeed())
 
 		// An administrator points the second location at the first one's prefix.
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(second), second)).To(Succeed())
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(second), second)).To(Succeed())
 		second.Spec.ObjectStorage.Prefix = "first"
-		Expect(k8sClient.Update(suiteCtx, second)).To(Succeed())
-		eventuallyLocation(second, cairnv1.StorageLocationPhaseUnavailable, "would nest with those of storage location "+first.Name)
+		Expect(K8sClient.Update(SuiteCtx, second)).To(Succeed())
+		EventuallyLocation(second, cairnv1.StorageLocationPhaseUnavailable, "would nest with those of storage location "+first.Name)
 
-		deleteBackup("overlap-shared")
+		DeleteBackup("overlap-shared")
 		Eventually(func(g Gomega) {
-			b := getBackup(operatorNamespace, "overlap-shared")
+			b := GetBackup(OperatorNamespace, "overlap-shared")
 			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseDeletionFailed))
 			g.Expect(b.Status.LastDeletionError).To(ContainSubstring("storage location " + first.Name))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
-		Expect(fs.Exists(suiteCtx, firstKeys.Logs)).To(BeTrue(), "the older location's object was deleted")
+		Expect(fs.Exists(SuiteCtx, firstKeys.Logs)).To(BeTrue(), "the older location's object was deleted")
 
 		// Moved back, the location works again and the backup's own data goes.
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(second), second)).To(Succeed())
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(second), second)).To(Succeed())
 		second.Spec.ObjectStorage.Prefix = "second"
-		Expect(k8sClient.Update(suiteCtx, second)).To(Succeed())
-		expectGone("overlap-shared")
-		Expect(fs.List(suiteCtx, secondKeys.Dir)).To(BeEmpty())
-		Expect(fs.Exists(suiteCtx, firstKeys.Logs)).To(BeTrue())
+		Expect(K8sClient.Update(SuiteCtx, second)).To(Succeed())
+		ExpectGone("overlap-shared")
+		Expect(fs.List(SuiteCtx, secondKeys.Dir)).To(BeEmpty())
+		Expect(fs.Exists(SuiteCtx, firstKeys.Logs)).To(BeTrue())
 	})
 })

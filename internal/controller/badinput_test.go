@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,10 +52,10 @@ var badInputs = []badInput{
 		want: "ttl must be 0s (never expire) or a duration from 1s to 87600h"},
 	{namespace: badInputTeam, name: "too-many-namespaces", spec: fmt.Sprintf(`{"excludedNamespaces":[%s]}`, strings.TrimSuffix(strings.Repeat(`"x",`, 101), ",")), refused: true,
 		want: "spec.excludedNamespaces: Too many"},
-	{kind: "BackupStorageLocation", namespace: operatorNamespace, name: "climbing-prefix",
+	{kind: "BackupStorageLocation", namespace: OperatorNamespace, name: "climbing-prefix",
 		spec: `{"provider":"filesystem","config":{"path":"/var/lib/cairn"},"objectStorage":{"prefix":"team-a/../team-b"}}`, refused: true,
 		want: "objectStorage.prefix must not have a '.' or '..' path segment"},
-	{kind: "BackupStorageLocation", namespace: operatorNamespace, name: "overflow-frequency",
+	{kind: "BackupStorageLocation", namespace: OperatorNamespace, name: "overflow-frequency",
 		spec: `{"provider":"filesystem","config":{"path":"/var/lib/cairn"},"validationFrequency":"9999999999999h"}`, refused: true,
 		want: "validationFrequency must be 0s (off) or a duration from 1s to 87600h"},
 
@@ -72,45 +74,45 @@ var badInputs = []badInput{
 		want: `spec.includedResources: "Secrets" must be lowercase`},
 
 	// Label selectors: sizes are checked at admission, contents here.
-	{namespace: operatorNamespace, name: "selector-operator", spec: `{"labelSelector":{"matchExpressions":[{"key":"app","operator":"Maybe"}]}}`,
+	{namespace: OperatorNamespace, name: "selector-operator", spec: `{"labelSelector":{"matchExpressions":[{"key":"app","operator":"Maybe"}]}}`,
 		want: `spec.labelSelector: "Maybe" is not a valid label selector operator`},
-	{namespace: operatorNamespace, name: "selector-key", spec: `{"labelSelector":{"matchExpressions":[{"key":"-bad-","operator":"Exists"}]}}`,
+	{namespace: OperatorNamespace, name: "selector-key", spec: `{"labelSelector":{"matchExpressions":[{"key":"-bad-","operator":"Exists"}]}}`,
 		want: `spec.labelSelector: key: Invalid value: "-bad-"`},
-	{namespace: operatorNamespace, name: "selector-in-empty", spec: `{"labelSelector":{"matchExpressions":[{"key":"app","operator":"In","values":[]}]}}`,
+	{namespace: OperatorNamespace, name: "selector-in-empty", spec: `{"labelSelector":{"matchExpressions":[{"key":"app","operator":"In","values":[]}]}}`,
 		want: "values set can't be empty"},
-	{namespace: operatorNamespace, name: "selector-exists-values", spec: `{"orLabelSelectors":[{},{},{"matchExpressions":[{"key":"app","operator":"Exists","values":["x"]}]}]}`,
+	{namespace: OperatorNamespace, name: "selector-exists-values", spec: `{"orLabelSelectors":[{},{},{"matchExpressions":[{"key":"app","operator":"Exists","values":["x"]}]}]}`,
 		want: "spec.orLabelSelectors[2]: values: Invalid value"},
-	{namespace: operatorNamespace, name: "selector-value", spec: `{"labelSelector":{"matchLabels":{"app":"not valid!"}}}`,
+	{namespace: OperatorNamespace, name: "selector-value", spec: `{"labelSelector":{"matchLabels":{"app":"not valid!"}}}`,
 		want: `Invalid value: "not valid!"`},
-	{namespace: operatorNamespace, name: "selector-long-value", spec: fmt.Sprintf(`{"labelSelector":{"matchLabels":{"app":%q}}}`, strings.Repeat("v", 64)),
+	{namespace: OperatorNamespace, name: "selector-long-value", spec: fmt.Sprintf(`{"labelSelector":{"matchLabels":{"app":%q}}}`, strings.Repeat("v", 64)),
 		want: "must be no more than 63 bytes"},
-	{namespace: operatorNamespace, name: "selector-key-slashes", spec: `{"labelSelector":{"matchLabels":{"a/b/c":"x"}}}`,
+	{namespace: OperatorNamespace, name: "selector-key-slashes", spec: `{"labelSelector":{"matchLabels":{"a/b/c":"x"}}}`,
 		want: `key: Invalid value: "a/b/c"`},
-	{namespace: operatorNamespace, name: "selector-both", spec: `{"labelSelector":{},"orLabelSelectors":[{}]}`,
+	{namespace: OperatorNamespace, name: "selector-both", spec: `{"labelSelector":{},"orLabelSelectors":[{}]}`,
 		want: "spec.labelSelector and spec.orLabelSelectors cannot be used together"},
 
 	// Odd namespace and resource names.
-	{namespace: operatorNamespace, name: "namespace-capitals", spec: `{"includedNamespaces":["Team-A"]}`,
+	{namespace: OperatorNamespace, name: "namespace-capitals", spec: `{"includedNamespaces":["Team-A"]}`,
 		want: `spec.includedNamespaces: "Team-A" is not a valid namespace name`},
-	{namespace: operatorNamespace, name: "namespace-underscore", spec: `{"excludedNamespaces":["ns_1"]}`,
+	{namespace: OperatorNamespace, name: "namespace-underscore", spec: `{"excludedNamespaces":["ns_1"]}`,
 		want: `spec.excludedNamespaces: "ns_1" is not a valid namespace name`},
-	{namespace: operatorNamespace, name: "namespace-bracket", spec: `{"includedNamespaces":["team-["]}`,
+	{namespace: OperatorNamespace, name: "namespace-bracket", spec: `{"includedNamespaces":["team-["]}`,
 		want: `spec.includedNamespaces: "team-[" is not a valid wildcard pattern`},
-	{namespace: operatorNamespace, name: "resource-capitals", spec: `{"includedResources":["Deployments"]}`,
+	{namespace: OperatorNamespace, name: "resource-capitals", spec: `{"includedResources":["Deployments"]}`,
 		want: `spec.includedResources: "Deployments" must be lowercase`},
-	{namespace: operatorNamespace, name: "resource-slash", spec: `{"includedResources":["apps/deployments"]}`,
+	{namespace: OperatorNamespace, name: "resource-slash", spec: `{"includedResources":["apps/deployments"]}`,
 		want: `spec.includedResources: "apps/deployments" is not a resource name`},
-	{namespace: operatorNamespace, name: "resource-space", spec: `{"excludedResources":[" secrets"]}`,
+	{namespace: OperatorNamespace, name: "resource-space", spec: `{"excludedResources":[" secrets"]}`,
 		want: `spec.excludedResources: " secrets" is not a resource name`},
-	{namespace: operatorNamespace, name: "resource-exclude-all", spec: `{"excludedResources":["*"]}`,
+	{namespace: OperatorNamespace, name: "resource-exclude-all", spec: `{"excludedResources":["*"]}`,
 		want: `spec.excludedResources: "*" would exclude every resource`},
 
 	// Storage locations that cannot take a backup.
 	{namespace: badInputTeam, name: "location-missing", spec: `{"storageLocation":"nowhere"}`,
 		want: `spec.storageLocation: storage location "nowhere" does not exist in namespace cairn-system`},
-	{namespace: operatorNamespace, name: "location-readonly", spec: fmt.Sprintf(`{"storageLocation":%q}`, badInputReadOnly),
+	{namespace: OperatorNamespace, name: "location-readonly", spec: fmt.Sprintf(`{"storageLocation":%q}`, badInputReadOnly),
 		want: "storage location badinput-readonly is ReadOnly"},
-	{namespace: operatorNamespace, name: "location-unavailable", spec: fmt.Sprintf(`{"storageLocation":%q}`, badInputRelative),
+	{namespace: OperatorNamespace, name: "location-unavailable", spec: fmt.Sprintf(`{"storageLocation":%q}`, badInputRelative),
 		want: "storage location badinput-relative is not Available"},
 }
 
@@ -119,7 +121,7 @@ func createRawObject(kind, namespace, name, spec string) error {
 	u := &unstructured.Unstructured{}
 	Expect(u.UnmarshalJSON([]byte(fmt.Sprintf(`{"apiVersion":"cairn.dev/v1alpha1","kind":%q,"metadata":{"name":%q,"namespace":%q},"spec":%s}`,
 		kind, name, namespace, spec)))).To(Succeed())
-	return k8sClient.Create(suiteCtx, u)
+	return K8sClient.Create(SuiteCtx, u)
 }
 
 var _ = Describe("Bad input", Ordered, func() {
@@ -127,25 +129,25 @@ var _ = Describe("Bad input", Ordered, func() {
 
 	BeforeAll(func() {
 		var def *cairnv1.BackupStorageLocation
-		store, def = createDefaultLocation("badinput-default")
-		readOnly := filesystemSpec(GinkgoT().TempDir())
+		store, def = CreateDefaultLocation("badinput-default")
+		readOnly := FilesystemSpec(GinkgoT().TempDir())
 		readOnly.AccessMode = cairnv1.AccessModeReadOnly
 		for name, spec := range map[string]cairnv1.BackupStorageLocationSpec{
 			badInputReadOnly: readOnly,
-			badInputRelative: filesystemSpec("relative/dir"), // passes admission, fails validation
+			badInputRelative: FilesystemSpec("relative/dir"), // passes admission, fails validation
 		} {
-			bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}, Spec: spec}
-			Expect(k8sClient.Create(suiteCtx, bsl)).To(Succeed())
-			DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, bsl)).To(Succeed()) })
+			bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OperatorNamespace}, Spec: spec}
+			Expect(K8sClient.Create(SuiteCtx, bsl)).To(Succeed())
+			DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, bsl)).To(Succeed()) })
 		}
-		ensureNamespace(badInputTeam)
-		createObject(configMap(badInputTeam, "settings", nil))
+		EnsureNamespace(badInputTeam)
+		CreateObject(ConfigMap(badInputTeam, "settings", nil))
 
-		DeferCleanup(startManager(controller.Config{ConcurrentBackups: 1}))
-		eventuallyLocation(def, cairnv1.StorageLocationPhaseAvailable, "")
+		DeferCleanup(StartManager(controller.Config{ConcurrentBackups: 1}))
+		EventuallyLocation(def, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 
-	AfterAll(func() { deleteAllBackups() })
+	AfterAll(func() { DeleteAllBackups() })
 
 	It("refuses each bad object at admission, or ends it in FailedValidation, with a clear message", func() {
 		for _, c := range badInputs {
@@ -167,7 +169,7 @@ var _ = Describe("Bad input", Ordered, func() {
 				continue
 			}
 			Eventually(func(g Gomega) {
-				b := getBackup(c.namespace, c.name)
+				b := GetBackup(c.namespace, c.name)
 				g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseFailedValidation), "%s: validationErrors %v", c.name, b.Status.ValidationErrors)
 				g.Expect(strings.Join(b.Status.ValidationErrors, "\n")).To(ContainSubstring(c.want), c.name)
 				g.Expect(len(b.Status.ValidationErrors)).To(BeNumerically("<=", cairnv1.MaxValidationErrors), c.name)
@@ -179,15 +181,15 @@ var _ = Describe("Bad input", Ordered, func() {
 	})
 
 	It("still serves ordinary backups created after all of them, a max-size one included", func() {
-		createBackup(badInputTeam, "ordinary", cairnv1.BackupSpec{})
-		Eventually(func() cairnv1.BackupPhase { return getBackup(badInputTeam, "ordinary").Status.Phase }).
+		CreateBackup(badInputTeam, "ordinary", cairnv1.BackupSpec{})
+		Eventually(func() cairnv1.BackupPhase { return GetBackup(badInputTeam, "ordinary").Status.Phase }).
 			WithTimeout(60 * time.Second).Should(Equal(cairnv1.BackupPhaseCompleted))
-		committedEntries(store, badInputTeam, "ordinary")
+		CommittedEntries(store, badInputTeam, "ordinary")
 
 		// The largest spec admission lets through is served too (its unknown names are warnings).
-		Expect(createRawObject("Backup", operatorNamespace, "max-size", maxSizeSpec())).To(Succeed())
+		Expect(createRawObject("Backup", OperatorNamespace, "max-size", maxSizeSpec())).To(Succeed())
 		Eventually(func(g Gomega) {
-			b := getBackup(operatorNamespace, "max-size")
+			b := GetBackup(OperatorNamespace, "max-size")
 			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted), "validationErrors %v, failureReason %q", b.Status.ValidationErrors, b.Status.FailureReason)
 		}).WithTimeout(60 * time.Second).Should(Succeed())
 	})

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 )
 
 // CancelWarningReconciler owns no phase and no status: it tells a user who cancels an object
@@ -98,7 +99,7 @@ func (r *CancelWarningReconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
 			return ignored
 		},
 	}
-	return register(r.Name, ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register(r.Name, ctrl.NewControllerManagedBy(mgr).
 		For(r.New(), builder.WithPredicates(cancelSet)),
 		r)
 }

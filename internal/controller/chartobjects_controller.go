@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 )
 
 // The chart's objects: the storage locations and schedules that the Helm chart's values declare
@@ -58,7 +59,7 @@ type ChartObjectsReconciler struct {
 	// ConfigMap names the ConfigMap (--chart-objects).
 	ConfigMap string
 	Recorder  events.EventRecorder
-	// Gate is the startup recovery, whose step (RecoveryStep) applies the objects first; the
+	// Gate is the startup recovery, whose step (lifecycle.RecoveryStep) applies the objects first; the
 	// reconciler waits for it rather than apply them a second time beside it.
 	Gate interface{ Wait(context.Context) error }
 }
@@ -80,13 +81,13 @@ func (r *ChartObjectsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) 
 // the recovery gate shut; the reconciler goes on retrying.
 const chartObjectsStartupTimeout = 30 * time.Second
 
-// RecoveryStep applies the chart's objects when the manager starts leading, before any backup
+// lifecycle.RecoveryStep applies the chart's objects when the manager starts leading, before any backup
 // is judged, and waits until the manager's cache holds the storage locations among them: a
 // backup made just after the install finds the chart's default location (the queue reads
 // locations from the cache). It never stops the manager and gives up after
 // chartObjectsStartupTimeout; what it could not apply, the reconciler retries.
-func (r *ChartObjectsReconciler) RecoveryStep() RecoveryStep {
-	return RecoveryStep{Name: "apply the chart's storage locations and schedules", Run: func(ctx context.Context) error {
+func (r *ChartObjectsReconciler) RecoveryStep() lifecycle.RecoveryStep {
+	return lifecycle.RecoveryStep{Name: "apply the chart's storage locations and schedules", Run: func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, chartObjectsStartupTimeout)
 		defer cancel()
 		log := ctrl.LoggerFrom(ctx)
@@ -123,7 +124,7 @@ func (r *ChartObjectsReconciler) applyAll(ctx context.Context) ([]*unstructured.
 	if err != nil {
 		// The chart renders valid objects; a hand-edited ConfigMap waits for its next edit.
 		r.Recorder.Eventf(&cm, nil, corev1.EventTypeWarning, "InvalidChartObjects", "Apply", "%s: %v", ChartObjectsKey, err)
-		log.Error(err, "Could not read the chart's objects", "configMap", objectName(&cm))
+		log.Error(err, "Could not read the chart's objects", "configMap", lifecycle.ObjectName(&cm))
 		return nil, nil
 	}
 	var failed []error
@@ -260,7 +261,7 @@ func (r *ChartObjectsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	isOurs := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.Namespace && o.GetName() == r.ConfigMap
 	})
-	return register("chartobjects", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("chartobjects", ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.ConfigMap{}, builder.WithPredicates(isOurs)),
 		r)
 }

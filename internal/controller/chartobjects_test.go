@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +22,7 @@ import (
 // The chart's storage locations and schedules, declared in a ConfigMap as the chart renders them
 // and applied by the manager (--chart-objects).
 var _ = Describe("Chart objects reconciler", Ordered, func() {
-	const configMap = "test-chart-objects"
+	const ConfigMap = "test-chart-objects"
 	var dir string
 	var stopManager func()
 
@@ -49,29 +51,29 @@ spec:
 	}
 	setObjects := func(data string) {
 		GinkgoHelper()
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: operatorNamespace}}
-		err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(cm), cm)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMap, Namespace: OperatorNamespace}}
+		err := K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(cm), cm)
 		cm.Data = map[string]string{controller.ChartObjectsKey: data}
 		if err == nil {
-			Expect(k8sClient.Update(suiteCtx, cm)).To(Succeed())
+			Expect(K8sClient.Update(SuiteCtx, cm)).To(Succeed())
 			return
 		}
 		Expect(client.IgnoreNotFound(err)).To(Succeed())
-		Expect(k8sClient.Create(suiteCtx, cm)).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, cm)).To(Succeed())
 	}
 	location := func() *cairnv1.BackupStorageLocation {
 		GinkgoHelper()
 		var l cairnv1.BackupStorageLocation
-		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-location"}, &l)).To(Succeed())
+		Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-location"}, &l)).To(Succeed())
 		return &l
 	}
 	configMapEvents := func() []string {
 		GinkgoHelper()
 		var list eventsv1.EventList
-		Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(operatorNamespace))).To(Succeed())
+		Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(OperatorNamespace))).To(Succeed())
 		var out []string
 		for _, e := range list.Items {
-			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == configMap {
+			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == ConfigMap {
 				out = append(out, e.Type+" "+e.Reason+": "+e.Note)
 			}
 		}
@@ -83,20 +85,20 @@ spec:
 		setObjects(objects("", "0 2 * * *"))
 		DeferCleanup(func() {
 			for _, o := range []client.Object{
-				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: operatorNamespace}},
-				&cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "chart-location", Namespace: operatorNamespace}},
-				&cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "chart-schedule", Namespace: operatorNamespace}},
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMap, Namespace: OperatorNamespace}},
+				&cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "chart-location", Namespace: OperatorNamespace}},
+				&cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "chart-schedule", Namespace: OperatorNamespace}},
 			} {
-				Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, o))).To(Succeed())
+				Expect(client.IgnoreNotFound(K8sClient.Delete(SuiteCtx, o))).To(Succeed())
 			}
 		})
-		stopManager = startManager(controller.Config{ChartObjects: configMap, Controllers: []string{"chartobjects"}})
+		stopManager = StartManager(controller.Config{ChartObjects: ConfigMap, Controllers: []string{"chartobjects"}})
 		DeferCleanup(func() { stopManager() })
 	})
 
 	It("creates what the ConfigMap declares when the manager starts, with the declaration's hash, as field manager cairn-chart", func() {
 		Eventually(func() error {
-			return k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &cairnv1.Schedule{})
+			return K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-schedule"}, &cairnv1.Schedule{})
 		}).Should(Succeed())
 		l := location()
 		Expect(l.Spec.Config["path"]).To(Equal(dir))
@@ -117,12 +119,12 @@ spec:
 		uid := l.UID
 		patch := client.MergeFrom(l.DeepCopy())
 		l.Spec.AccessMode = cairnv1.AccessModeReadOnly
-		Expect(k8sClient.Patch(suiteCtx, l, patch)).To(Succeed())
+		Expect(K8sClient.Patch(SuiteCtx, l, patch)).To(Succeed())
 
 		setObjects(objects("", "0 3 * * *"))
 		Eventually(func() string {
 			var s cairnv1.Schedule
-			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
 			return s.Spec.Schedule
 		}).Should(Equal("0 3 * * *"))
 		Expect(location().Spec.AccessMode).To(Equal(cairnv1.AccessModeReadOnly), "the location's declaration did not change")
@@ -153,7 +155,7 @@ spec: {provider: nfs}
 			HavePrefix("Warning ChartObjectFailed: BackupStorageLocation chart-nfs:"), ContainSubstring("Unsupported value: \"nfs\""))))
 		Eventually(func() string {
 			var s cairnv1.Schedule
-			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
 			return s.Spec.Schedule
 		}).Should(Equal("0 4 * * *"))
 	})
@@ -163,11 +165,11 @@ spec: {provider: nfs}
 		Eventually(configMapEvents).Should(ContainElement(ContainSubstring("Warning InvalidChartObjects: objects.yaml: document 3: cairn.dev/v1alpha1 Backup is not a kind the chart declares")))
 		Consistently(func() string {
 			var s cairnv1.Schedule
-			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
 			return s.Spec.Schedule
 		}).WithTimeout(2 * time.Second).Should(Equal("0 4 * * *"))
 		var backups cairnv1.BackupList
-		Expect(k8sClient.List(suiteCtx, &backups, client.InNamespace(operatorNamespace))).To(Succeed())
+		Expect(K8sClient.List(SuiteCtx, &backups, client.InNamespace(OperatorNamespace))).To(Succeed())
 		for _, b := range backups.Items {
 			Expect(strings.HasPrefix(b.Name, "sneaky")).To(BeFalse())
 		}
@@ -177,7 +179,7 @@ spec: {provider: nfs}
 		setObjects(objects("", "0 6 * * *"))
 		schedule := func() (*cairnv1.Schedule, error) {
 			var s cairnv1.Schedule
-			err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)
+			err := K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-schedule"}, &s)
 			return &s, err
 		}
 		Eventually(func() string {
@@ -189,33 +191,33 @@ spec: {provider: nfs}
 
 		s, err := schedule()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(k8sClient.Delete(suiteCtx, s)).To(Succeed())
+		Expect(K8sClient.Delete(SuiteCtx, s)).To(Succeed())
 		l := location()
 		patch := client.MergeFrom(l.DeepCopy())
 		l.Labels["app.kubernetes.io/managed-by"] = "someone"
-		Expect(k8sClient.Patch(suiteCtx, l, patch)).To(Succeed())
+		Expect(K8sClient.Patch(SuiteCtx, l, patch)).To(Succeed())
 
-		stopManager = startManager(controller.Config{ChartObjects: configMap, Controllers: []string{"chartobjects"}})
+		stopManager = StartManager(controller.Config{ChartObjects: ConfigMap, Controllers: []string{"chartobjects"}})
 		Eventually(func() error { _, err := schedule(); return err }).Should(Succeed())
 		Consistently(func() string { return location().Labels["app.kubernetes.io/managed-by"] }).
 			WithTimeout(2 * time.Second).Should(Equal("someone"))
 	})
 
 	It("ignores a ConfigMap of the same name in a team's namespace", func() {
-		ensureNamespace("chart-tenant")
-		tenant := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: "chart-tenant"},
+		EnsureNamespace("chart-tenant")
+		tenant := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMap, Namespace: "chart-tenant"},
 			Data: map[string]string{controller.ChartObjectsKey: strings.ReplaceAll(objects("", "0 1 * * *"), "chart-schedule", "tenant-schedule")}}
-		Expect(k8sClient.Create(suiteCtx, tenant)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, tenant)).To(Succeed()) })
+		Expect(K8sClient.Create(SuiteCtx, tenant)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, tenant)).To(Succeed()) })
 		// A change of ours afterwards is applied: the tenant's, before it, was seen and ignored.
 		setObjects(objects("", "0 7 * * *"))
 		Eventually(func() string {
 			var s cairnv1.Schedule
-			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
+			Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "chart-schedule"}, &s)).To(Succeed())
 			return s.Spec.Schedule
 		}).Should(Equal("0 7 * * *"))
 		var schedules cairnv1.ScheduleList
-		Expect(k8sClient.List(suiteCtx, &schedules)).To(Succeed())
+		Expect(K8sClient.List(SuiteCtx, &schedules)).To(Succeed())
 		for _, sc := range schedules.Items {
 			Expect(sc.Name).NotTo(Equal("tenant-schedule"), "in %s", sc.Namespace)
 		}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 )
 
 // messageNoDeletionInProgress is the DeletionFailed message of a backup found Deleting with no
@@ -60,7 +61,7 @@ func (r deletionRecord) pending() bool {
 // UID (Longhorn's inProgressDeletingMap): the goroutine that deletes a backup's data writes its
 // outcome here, and the reconciler reads it. A backup in Deleting with no entry was being
 // deleted by a process that is gone.
-func newDeletions() *uidMap[deletionRecord] { return &uidMap[deletionRecord]{} }
+func newDeletions() *lifecycle.UIDMap[deletionRecord] { return &lifecycle.UIDMap[deletionRecord]{} }
 
 // deletionStep is what the deletion reconciler does next with a backup being deleted.
 type deletionStep string

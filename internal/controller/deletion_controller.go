@@ -31,6 +31,8 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -58,7 +60,7 @@ type DeletionReconciler struct {
 	client.Client
 	// Dynamic deletes the backup's VolumeSnapshots.
 	Dynamic  dynamic.Interface
-	stores   stores
+	Stores   stores.Stores
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	Gate     interface {
@@ -67,9 +69,9 @@ type DeletionReconciler struct {
 	// BackoffMin and BackoffMax bound the wait between deletion attempts.
 	BackoffMin, BackoffMax time.Duration
 
-	deletions *uidMap[deletionRecord]
+	deletions *lifecycle.UIDMap[deletionRecord]
 	// retries spaces out the attempts (the one backoff of the reconcilers, on flowcontrol).
-	retries *retryBackoff
+	retries *lifecycle.RetryBackoff
 	// slots runs at most DefaultConcurrentDeletions deletions at once; the others wait in line.
 	slots *deletionSlots
 	// ended carries the backups whose deletion goroutine ended, to reconcile them at once.
@@ -93,7 +95,7 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	in := deletionInputOf(&b, r.Clock.Now())
-	if rec, ok := r.deletions.get(b.UID); ok {
+	if rec, ok := r.deletions.Get(b.UID); ok {
 		in.Record = &rec
 	}
 	if in.Deleted && in.Phase.IsTerminal() {
@@ -148,10 +150,10 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup, shown
 		}
 	}
 	// Recorded before it is submitted: the goroutine marks it running as it starts.
-	r.deletions.set(b.UID, deletionRecord{State: deletionWaiting, Since: r.Clock.Now(), Shown: shown})
+	r.deletions.Set(b.UID, deletionRecord{State: deletionWaiting, Since: r.Clock.Now(), Shown: shown})
 	metrics.DeletionStarted()
 	if slots := r.deletionSlots(); !slots.submit(base, b.DeepCopy()) {
-		ctrl.LoggerFrom(ctx).Info("Backup's deletion waits for a slot", "backup", qualifiedName(b), "running", slots.limit)
+		ctrl.LoggerFrom(ctx).Info("Backup's deletion waits for a slot", "backup", lifecycle.ObjectName(b), "running", slots.limit)
 	}
 	if shown {
 		return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
@@ -165,14 +167,14 @@ func (r *DeletionReconciler) showDeleting(ctx context.Context, b *cairnv1.Backup
 	if err := r.markDeleting(ctx, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.deletions.update(b.UID, func(rec *deletionRecord) { rec.Shown = true })
+	r.deletions.Update(b.UID, func(rec *deletionRecord) { rec.Shown = true })
 	return ctrl.Result{RequeueAfter: deletionSafetyRequeue}, nil
 }
 
 // markDeleting writes the phase Deleting. Its event (PhaseWatcher's, which says when an
 // expired backup expired) is the only one of a deletion that goes well.
 func (r *DeletionReconciler) markDeleting(ctx context.Context, b *cairnv1.Backup) error {
-	return patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
+	return lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeleting
 		s.NextDeletionAttempt = nil
 		meta.RemoveStatusCondition(&s.Conditions, cairnv1.BackupConditionDeletionBlocked)
@@ -188,7 +190,7 @@ func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Back
 		return nil
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: cairnv1.BackupConditionDeletionBlocked, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonReadByRestore,
 			Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
@@ -206,7 +208,7 @@ func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Back
 // forgotten meanwhile (the object is gone) stays forgotten.
 func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
 	report := func(state deletionState, message string) {
-		r.deletions.update(b.UID, func(rec *deletionRecord) { rec.State, rec.Message = state, message })
+		r.deletions.Update(b.UID, func(rec *deletionRecord) { rec.State, rec.Message = state, message })
 	}
 	report(deletionRunning, "")
 	defer func() {
@@ -229,7 +231,7 @@ func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup)
 // directory key ends in "/", so backup b1 never touches b10) and the VolumeSnapshots its
 // operations made. Its errors say what a person can do.
 func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
-	bsl, err := r.stores.location(ctx, b)
+	bsl, err := r.Stores.Location(ctx, b)
 	if err != nil {
 		return fmt.Errorf("%w; create the location again, or set the annotation %s=\"true\" to delete only the Backup object", err, cairnv1.KeepDataAnnotation)
 	}
@@ -237,7 +239,7 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 		return fmt.Errorf("storage location %s is ReadOnly, so the backup's data cannot be deleted: make it ReadWrite, or set the annotation %s=\"true\" to delete only the Backup object",
 			bsl.Name, cairnv1.KeepDataAnnotation)
 	}
-	store, err := r.stores.open(ctx, bsl)
+	store, err := r.Stores.Open(ctx, bsl)
 	if err != nil {
 		return fmt.Errorf("opening storage location %s: %w", bsl.Name, err)
 	}
@@ -246,19 +248,19 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 		return err
 	}
 	var objects []string
-	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 		objects, err = store.List(ctx, keys.Dir)
 		return err
 	}); err != nil {
 		return fmt.Errorf("listing the backup's objects in storage location %s: %w", bsl.Name, err)
 	}
-	if _, err := r.stores.deleteObjects(ctx, store, keys, objects, nil); err != nil {
+	if _, err := r.Stores.DeleteObjects(ctx, store, keys, objects, nil); err != nil {
 		return fmt.Errorf("storage location %s: %w", bsl.Name, err)
 	}
 	if r.Dynamic == nil {
 		return nil
 	}
-	return r.stores.call(ctx, func(ctx context.Context) error {
+	return r.Stores.Call(ctx, func(ctx context.Context) error {
 		_, err := backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
 		return err
 	})
@@ -267,7 +269,7 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 // ownsData refuses to delete a committed backup made by another Backup object of the same
 // namespace and name (one deleted with keep-data, or another cluster's).
 func (r *DeletionReconciler) ownsData(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, b *cairnv1.Backup) error {
-	ctx, cancel := r.stores.bounded(ctx)
+	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
 	meta, err := storage.ReadMetadata(ctx, store, keys)
 	switch {
@@ -299,9 +301,9 @@ func (r *DeletionReconciler) verify(ctx context.Context, b *cairnv1.Backup) (ctr
 
 // remaining lists what the store still holds under the backup's directory.
 func (r *DeletionReconciler) remaining(ctx context.Context, b *cairnv1.Backup) ([]string, error) {
-	ctx, cancel := r.stores.bounded(ctx)
+	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
-	store, err := r.stores.forBackup(ctx, b)
+	store, err := r.Stores.ForBackup(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -313,10 +315,10 @@ func (r *DeletionReconciler) remaining(ctx context.Context, b *cairnv1.Backup) (
 func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, message string) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	attempts := b.Status.DeletionAttempts + 1
-	_, nextAttempt := r.backoff().failed(b.UID)
+	_, nextAttempt := r.backoff().Failed(b.UID)
 	delay := nextAttempt.Sub(now)
 	next := metav1.NewTime(nextAttempt)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeletionFailed
 		s.LastDeletionError = message
 		s.DeletionAttempts = attempts
@@ -325,7 +327,7 @@ func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, messag
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.deletions.forget(b.UID)
+	r.deletions.Forget(b.UID)
 	return ctrl.Result{RequeueAfter: delay}, nil
 }
 
@@ -336,8 +338,8 @@ func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, kep
 	if err := r.Patch(ctx, b, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.deletions.forget(b.UID)
-	r.backoff().forget(b.UID)
+	r.deletions.Forget(b.UID)
+	r.backoff().Forget(b.UID)
 	if keptData {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "DataKept", "Delete",
 			"Backup deleted without touching storage (annotation %s)", cairnv1.KeepDataAnnotation)
@@ -346,7 +348,7 @@ func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, kep
 	// No event: the object going is the sign that its data went (a failure is DeletionFailed,
 	// with an event), and an event per backup here would be one more write for each of a
 	// schedule's backups expiring together.
-	ctrl.LoggerFrom(ctx).Info("Deleted a backup's data", "backup", qualifiedName(b))
+	ctrl.LoggerFrom(ctx).Info("Deleted a backup's data", "backup", lifecycle.ObjectName(b))
 	return nil
 }
 
@@ -354,13 +356,13 @@ func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, kep
 // deletion goroutines.
 func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.BackoffMin <= 0 {
-		r.BackoffMin = DefaultRetryBackoffMin
+		r.BackoffMin = lifecycle.DefaultRetryBackoffMin
 	}
 	if r.BackoffMax < r.BackoffMin {
-		r.BackoffMax = max(DefaultRetryBackoffMax, r.BackoffMin)
+		r.BackoffMax = max(lifecycle.DefaultRetryBackoffMax, r.BackoffMin)
 	}
 	r.deletions = newDeletions()
-	r.retries = newRetryBackoff(r.Clock, r.BackoffMin, r.BackoffMax)
+	r.retries = lifecycle.NewRetryBackoff(r.Clock, r.BackoffMin, r.BackoffMax)
 	r.deletionSlots() // made before the reconciles, which run side by side
 	r.ended = make(chan event.GenericEvent, 64)
 	r.life = &lifetime{ready: make(chan struct{})}
@@ -376,11 +378,11 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		r.forget(e.Object.GetUID())
 	}}
-	return register("deletion", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("deletion", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(deleted)).
 		Watches(&cairnv1.Backup{}, forget).
 		Watches(&cairnv1.Restore{}, handler.EnqueueRequestsFromMapFunc(r.backupsReadBy), builder.WithPredicates(restoreEnded())).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: deletionReconcilers, RateLimiter: storageRateLimiter()}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: deletionReconcilers, RateLimiter: lifecycle.StorageRateLimiter()}).
 		WatchesRawSource(source.Channel(r.ended, &handler.EnqueueRequestForObject{})),
 		r)
 }
@@ -405,7 +407,7 @@ func (r *DeletionReconciler) backupsReadBy(ctx context.Context, obj client.Objec
 	}
 	var backups cairnv1.BackupList
 	if err := r.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Could not list the backups of a schedule whose restore ended", "restore", objectName(rs))
+		ctrl.LoggerFrom(ctx).Error(err, "Could not list the backups of a schedule whose restore ended", "restore", lifecycle.ObjectName(rs))
 		return nil
 	}
 	var requests []reconcile.Request
@@ -436,15 +438,15 @@ func restoreEnded() predicate.Predicate {
 // already handed to the slots still runs to its end (its data was asked to go), and leaves no
 // entry behind.
 func (r *DeletionReconciler) forget(uid types.UID) {
-	r.deletions.forget(uid)
-	r.backoff().forget(uid)
+	r.deletions.Forget(uid)
+	r.backoff().Forget(uid)
 }
 
 // backoff is the reconciler's retry backoff, made on first use for a reconciler built without
 // SetupWithManager (the deletion reconciler runs one reconcile at a time).
-func (r *DeletionReconciler) backoff() *retryBackoff {
+func (r *DeletionReconciler) backoff() *lifecycle.RetryBackoff {
 	if r.retries == nil {
-		r.retries = newRetryBackoff(r.Clock, max(r.BackoffMin, time.Millisecond), max(r.BackoffMax, r.BackoffMin, time.Millisecond))
+		r.retries = lifecycle.NewRetryBackoff(r.Clock, max(r.BackoffMin, time.Millisecond), max(r.BackoffMax, r.BackoffMin, time.Millisecond))
 	}
 	return r.retries
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -206,7 +207,7 @@ func TestReadingRestore(t *testing.T) {
 
 func TestDeletionsMap(t *testing.T) {
 	d := newDeletions()
-	if _, ok := d.get("a"); ok {
+	if _, ok := d.Get("a"); ok {
 		t.Fatal("an empty map has an entry")
 	}
 	var wg sync.WaitGroup
@@ -215,20 +216,20 @@ func TestDeletionsMap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			uid := types.UID(string(rune('a' + i%5)))
-			d.set(uid, deletionRecord{State: deletionRunning})
-			d.get(uid)
+			d.Set(uid, deletionRecord{State: deletionRunning})
+			d.Get(uid)
 			if i%2 == 0 {
-				d.set(uid, deletionRecord{State: deletionFailed, Message: "x"})
+				d.Set(uid, deletionRecord{State: deletionFailed, Message: "x"})
 			}
 		}()
 	}
 	wg.Wait()
-	d.set("a", deletionRecord{State: deletionDone})
-	if rec, ok := d.get("a"); !ok || rec.State != deletionDone {
+	d.Set("a", deletionRecord{State: deletionDone})
+	if rec, ok := d.Get("a"); !ok || rec.State != deletionDone {
 		t.Fatalf("got %+v, %v", rec, ok)
 	}
-	d.forget("a")
-	if _, ok := d.get("a"); ok {
+	d.Forget("a")
+	if _, ok := d.Get("a"); ok {
 		t.Fatal("forget left the entry")
 	}
 }
@@ -337,8 +338,8 @@ func TestDeletionBackoff(t *testing.T) {
 	if err := c.Get(ctx, req.NamespacedName, &cairnv1.Backup{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the backup is still there after keep-data: %v", err)
 	}
-	if r.deletions.len() != 0 || r.backoff().tracked() != 0 {
-		t.Errorf("%d deletion records and %d backoff entries left of a backup that is gone", r.deletions.len(), r.backoff().tracked())
+	if r.deletions.Len() != 0 || r.backoff().Tracked() != 0 {
+		t.Errorf("%d deletion records and %d backoff entries left of a backup that is gone", r.deletions.Len(), r.backoff().Tracked())
 	}
 }
 
@@ -347,7 +348,7 @@ func TestDeletionBackoff(t *testing.T) {
 // running for ctx; wrap, when not nil, wraps every store it opens.
 func startTestDeletionReconciler(ctx context.Context, c client.Client, clk clock.Clock, recorder events.EventRecorder,
 	wrap func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore) *DeletionReconciler {
-	r := &DeletionReconciler{Client: c, stores: stores{client: c, namespace: "cairn-system", wrap: wrap}, Clock: clk,
+	r := &DeletionReconciler{Client: c, Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: wrap}, Clock: clk,
 		Recorder: recorder, Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
 		deletions: newDeletions(), ended: make(chan event.GenericEvent, 2), life: &lifetime{ready: make(chan struct{})}}
 	go func() { _ = r.life.Start(ctx) }()
@@ -428,8 +429,8 @@ func TestQuickDeletionWritesNoStatus(t *testing.T) {
 	if statusWrites != 0 || len(recorder.Events) != 0 {
 		t.Errorf("%d status writes and %d events for a deletion that ended at once, want none", statusWrites, len(recorder.Events))
 	}
-	if r.deletions.len() != 0 {
-		t.Errorf("%d deletion records left of a backup that is gone", r.deletions.len())
+	if r.deletions.Len() != 0 {
+		t.Errorf("%d deletion records left of a backup that is gone", r.deletions.Len())
 	}
 }
 
@@ -541,13 +542,13 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 	if b2.Status.Phase != cairnv1.BackupPhaseDeleting {
 		t.Fatalf("b2: %v; want Deleting after waiting %s", b2.Status.Phase, deletingShownAfter)
 	}
-	if rec, _ := r.deletions.get("uid-b2"); rec.State != deletionWaiting || !rec.Shown {
+	if rec, _ := r.deletions.Get("uid-b2"); rec.State != deletionWaiting || !rec.Shown {
 		t.Fatalf("b2's record %+v, want waiting and shown", rec)
 	}
 	// Shown once: a stale read of the terminal phase writes nothing more.
 	stale := b2.DeepCopy()
 	stale.Status.Phase = cairnv1.BackupPhaseCompleted
-	if step, _ := nextDeletionStep(deletionInput{Phase: stale.Status.Phase, Deleted: true, HasData: true, Record: ptrTo(r.deletions.get("uid-b2")), Now: clk.Now()}); step != stepWait {
+	if step, _ := nextDeletionStep(deletionInput{Phase: stale.Status.Phase, Deleted: true, HasData: true, Record: ptrTo(r.deletions.Get("uid-b2")), Now: clk.Now()}); step != stepWait {
 		t.Fatalf("a stale read after Deleting was shown: %s, want %s", step, stepWait)
 	}
 	reconcile("b2")
@@ -580,7 +581,7 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 		t.Fatal("b1's deletion did not end")
 	}
 	reconcile("b1")
-	if n := r.deletions.len(); n != 0 {
+	if n := r.deletions.Len(); n != 0 {
 		t.Errorf("%d entries left in the deletions map, want none", n)
 	}
 	if n := len(listed); n != 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -18,8 +17,11 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -53,8 +55,8 @@ type DownloadRequestReconciler struct {
 	// Requesters says whom a request acts for: a file is handed out only to a requester who
 	// may read what it holds (DESIGN.md section 15); nil answers with the operator's own
 	// rights everywhere (tests of other behaviour).
-	Requesters *Requesters
-	stores     stores
+	Requesters *requester.Resolver
+	Stores     stores.Stores
 }
 
 // downloadAction is what the reconciler does with a request.
@@ -177,7 +179,7 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 		// Fail at once rather than wait on a storage call that would time out.
 		return "", fmt.Sprintf("storage location %s is unavailable: ask an administrator to check it", bsl.Name), nil
 	}
-	store, err := r.stores.open(ctx, bsl)
+	store, err := r.Stores.Open(ctx, bsl)
 	if errors.Is(err, location.ErrConfig) {
 		return "", fmt.Sprintf("storage location %s cannot be used: ask an administrator to check it", bsl.Name), nil
 	}
@@ -193,7 +195,7 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 		// names it, or, for a backup that never committed (failed, cancelled), it ran here.
 		var marker storage.BackupMetadata
 		committed := true
-		err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 			marker, err = storage.ReadMetadata(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
 			if errors.Is(err, storage.ErrNotCommitted) {
 				committed, err = false, nil
@@ -214,7 +216,7 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 		return "", refusal, err
 	}
 	var exists bool
-	if err := r.stores.call(ctx, func(ctx context.Context) (err error) { exists, err = store.Exists(ctx, key); return err }); err != nil {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) { exists, err = store.Exists(ctx, key); return err }); err != nil {
 		return "", "", err
 	}
 	if !exists {
@@ -265,7 +267,7 @@ func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *ca
 	var list map[string][]string
 	var unreadable error
 	key := store.Layout.Backup(dr.Namespace, target.Name).ResourceList
-	err = r.stores.call(ctx, func(ctx context.Context) error {
+	err = r.Stores.Call(ctx, func(ctx context.Context) error {
 		rc, err := store.Get(ctx, key)
 		if err != nil {
 			return err
@@ -354,35 +356,8 @@ func targetNoun(kind cairnv1.DownloadTargetKind) string {
 
 // SetupWithManager registers the reconciler for DownloadRequests.
 func (r *DownloadRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return register("downloadrequest", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("downloadrequest", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.DownloadRequest{}).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: downloadRequestWorkers}),
 		r)
-}
-
-// openForDownload opens an object of a filesystem location in the operator's namespace for the
-// download server. The server has verified the signature: the location and key are the ones
-// this manager signed. Anything that is not there (location, object, a key the store refuses)
-// is download.ErrNotFound.
-func (s stores) openForDownload(ctx context.Context, locationName, key string) (io.ReadCloser, error) {
-	var bsl cairnv1.BackupStorageLocation
-	err := s.client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: locationName}, &bsl)
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("storage location %s: %w", locationName, download.ErrNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if bsl.Spec.Provider != cairnv1.StorageProviderFilesystem {
-		return nil, fmt.Errorf("storage location %s is not a filesystem location: %w", locationName, download.ErrNotFound)
-	}
-	store, err := s.open(ctx, &bsl)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := store.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrInvalidKey) {
-		return nil, fmt.Errorf("%s: %w", key, download.ErrNotFound)
-	}
-	return rc, err
 }

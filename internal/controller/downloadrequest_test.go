@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -40,26 +42,26 @@ func newDownloadFixture(spec cairnv1.BackupStorageLocationSpec, store storage.Ob
 		teamA: fmt.Sprintf("dl-a-%d", downloadCounter), teamB: fmt.Sprintf("dl-b-%d", downloadCounter),
 		store: store, layout: storage.Layout{Prefix: prefixOf(spec)},
 	}
-	f.bsl = createLocation(spec)
+	f.bsl = CreateLocation(spec)
 	for _, ns := range []string{f.teamA, f.teamB} {
-		createObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		CreateObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b1"}}
-		Expect(k8sClient.Create(suiteCtx, b)).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, b)).To(Succeed())
 		started := metav1.Now()
 		b.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: f.bsl.Name, StartTimestamp: &started}
-		Expect(k8sClient.Status().Update(suiteCtx, b)).To(Succeed())
+		Expect(K8sClient.Status().Update(SuiteCtx, b)).To(Succeed())
 		// Its commit marker names it: the files are its own.
-		Expect(storage.WriteMetadata(suiteCtx, store, f.layout.Backup(ns, "b1"), storage.BackupMetadata{
+		Expect(storage.WriteMetadata(SuiteCtx, store, f.layout.Backup(ns, "b1"), storage.BackupMetadata{
 			FormatVersion: "1.1.0", Namespace: ns, Name: "b1", UID: string(b.UID), Phase: string(cairnv1.BackupPhaseCompleted)})).To(Succeed())
 		rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r1"}, Spec: cairnv1.RestoreSpec{BackupName: "b1"}}
-		Expect(k8sClient.Create(suiteCtx, rs)).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, rs)).To(Succeed())
 		rs.Status = cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted, StorageLocation: f.bsl.Name}
-		Expect(k8sClient.Status().Update(suiteCtx, rs)).To(Succeed())
+		Expect(K8sClient.Status().Update(SuiteCtx, rs)).To(Succeed())
 		for _, kind := range allDownloadKinds {
-			Expect(store.Put(suiteCtx, f.key(ns, kind), strings.NewReader(fileContent(ns, kind)))).To(Succeed())
+			Expect(store.Put(SuiteCtx, f.key(ns, kind), strings.NewReader(fileContent(ns, kind)))).To(Succeed())
 		}
 	}
-	DeferCleanup(startManager(controller.Config{Controllers: []string{"downloadrequest"},
+	DeferCleanup(StartManager(controller.Config{Controllers: []string{"downloadrequest"},
 		DownloadBindAddress: "127.0.0.1:0", DownloadRequestTTL: ttl}))
 	return f
 }
@@ -119,9 +121,9 @@ func request(ns string, kind cairnv1.DownloadTargetKind, name string) *cairnv1.D
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "dl-"},
 		Spec:       cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: kind, Name: name}},
 	}
-	Expect(k8sClient.Create(suiteCtx, dr)).To(Succeed())
+	Expect(K8sClient.Create(SuiteCtx, dr)).To(Succeed())
 	Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(dr), dr)).To(Succeed())
+		g.Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(dr), dr)).To(Succeed())
 		g.Expect(dr.Status.Phase).To(BeElementOf(cairnv1.DownloadRequestPhaseProcessed, cairnv1.DownloadRequestPhaseFailed))
 	}).Should(Succeed())
 	return dr
@@ -129,7 +131,7 @@ func request(ns string, kind cairnv1.DownloadTargetKind, name string) *cairnv1.D
 
 func httpGet(u string) (int, string) {
 	GinkgoHelper()
-	req, err := http.NewRequestWithContext(suiteCtx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(SuiteCtx, http.MethodGet, u, nil)
 	Expect(err).NotTo(HaveOccurred())
 	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
@@ -171,7 +173,7 @@ func downloadSpecs(setup func() *downloadFixture) {
 	})
 
 	It("fails a request for another namespace's backup, a missing target, and a missing file", func() {
-		Expect(k8sClient.Delete(suiteCtx, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: f.teamA, Name: "b1"}})).To(Succeed())
+		Expect(K8sClient.Delete(SuiteCtx, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: f.teamA, Name: "b1"}})).To(Succeed())
 		// Only team b has a backup b1 now: team a's request must not find it.
 		dr := request(f.teamA, cairnv1.DownloadTargetBackupContents, "b1")
 		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
@@ -184,13 +186,13 @@ func downloadSpecs(setup func() *downloadFixture) {
 
 		// A Backup made by hand under the name of data another Backup object committed (another
 		// cluster's, in a shared bucket) reads none of it.
-		Expect(storage.WriteMetadata(suiteCtx, f.store, f.layout.Backup(f.teamA, "theirs"), storage.BackupMetadata{
+		Expect(storage.WriteMetadata(SuiteCtx, f.store, f.layout.Backup(f.teamA, "theirs"), storage.BackupMetadata{
 			FormatVersion: "1.1.0", Namespace: f.teamA, Name: "theirs", UID: "another-cluster", Phase: string(cairnv1.BackupPhaseCompleted)})).To(Succeed())
-		Expect(f.store.Put(suiteCtx, f.layout.Backup(f.teamA, "theirs").Archive, strings.NewReader("their secrets"))).To(Succeed())
+		Expect(f.store.Put(SuiteCtx, f.layout.Backup(f.teamA, "theirs").Archive, strings.NewReader("their secrets"))).To(Succeed())
 		theirs := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: f.teamA, Name: "theirs"}}
-		Expect(k8sClient.Create(suiteCtx, theirs)).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, theirs)).To(Succeed())
 		theirs.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseFailed, StorageLocation: f.bsl.Name, StartTimestamp: ptr.To(metav1.Now())}
-		Expect(k8sClient.Status().Update(suiteCtx, theirs)).To(Succeed())
+		Expect(K8sClient.Status().Update(SuiteCtx, theirs)).To(Succeed())
 		for _, kind := range []cairnv1.DownloadTargetKind{cairnv1.DownloadTargetBackupContents, cairnv1.DownloadTargetBackupLog} {
 			dr = request(f.teamA, kind, "theirs")
 			Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed), "%s", kind)
@@ -198,7 +200,7 @@ func downloadSpecs(setup func() *downloadFixture) {
 			Expect(dr.Status.DownloadURL).To(BeEmpty())
 		}
 
-		Expect(f.store.Delete(suiteCtx, f.key(f.teamB, cairnv1.DownloadTargetBackupResults))).To(Succeed())
+		Expect(f.store.Delete(SuiteCtx, f.key(f.teamB, cairnv1.DownloadTargetBackupResults))).To(Succeed())
 		dr = request(f.teamB, cairnv1.DownloadTargetBackupResults, "b1")
 		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseFailed))
 		Expect(dr.Status.Message).To(Equal(fmt.Sprintf("backup b1 has no BackupResults file in storage location %s", f.bsl.Name)))
@@ -211,7 +213,7 @@ var _ = Describe("DownloadRequest", func() {
 			dir := GinkgoT().TempDir()
 			store, err := storage.NewFilesystem(dir)
 			Expect(err).NotTo(HaveOccurred())
-			return newDownloadFixture(filesystemSpec(dir), store, 0)
+			return newDownloadFixture(FilesystemSpec(dir), store, 0)
 		})
 	})
 
@@ -221,7 +223,7 @@ var _ = Describe("DownloadRequest", func() {
 			server.CreateBucket("backups")
 			downloadCounter++
 			secret := fmt.Sprintf("dl-s3-%d", downloadCounter)
-			createCredentialSecret(secret, server.CredentialsFile())
+			CreateCredentialSecret(secret, server.CredentialsFile())
 			store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 			Expect(err).NotTo(HaveOccurred())
@@ -232,7 +234,7 @@ var _ = Describe("DownloadRequest", func() {
 	It("gives clients outside the cluster an s3 location's publicURL", func() {
 		server := testenv.StartS3Server(GinkgoT())
 		server.CreateBucket("backups")
-		createCredentialSecret("dl-public", server.CredentialsFile())
+		CreateCredentialSecret("dl-public", server.CredentialsFile())
 		store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 		Expect(err).NotTo(HaveOccurred())
@@ -252,7 +254,7 @@ var _ = Describe("DownloadRequest", func() {
 		dir := GinkgoT().TempDir()
 		store, err := storage.NewFilesystem(dir)
 		Expect(err).NotTo(HaveOccurred())
-		f := newDownloadFixture(filesystemSpec(dir), store, 2*time.Second)
+		f := newDownloadFixture(FilesystemSpec(dir), store, 2*time.Second)
 		dr := request(f.teamA, cairnv1.DownloadTargetBackupLog, "b1")
 		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
 		failed := request(f.teamA, cairnv1.DownloadTargetBackupLog, "nope")
@@ -262,7 +264,7 @@ var _ = Describe("DownloadRequest", func() {
 
 		for _, req := range []*cairnv1.DownloadRequest{dr, failed} {
 			Eventually(func() bool {
-				err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(req), &cairnv1.DownloadRequest{})
+				err := K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(req), &cairnv1.DownloadRequest{})
 				return client.IgnoreNotFound(err) == nil && err != nil
 			}).Should(BeTrue(), "request %s is deleted at its expiration", req.Name)
 		}
@@ -273,14 +275,14 @@ var _ = Describe("DownloadRequest", func() {
 
 	It("keeps the spec of a request as it was created", func() {
 		ns := "dl-immutable"
-		createObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		CreateObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		dr := &cairnv1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"},
 			Spec: cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: cairnv1.DownloadTargetBackupLog, Name: "b1"}}}
-		Expect(k8sClient.Create(suiteCtx, dr)).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, dr)).To(Succeed())
 		dr.Spec.Target.Name = "b2"
-		Expect(k8sClient.Update(suiteCtx, dr)).To(MatchError(ContainSubstring("spec is immutable")))
+		Expect(K8sClient.Update(SuiteCtx, dr)).To(MatchError(ContainSubstring("spec is immutable")))
 		bad := &cairnv1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y"},
 			Spec: cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: cairnv1.DownloadTargetBackupLog, Name: "../team-b/b1"}}}
-		Expect(k8sClient.Create(suiteCtx, bad)).NotTo(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, bad)).NotTo(Succeed())
 	})
 })

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -68,11 +70,11 @@ var _ = Describe("Failure paths", Ordered, func() {
 	var tricky *trickyStore
 
 	BeforeAll(func() {
-		fs, loc := createDefaultLocation("tricky-default")
+		fs, loc := CreateDefaultLocation("tricky-default")
 		tricky = &trickyStore{ObjectStore: fs}
-		ensureNamespace("tricky-data")
-		createObject(configMap("tricky-data", "a", nil))
-		stop := startManager(controller.Config{ConcurrentBackups: 1, ItemBlockWorkerCount: 2, PhaseTimeout: 3 * time.Second,
+		EnsureNamespace("tricky-data")
+		CreateObject(ConfigMap("tricky-data", "a", nil))
+		stop := StartManager(controller.Config{ConcurrentBackups: 1, ItemBlockWorkerCount: 2, PhaseTimeout: 3 * time.Second,
 			StorageTimeout: 2 * time.Second, RetryBackoffMin: 100 * time.Millisecond, RetryBackoffMax: 500 * time.Millisecond,
 			WrapStore: func(bsl *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 				if bsl.Name == "tricky-default" {
@@ -81,61 +83,61 @@ var _ = Describe("Failure paths", Ordered, func() {
 				return s
 			}})
 		DeferCleanup(func() { stop() })
-		DeferCleanup(deleteAllBackups)
-		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		DeferCleanup(DeleteAllBackups)
+		EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 	AfterEach(func() { tricky.set(func(s *trickyStore) { s.failPuts, s.failGets, s.corruptArchive = "", "", false }) })
 
 	// onlyLog says the backup's directory holds nothing but its log.
 	onlyLog := func(name string) {
 		GinkgoHelper()
-		keys := storage.Layout{}.Backup(operatorNamespace, name)
-		Expect(tricky.ObjectStore.List(suiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
-		Expect(readLog(tricky.ObjectStore, keys)).To(ContainSubstring("Backup failed"))
+		keys := storage.Layout{}.Backup(OperatorNamespace, name)
+		Expect(tricky.ObjectStore.List(SuiteCtx, keys.Dir)).To(Equal([]string{keys.Logs}))
+		Expect(ReadLog(tricky.ObjectStore, keys)).To(ContainSubstring("Backup failed"))
 	}
 
 	It("fails a run whose archive upload fails, keeping only the log", func() {
 		tricky.set(func(s *trickyStore) { s.failPuts = ".tar.gz" })
-		createBackup(operatorNamespace, "fail-upload", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
-		b := waitPhase("fail-upload", cairnv1.BackupPhaseFailed)
+		CreateBackup(OperatorNamespace, "fail-upload", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := WaitPhase("fail-upload", cairnv1.BackupPhaseFailed)
 		Expect(b.Status.FailureReason).To(ContainSubstring("injected storage failure"))
 		onlyLog("fail-upload")
 	})
 
 	It("fails a run whose side file upload fails, removing the archive it wrote", func() {
 		tricky.set(func(s *trickyStore) { s.failPuts = "-resource-list.json.gz" })
-		createBackup(operatorNamespace, "fail-sidefile", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
-		b := waitPhase("fail-sidefile", cairnv1.BackupPhaseFailed)
+		CreateBackup(OperatorNamespace, "fail-sidefile", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := WaitPhase("fail-sidefile", cairnv1.BackupPhaseFailed)
 		Expect(b.Status.FailureReason).To(And(ContainSubstring("uploading to storage location tricky-default"), ContainSubstring("injected storage failure")))
 		onlyLog("fail-sidefile")
 	})
 
 	It("fails a backup whose stored archive is not the one uploaded, committing nothing", func() {
 		tricky.set(func(s *trickyStore) { s.corruptArchive = true })
-		createBackup(operatorNamespace, "corrupted", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
-		b := waitPhase("corrupted", cairnv1.BackupPhaseFailed)
+		CreateBackup(OperatorNamespace, "corrupted", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := WaitPhase("corrupted", cairnv1.BackupPhaseFailed)
 		Expect(b.Status.FailureReason).To(SatisfyAny(ContainSubstring("archive checksum mismatch"), ContainSubstring("cannot be read")))
-		keys := storage.Layout{}.Backup(operatorNamespace, "corrupted")
-		Expect(tricky.ObjectStore.Exists(suiteCtx, keys.Metadata)).To(BeFalse(), "no commit marker")
-		Expect(tricky.ObjectStore.Exists(suiteCtx, keys.Archive)).To(BeFalse(), "the bad archive is removed")
+		keys := storage.Layout{}.Backup(OperatorNamespace, "corrupted")
+		Expect(tricky.ObjectStore.Exists(SuiteCtx, keys.Metadata)).To(BeFalse(), "no commit marker")
+		Expect(tricky.ObjectStore.Exists(SuiteCtx, keys.Archive)).To(BeFalse(), "the bad archive is removed")
 	})
 
 	It("retries a finalize while storage fails, and commits once it answers", func() {
 		tricky.set(func(s *trickyStore) { s.failGets = ".tar.gz" })
-		createBackup(operatorNamespace, "finalize-later", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
-		waitPhase("finalize-later", cairnv1.BackupPhaseFinalizing)
-		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "finalize-later").Status.Phase }).
+		CreateBackup(OperatorNamespace, "finalize-later", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		WaitPhase("finalize-later", cairnv1.BackupPhaseFinalizing)
+		Consistently(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "finalize-later").Status.Phase }).
 			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseFinalizing))
 		tricky.set(func(s *trickyStore) { s.failGets = "" })
-		waitPhase("finalize-later", cairnv1.BackupPhaseCompleted)
-		Expect(tricky.ObjectStore.Exists(suiteCtx, storage.Layout{}.Backup(operatorNamespace, "finalize-later").Metadata)).To(BeTrue())
+		WaitPhase("finalize-later", cairnv1.BackupPhaseCompleted)
+		Expect(tricky.ObjectStore.Exists(SuiteCtx, storage.Layout{}.Backup(OperatorNamespace, "finalize-later").Metadata)).To(BeTrue())
 	})
 
 	It("ends a finalize that cannot succeed within the phase timeout in Failed, with the last error", func() {
 		tricky.set(func(s *trickyStore) { s.failGets = ".tar.gz" })
-		createBackup(operatorNamespace, "finalize-never", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
-		b := waitPhase("finalize-never", cairnv1.BackupPhaseFailed)
+		CreateBackup(OperatorNamespace, "finalize-never", cairnv1.BackupSpec{IncludedNamespaces: []string{"tricky-data"}})
+		b := WaitPhase("finalize-never", cairnv1.BackupPhaseFailed)
 		Expect(b.Status.FailureReason).To(And(ContainSubstring("could not be finalized within 3s"), ContainSubstring("injected storage failure")))
-		Expect(tricky.ObjectStore.Exists(suiteCtx, storage.Layout{}.Backup(operatorNamespace, "finalize-never").Metadata)).To(BeFalse())
+		Expect(tricky.ObjectStore.Exists(SuiteCtx, storage.Layout{}.Backup(OperatorNamespace, "finalize-never").Metadata)).To(BeFalse())
 	})
 })

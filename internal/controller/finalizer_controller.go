@@ -30,6 +30,8 @@ import (
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
@@ -56,7 +58,7 @@ type FinalizerReconciler struct {
 	Discovery discovery.DiscoveryInterface
 	// Dynamic deletes the VolumeSnapshots of cancelled backups.
 	Dynamic  dynamic.Interface
-	stores   stores
+	Stores   stores.Stores
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	Gate     interface {
@@ -65,7 +67,7 @@ type FinalizerReconciler struct {
 	// CleanupBackoffMin and CleanupBackoffMax bound the wait between cleanup attempts.
 	CleanupBackoffMin, CleanupBackoffMax time.Duration
 	// PhaseTimeout bounds how long a backup stays in Finalizing* or FinalizingCancelled when
-	// storage keeps failing; 0 means DefaultPhaseTimeout.
+	// storage keeps failing; 0 means lifecycle.DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
 	// MaxArchiveEntrySize is the largest archive entry the verification of a written archive
 	// accepts; 0 means archive.DefaultMaxEntrySize.
@@ -74,11 +76,11 @@ type FinalizerReconciler struct {
 	// backups are cleaned up by workers of their own, so a long finalize never holds a cancel.
 	Workers int
 	// logs are the cancelled runs whose log upload is in flight (shared with the backup reconciler).
-	logs    *logUploads
-	retries *retryBackoff
+	logs    *lifecycle.LogUploads
+	retries *lifecycle.RetryBackoff
 	// logged holds the cancelled backups whose log already says so (in this process): a
 	// retried cleanup does not repeat the line.
-	logged uidMap[struct{}]
+	logged lifecycle.UIDMap[struct{}]
 }
 
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
@@ -106,7 +108,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	if _, _, cancelled := cancellation(&b); cancelled {
+	if _, _, cancelled := lifecycle.Backups.Cancellation(&b); cancelled {
 		return ctrl.Result{}, r.toCancelled(ctx, &b)
 	}
 	err := r.finalize(ctx, &b, final)
@@ -115,7 +117,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	case failure.IsPermanent(err):
 		return ctrl.Result{}, r.failFinalizing(ctx, &b, err.Error())
-	case backupKind.phaseTimedOut(&b, r.Clock.Now(), r.PhaseTimeout):
+	case lifecycle.Backups.PhaseTimedOut(&b, r.Clock.Now(), r.PhaseTimeout):
 		return ctrl.Result{}, r.failFinalizing(ctx, &b, fmt.Sprintf("could not be finalized within %s: %v", r.PhaseTimeout, err))
 	}
 	return ctrl.Result{}, err // storage or the API server failing: retried with backoff
@@ -127,7 +129,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase) error {
 	var store *location.Store
 	var committed *storage.BackupMetadata
-	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 		if store, err = r.writableStore(ctx, b); err != nil {
 			return err
 		}
@@ -138,7 +140,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 		case err != nil:
 			return err
 		case meta.UID != string(b.UID):
-			return failure.Permanent(fmt.Errorf("the storage location holds a backup named %s made by another Backup object (UID %s)", qualifiedName(b), meta.UID))
+			return failure.Permanent(fmt.Errorf("the storage location holds a backup named %s made by another Backup object (UID %s)", lifecycle.ObjectName(b), meta.UID))
 		}
 		committed = &meta
 		return nil
@@ -157,7 +159,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if _, _, cancelled := cancellation(b); cancelled {
+	if _, _, cancelled := lifecycle.Backups.Cancellation(b); cancelled {
 		return r.toCancelled(ctx, b)
 	}
 	now := r.Clock.Now()
@@ -165,7 +167,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 	if err != nil {
 		return failure.Permanent(err)
 	}
-	if err := r.stores.call(ctx, func(ctx context.Context) error { return storage.WriteMetadata(ctx, store, keys, meta) }); err != nil {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) error { return storage.WriteMetadata(ctx, store, keys, meta) }); err != nil {
 		return err
 	}
 	return r.endFinalized(ctx, b, final, now, len(warnings), warnings)
@@ -177,7 +179,7 @@ func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backu
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PostOperationItem", "Finalize", w)
 	}
 	t := metav1.NewTime(completed)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &t
 		s.Warnings += int32(max(moreWarnings, 0))
@@ -191,14 +193,14 @@ func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backu
 // writableStore opens the store of a backup that is to be written. A location that is gone,
 // misconfigured or was made ReadOnly is a permanent problem: the backup cannot be committed.
 func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Backup) (*location.Store, error) {
-	bsl, err := r.stores.location(ctx, b)
+	bsl, err := r.Stores.Location(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	if bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly {
 		return nil, failure.Permanent(fmt.Errorf("storage location %s was made ReadOnly before the backup was committed", bsl.Name))
 	}
-	return r.stores.open(ctx, bsl)
+	return r.Stores.Open(ctx, bsl)
 }
 
 // failFinalizing moves a finalizing backup that cannot be committed to FinalizingFailed, with
@@ -206,7 +208,7 @@ func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Back
 // (DESIGN.md section 1: a backup without a commit marker is not restorable, so neither
 // Completed nor PartiallyFailed would be true).
 func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingFailed
 		s.FailureReason = reason
 	}); err != nil {
@@ -218,8 +220,8 @@ func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Bac
 
 // toCancelled moves a finalizing backup that was cancelled to FinalizingCancelled.
 func (r *FinalizerReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup) error {
-	_, failureReason, _ := cancellation(b)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
+	_, failureReason, _ := lifecycle.Backups.Cancellation(b)
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
 	}); err != nil {
 		return err
@@ -248,17 +250,17 @@ type cleanup struct {
 // cancelCleanup is the cleanup of a cancelled backup: Failed with the cancel's failureReason,
 // Cancelled=True and a Cancelled event.
 func (r *FinalizerReconciler) cancelCleanup(b *cairnv1.Backup) cleanup {
-	_, failureReason := backupKind.stopReasons(b)
+	_, failureReason := lifecycle.Backups.StopReasons(b)
 	return cleanup{
 		what: "cancelled backup", failureReason: failureReason, condition: cairnv1.BackupConditionCancelled,
 		logLine: func(l *backup.Log) {
-			l.WithField("backup", qualifiedName(b)).WithField("requestedBy", cancelRequester(b)).
+			l.WithField("backup", lifecycle.ObjectName(b)).WithField("requestedBy", lifecycle.CancelRequester(b)).
 				WithField("phase", string(cairnv1.BackupPhaseFinalizingCancelled)).
 				Warn(failureReason + "; removing the backup's data and keeping this log")
 		},
 		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
-			if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
-				backupKind.cancelledStatus(b, s, message, metav1.NewTime(r.Clock.Now()))
+			if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
+				lifecycle.Backups.CancelledStatus(b, s, message, metav1.NewTime(r.Clock.Now()))
 			}); err != nil {
 				return err
 			}
@@ -278,7 +280,7 @@ func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
 	return cleanup{
 		what: "failed backup", failureReason: failureReason, condition: cairnv1.BackupConditionCleanedUp,
 		logLine: func(l *backup.Log) {
-			l.WithField("backup", qualifiedName(b)).WithField("phase", string(cairnv1.BackupPhaseFinalizingFailed)).
+			l.WithField("backup", lifecycle.ObjectName(b)).WithField("phase", string(cairnv1.BackupPhaseFinalizingFailed)).
 				Error("Backup failed: " + failureReason + "; removing its partial data and keeping this log")
 		},
 		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
@@ -287,7 +289,7 @@ func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
 			if eventType == corev1.EventTypeWarning {
 				status, reason = metav1.ConditionFalse, cairnv1.ReasonDataKept
 			}
-			if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
+			if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 				s.Phase = cairnv1.BackupPhaseFailed
 				s.FailureReason = failureReason
 				s.CompletionTimestamp = &now
@@ -307,28 +309,28 @@ func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
 // when that fails, records why and tries again after a backoff; once that lasted
 // --phase-timeout it ends Failed anyway, saying what was left.
 func (r *FinalizerReconciler) cleanUp(ctx context.Context, b *cairnv1.Backup, c cleanup) (ctrl.Result, error) {
-	if wait := r.retries.wait(b.UID); wait > 0 {
+	if wait := r.retries.Wait(b.UID); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if r.logs.inFlight(b.UID) {
+	if r.logs.InFlight(b.UID) {
 		// The run is uploading its log (bounded by the storage timeout): append after it.
 		return ctrl.Result{RequeueAfter: logUploadWait}, nil
 	}
-	if kept := dataKeptReason(ctx, r.stores, b); kept != "" {
+	if kept := dataKeptReason(ctx, r.Stores, b); kept != "" {
 		// Nothing can (or may) be removed: end now rather than retry forever.
 		return ctrl.Result{}, r.endCleanup(ctx, b, c, fmt.Sprintf("%s; its data was not removed: %s", c.failureReason, kept), corev1.EventTypeWarning)
 	}
 	removed, snapshots, err := r.removeData(ctx, b, c)
-	if err != nil && backupKind.phaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
+	if err != nil && lifecycle.Backups.PhaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
 		message := fmt.Sprintf("%s; not all of its data could be removed within %s: %v", c.failureReason, r.PhaseTimeout, err)
 		return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeWarning)
 	}
 	if err != nil {
-		failures, next := r.retries.failed(b.UID)
+		failures, next := r.retries.Failed(b.UID)
 		message := fmt.Sprintf("Removing the %s's data failed (attempt %d): %v; next attempt at %s",
 			c.what, failures, err, next.UTC().Format(time.RFC3339))
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cairnv1.ReasonCleanupFailed, "Cleanup", message)
-		if perr := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
+		if perr := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 				Type: c.condition, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonCleanupFailed,
 				Message: message, ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
@@ -348,18 +350,18 @@ func (r *FinalizerReconciler) endCleanup(ctx context.Context, b *cairnv1.Backup,
 	if err := c.end(ctx, b, message, eventType); err != nil {
 		return err
 	}
-	r.retries.forget(b.UID)
-	r.logged.forget(b.UID)
+	r.retries.Forget(b.UID)
+	r.logged.Forget(b.UID)
 	return nil
 }
 
 // dataKeptReason says why a backup's data cannot or must not be removed, if so: its location
 // is gone or ReadOnly, or the backup is being deleted with cairn.dev/keep-data.
-func dataKeptReason(ctx context.Context, st stores, b *cairnv1.Backup) string {
+func dataKeptReason(ctx context.Context, st stores.Stores, b *cairnv1.Backup) string {
 	if b.DeletionTimestamp != nil && b.Annotations[cairnv1.KeepDataAnnotation] == "true" {
 		return fmt.Sprintf("the backup is being deleted with the annotation %s", cairnv1.KeepDataAnnotation)
 	}
-	bsl, err := st.location(ctx, b)
+	bsl, err := st.Location(ctx, b)
 	switch {
 	case errors.Is(err, location.ErrMissing):
 		return err.Error()
@@ -376,8 +378,8 @@ func dataKeptReason(ctx context.Context, st stores, b *cairnv1.Backup) string {
 func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup, c cleanup) (removed, snapshots int, err error) {
 	var store *location.Store
 	var objects []string
-	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
-		if store, err = r.stores.forBackup(ctx, b); err != nil {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+		if store, err = r.Stores.ForBackup(ctx, b); err != nil {
 			return err
 		}
 		if objects, err = store.List(ctx, store.Layout.Backup(b.Namespace, b.Name).Dir); err != nil {
@@ -388,19 +390,19 @@ func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup,
 		return 0, 0, err
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
-	if _, done := r.logged.get(b.UID); !done {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return appendToLog(ctx, store, keys, objects, c.logLine) }); err != nil {
+	if _, done := r.logged.Get(b.UID); !done {
+		if err := r.Stores.Call(ctx, func(ctx context.Context) error { return appendToLog(ctx, store, keys, objects, c.logLine) }); err != nil {
 			return 0, 0, err
 		}
-		r.logged.set(b.UID, struct{}{})
+		r.logged.Set(b.UID, struct{}{})
 	}
-	removed, err = r.stores.deleteObjects(ctx, store, keys, objects, func(key string) bool { return key == keys.Logs })
+	removed, err = r.Stores.DeleteObjects(ctx, store, keys, objects, func(key string) bool { return key == keys.Logs })
 	if err != nil {
 		return removed, 0, err
 	}
 	// What List does not show: an upload a killed manager left incomplete (an S3 multipart
 	// upload, whose parts the bucket keeps and bills; a filesystem temp file).
-	if err := r.stores.call(ctx, func(ctx context.Context) error {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) error {
 		aborted, err := storage.AbortIncompleteUploads(ctx, store.ObjectStore, keys.Dir)
 		removed += aborted
 		return err
@@ -408,7 +410,7 @@ func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup,
 		return removed, 0, err
 	}
 	if r.Dynamic != nil {
-		if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 			snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
 			return err
 		}); err != nil {
@@ -470,7 +472,7 @@ func finalPhase(p cairnv1.BackupPhase) (cairnv1.BackupPhase, bool) {
 func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backup, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, []string, error) {
 	var postItems []backup.ItemID
 	var hasOperations bool
-	if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 		hasOperations, err = store.Exists(ctx, keys.ItemOperations)
 		return err
 	}); err != nil {
@@ -478,7 +480,7 @@ func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backu
 	}
 	if hasOperations {
 		var ops []backup.Operation
-		if err := r.stores.call(ctx, func(ctx context.Context) (err error) {
+		if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 			ops, err = backup.ReadOperations(ctx, store, keys.ItemOperations)
 			return err
 		}); err != nil {
@@ -540,24 +542,24 @@ const cancelCleanupWorkers = 2
 // never queued behind long finalizes. Both are the finalizer: the owner of these phases.
 func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CleanupBackoffMin <= 0 {
-		r.CleanupBackoffMin = DefaultRetryBackoffMin
+		r.CleanupBackoffMin = lifecycle.DefaultRetryBackoffMin
 	}
 	if r.CleanupBackoffMax < r.CleanupBackoffMin {
-		r.CleanupBackoffMax = max(DefaultRetryBackoffMax, r.CleanupBackoffMin)
+		r.CleanupBackoffMax = max(lifecycle.DefaultRetryBackoffMax, r.CleanupBackoffMin)
 	}
 	if r.PhaseTimeout <= 0 {
-		r.PhaseTimeout = DefaultPhaseTimeout
+		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
 	}
 	if r.Workers < 1 {
 		r.Workers = DefaultFinalizerWorkers
 	}
 	if r.logs == nil {
-		r.logs = &logUploads{}
+		r.logs = &lifecycle.LogUploads{}
 	}
-	r.retries = newRetryBackoff(r.Clock, r.CleanupBackoffMin, r.CleanupBackoffMax)
+	r.retries = lifecycle.NewRetryBackoff(r.Clock, r.CleanupBackoffMin, r.CleanupBackoffMax)
 	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		r.retries.forget(e.Object.GetUID())
-		r.logged.forget(e.Object.GetUID())
+		r.retries.Forget(e.Object.GetUID())
+		r.logged.Forget(e.Object.GetUID())
 	}}
 	finalizing := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		b, ok := obj.(*cairnv1.Backup)
@@ -567,9 +569,9 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, ok = finalPhase(b.Status.Phase)
 		return ok
 	})
-	if err := register("finalizer", ctrl.NewControllerManagedBy(mgr).
+	if err := lifecycle.Register("finalizer", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(finalizing)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Workers, RateLimiter: storageRateLimiter()}),
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Workers, RateLimiter: lifecycle.StorageRateLimiter()}),
 		r); err != nil {
 		return err
 	}
@@ -577,9 +579,9 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b, ok := obj.(*cairnv1.Backup)
 		return ok && (b.Status.Phase == cairnv1.BackupPhaseFinalizingCancelled || b.Status.Phase == cairnv1.BackupPhaseFinalizingFailed)
 	})
-	return register("finalizer-cleanup", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("finalizer-cleanup", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(cancelled)).
 		Watches(&cairnv1.Backup{}, forget).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: cancelCleanupWorkers, RateLimiter: storageRateLimiter()}),
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: cancelCleanupWorkers, RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }

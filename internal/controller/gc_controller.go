@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 )
@@ -179,7 +180,7 @@ func (r *GCReconciler) expire(ctx context.Context, b *cairnv1.Backup) error {
 	}
 	// No event: most deletions end within a second and the object goes with no other write; a
 	// slower one shows Deleting, whose event says when the backup expired (docs/expiry.md).
-	ctrl.LoggerFrom(ctx).Info("Deleted an expired backup", "backup", qualifiedName(b), "expiration", b.Status.Expiration)
+	ctrl.LoggerFrom(ctx).Info("Deleted an expired backup", "backup", lifecycle.ObjectName(b), "expiration", b.Status.Expiration)
 	return nil
 }
 
@@ -191,7 +192,7 @@ func (r *GCReconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDec
 		return nil
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerGC, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerGC, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: cairnv1.BackupConditionExpired, Status: metav1.ConditionTrue, Reason: d.Reason,
 			Message: d.Message, ObservedGeneration: b.Generation, LastTransitionTime: now,
@@ -206,7 +207,7 @@ func (r *GCReconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDec
 // SetupWithManager registers the reconciler for the backups whose expiry may have changed and
 // for the storage locations they are blocked on.
 func (r *GCReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return register("gc", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("gc", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(expiryChanged())).
 		Watches(&cairnv1.BackupStorageLocation{}, handler.EnqueueRequestsFromMapFunc(r.expiredBackupsOf)).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: gcWorkers}),

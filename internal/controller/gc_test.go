@@ -3,13 +3,14 @@ package controller_test
 import (
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
@@ -25,22 +26,22 @@ var _ = Describe("Expiry", Ordered, func() {
 
 	BeforeAll(func() {
 		var def *cairnv1.BackupStorageLocation
-		defaultStore, def = createDefaultLocation("gc-default")
+		defaultStore, def = CreateDefaultLocation("gc-default")
 		dir := GinkgoT().TempDir()
 		var err error
 		archiveStore, err = storage.NewFilesystem(dir)
 		Expect(err).NotTo(HaveOccurred())
-		archive = &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "gc-archive", Namespace: operatorNamespace}, Spec: filesystemSpec(dir)}
-		Expect(k8sClient.Create(suiteCtx, archive)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(suiteCtx, archive)).To(Succeed()) })
-		ensureNamespace(namespace)
-		createObject(configMap(namespace, "settings", nil))
+		archive = &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "gc-archive", Namespace: OperatorNamespace}, Spec: FilesystemSpec(dir)}
+		Expect(K8sClient.Create(SuiteCtx, archive)).To(Succeed())
+		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, archive)).To(Succeed()) })
+		EnsureNamespace(namespace)
+		CreateObject(ConfigMap(namespace, "settings", nil))
 
-		stop := startManager(controller.Config{})
+		stop := StartManager(controller.Config{})
 		DeferCleanup(func() { stop() })
-		DeferCleanup(deleteAllBackups)
+		DeferCleanup(DeleteAllBackups)
 		for _, loc := range []*cairnv1.BackupStorageLocation{def, archive} {
-			eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+			EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 		}
 	})
 
@@ -48,19 +49,19 @@ var _ = Describe("Expiry", Ordered, func() {
 	// dataOf lists what a store holds of an admin backup.
 	dataOf := func(store storage.ObjectStore, name string) func() ([]string, error) {
 		return func() ([]string, error) {
-			return store.List(suiteCtx, storage.Layout{}.Backup(operatorNamespace, name).Dir)
+			return store.List(SuiteCtx, storage.Layout{}.Backup(OperatorNamespace, name).Dir)
 		}
 	}
 	gone := func(name string) func() bool {
 		return func() bool {
-			err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: operatorNamespace, Name: name}, &cairnv1.Backup{})
+			err := K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: name}, &cairnv1.Backup{})
 			return apierrors.IsNotFound(err)
 		}
 	}
 
 	It("deletes a backup with ttl 3s, data first, once it expires", func() {
-		createBackup(operatorNamespace, "short-lived", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}, TTL: ttl(3 * time.Second)})
-		b := waitPhase("short-lived", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "short-lived", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}, TTL: ttl(3 * time.Second)})
+		b := WaitPhase("short-lived", cairnv1.BackupPhaseCompleted)
 		Expect(b.Status.Expiration).NotTo(BeNil())
 		Expect(b.Status.Expiration.Sub(b.Status.StartTimestamp.Time)).To(Equal(3 * time.Second))
 		Expect(dataOf(defaultStore, "short-lived")()).NotTo(BeEmpty())
@@ -69,45 +70,37 @@ var _ = Describe("Expiry", Ordered, func() {
 	})
 
 	It("gives a backup with ttl 0s no expiration, and the default ttl to one without ttl", func() {
-		createBackup(operatorNamespace, "kept", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}, TTL: ttl(0)})
-		createBackup(operatorNamespace, "defaulted", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}})
-		b := waitPhase("kept", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "kept", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}, TTL: ttl(0)})
+		CreateBackup(OperatorNamespace, "defaulted", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}})
+		b := WaitPhase("kept", cairnv1.BackupPhaseCompleted)
 		Expect(b.Spec.TTL).To(Equal(ttl(0)))
 		Expect(b.Status.Expiration).To(BeNil())
-		b = waitPhase("defaulted", cairnv1.BackupPhaseCompleted)
+		b = WaitPhase("defaulted", cairnv1.BackupPhaseCompleted)
 		Expect(b.Spec.TTL).To(BeNil())
 		Expect(b.Status.Expiration.Sub(b.Status.StartTimestamp.Time)).To(Equal(cairnv1.DefaultBackupTTL))
 	})
 
 	It("does not delete an expired backup through a ReadOnly location, says why, and deletes it once the location is ReadWrite", func() {
-		createBackup(operatorNamespace, "archived", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}, StorageLocation: archive.Name, TTL: ttl(8 * time.Second)})
-		waitPhase("archived", cairnv1.BackupPhaseCompleted)
-		setAccessMode(archive, cairnv1.AccessModeReadOnly)
+		CreateBackup(OperatorNamespace, "archived", cairnv1.BackupSpec{IncludedNamespaces: []string{namespace}, StorageLocation: archive.Name, TTL: ttl(8 * time.Second)})
+		WaitPhase("archived", cairnv1.BackupPhaseCompleted)
+		SetAccessMode(archive, cairnv1.AccessModeReadOnly)
 
 		var expired *metav1.Condition
 		Eventually(func(g Gomega) {
-			b := getBackup(operatorNamespace, "archived")
+			b := GetBackup(OperatorNamespace, "archived")
 			expired = meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionExpired)
 			g.Expect(expired).NotTo(BeNil())
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 		Expect(expired.Status).To(Equal(metav1.ConditionTrue))
 		Expect(expired.Reason).To(Equal(cairnv1.ReasonLocationReadOnly))
 		Expect(expired.Message).To(ContainSubstring("storage location gc-archive is ReadOnly"))
-		b := getBackup(operatorNamespace, "archived")
+		b := GetBackup(OperatorNamespace, "archived")
 		Expect(b.DeletionTimestamp).To(BeNil())
 		Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
 		Expect(dataOf(archiveStore, "archived")()).NotTo(BeEmpty())
 
-		setAccessMode(archive, cairnv1.AccessModeReadWrite)
+		SetAccessMode(archive, cairnv1.AccessModeReadWrite)
 		Eventually(gone("archived")).Should(BeTrue())
 		Expect(dataOf(archiveStore, "archived")()).To(BeEmpty())
 	})
 })
-
-// setAccessMode switches a storage location between ReadWrite and ReadOnly.
-func setAccessMode(bsl *cairnv1.BackupStorageLocation, mode cairnv1.AccessMode) {
-	GinkgoHelper()
-	patch := client.MergeFrom(bsl.DeepCopy())
-	bsl.Spec.AccessMode = mode
-	Expect(k8sClient.Patch(suiteCtx, bsl, patch)).To(Succeed())
-}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 )
 
 func TestNestedLocationIsRefused(t *testing.T) {
@@ -32,7 +33,7 @@ func TestNestedLocationIsRefused(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(first, inside, apart).
 		WithStatusSubresource(&cairnv1.BackupStorageLocation{}).Build()
 	r := &BackupStorageLocationReconciler{Client: c, Namespace: "cairn-system", Clock: clocktesting.NewFakeClock(now),
-		Recorder: events.NewFakeRecorder(100), stores: stores{client: c, namespace: "cairn-system"}}
+		Recorder: events.NewFakeRecorder(100), Stores: stores.Stores{Client: c, Namespace: "cairn-system"}}
 	for _, name := range []string{"first", "inside", "apart"} {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: name}}); err != nil {
 			t.Fatal(err)

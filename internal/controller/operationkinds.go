@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -57,11 +58,11 @@ type operationKind[T client.Object, P ~string] struct {
 	tracker func(action string, obj T) backup.OperationTracker
 	// file finds where the object's operations are kept; it is called within a bounded
 	// storage call.
-	file func(ctx context.Context, st stores, obj T) (operationsFile, error)
+	file func(ctx context.Context, st stores.Stores, obj T) (operationsFile, error)
 	// status reads the part of the object's status that the reconciler owns.
 	status func(T) operationsStatus[P]
-	// patch writes that part of the object's status, as owner (patchBackupStatus,
-	// patchRestoreStatus).
+	// patch writes that part of the object's status, as owner (lifecycle.PatchBackupStatus,
+	// lifecycle.PatchRestoreStatus).
 	patch func(ctx context.Context, c client.Client, clk clock.PassiveClock, obj T, mutate func(*operationsStatus[P])) error
 }
 
@@ -90,13 +91,13 @@ func backupOperations(registry *backup.Registry) operationKind[*cairnv1.Backup, 
 		finalizingCancelled:       cairnv1.BackupPhaseFinalizingCancelled,
 		next:                      backup.NextAfterOperations,
 		cancellation: func(b *cairnv1.Backup) (string, bool) {
-			_, failureReason, ok := cancellation(b)
+			_, failureReason, ok := lifecycle.Backups.Cancellation(b)
 			return failureReason, ok
 		},
 		itemOperationTimeout: func(b *cairnv1.Backup) time.Duration { return b.Spec.GetItemOperationTimeout() },
 		tracker:              registry.Tracker,
-		file: func(ctx context.Context, st stores, b *cairnv1.Backup) (operationsFile, error) {
-			store, err := st.forBackup(ctx, b)
+		file: func(ctx context.Context, st stores.Stores, b *cairnv1.Backup) (operationsFile, error) {
+			store, err := st.ForBackup(ctx, b)
 			if err != nil {
 				return nil, err
 			}
@@ -106,7 +107,7 @@ func backupOperations(registry *backup.Registry) operationKind[*cairnv1.Backup, 
 			return backupOperationsStatus(&b.Status)
 		},
 		patch: func(ctx context.Context, c client.Client, clk clock.PassiveClock, b *cairnv1.Backup, mutate func(*operationsStatus[cairnv1.BackupPhase])) error {
-			return patchBackupStatus(ctx, c, clk, phases.OwnerOperations, b, func(s *cairnv1.BackupStatus) {
+			return lifecycle.PatchBackupStatus(ctx, c, clk, phases.OwnerOperations, b, func(s *cairnv1.BackupStatus) {
 				v := backupOperationsStatus(s)
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
@@ -135,22 +136,25 @@ func restoreOperations(actions *restore.Actions, held *heldOperations) operation
 		finalizingPartiallyFailed: cairnv1.RestorePhaseFinalizingPartiallyFailed,
 		finalizingCancelled:       cairnv1.RestorePhaseFinalizingCancelled,
 		next:                      restore.NextAfterOperations,
-		cancellation:              restoreCancellation,
-		itemOperationTimeout:      func(rs *cairnv1.Restore) time.Duration { return rs.Spec.GetItemOperationTimeout() },
-		tracker:                   actions.Tracker,
-		file: func(ctx context.Context, st stores, rs *cairnv1.Restore) (operationsFile, error) {
+		cancellation: func(rs *cairnv1.Restore) (string, bool) {
+			_, failureReason, ok := lifecycle.Restores.Cancellation(rs)
+			return failureReason, ok
+		},
+		itemOperationTimeout: func(rs *cairnv1.Restore) time.Duration { return rs.Spec.GetItemOperationTimeout() },
+		tracker:              actions.Tracker,
+		file: func(ctx context.Context, st stores.Stores, rs *cairnv1.Restore) (operationsFile, error) {
 			if rs.Status.StorageLocation == "" {
 				return held.file(rs.UID), nil
 			}
 			var bsl cairnv1.BackupStorageLocation
-			err := st.client.Get(ctx, types.NamespacedName{Namespace: st.namespace, Name: rs.Status.StorageLocation}, &bsl)
+			err := st.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: rs.Status.StorageLocation}, &bsl)
 			if apierrors.IsNotFound(err) {
 				return nil, failure.Permanent(fmt.Errorf("storage location %s of the restore's operations is gone", rs.Status.StorageLocation))
 			}
 			if err != nil {
 				return nil, err
 			}
-			store, err := st.open(ctx, &bsl)
+			store, err := st.Open(ctx, &bsl)
 			if err != nil {
 				return nil, err
 			}
@@ -160,7 +164,7 @@ func restoreOperations(actions *restore.Actions, held *heldOperations) operation
 			return restoreOperationsStatus(&rs.Status)
 		},
 		patch: func(ctx context.Context, c client.Client, clk clock.PassiveClock, rs *cairnv1.Restore, mutate func(*operationsStatus[cairnv1.RestorePhase])) error {
-			return patchRestoreStatus(ctx, c, clk, phases.OwnerRestoreOperations, rs, func(s *cairnv1.RestoreStatus) {
+			return lifecycle.PatchRestoreStatus(ctx, c, clk, phases.OwnerRestoreOperations, rs, func(s *cairnv1.RestoreStatus) {
 				v := restoreOperationsStatus(s)
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
@@ -200,10 +204,6 @@ func (s storedOperations) write(ctx context.Context, ops []backup.Operation) err
 
 func (storedOperations) forget() {}
 
-// errOperationsLost means a restore's operations were kept only in the memory of a manager
-// that has stopped since (the restore had no storage for its files).
-var errOperationsLost = failure.Permanent(errors.New("the restore's async operations were kept only in memory (no ReadWrite location for its files), and the operator restarted since"))
-
 // heldOperations holds the operations of restores that have no storage location for their
 // files (the backup's location is ReadOnly and no default ReadWrite one is Available): the
 // restore reconciler hands them over when its run ends (Hold), and the restore operations
@@ -211,15 +211,15 @@ var errOperationsLost = failure.Permanent(errors.New("the restore's async operat
 // these two reconcilers share, made in setup.go and passed to both, because nothing else can
 // carry it: there is no location to write the file to, and the Restore's API has no field for
 // the operations. It lives as long as the process: after a restart such a restore goes on
-// without its operations (errOperationsLost, FinalizingPartiallyFailed); restores with a
+// without its operations (lifecycle.ErrOperationsLost, FinalizingPartiallyFailed); restores with a
 // location resume from their file.
 type heldOperations struct {
-	m uidMap[[]backup.Operation]
+	m lifecycle.UIDMap[[]backup.Operation]
 }
 
 // Hold keeps the operations of the restore uid for the operations reconciler.
 func (h *heldOperations) Hold(uid types.UID, ops []backup.Operation) {
-	h.m.set(uid, append([]backup.Operation(nil), ops...))
+	h.m.Set(uid, append([]backup.Operation(nil), ops...))
 }
 
 // file is the operations "file" of the restore uid in h.
@@ -231,17 +231,17 @@ type heldFile struct {
 }
 
 func (f heldFile) read(context.Context) ([]backup.Operation, error) {
-	ops, ok := f.h.m.get(f.uid)
+	ops, ok := f.h.m.Get(f.uid)
 	if !ok {
-		return nil, errOperationsLost
+		return nil, lifecycle.ErrOperationsLost
 	}
 	// A copy: the poll changes its operations in place before it writes them back.
 	return append([]backup.Operation(nil), ops...), nil
 }
 
 func (f heldFile) write(_ context.Context, ops []backup.Operation) error {
-	f.h.m.set(f.uid, ops)
+	f.h.m.Set(f.uid, ops)
 	return nil
 }
 
-func (f heldFile) forget() { f.h.m.forget(f.uid) }
+func (f heldFile) forget() { f.h.m.Forget(f.uid) }

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
 )
 
@@ -41,7 +43,7 @@ const DefaultItemOperationSyncFrequency = 10 * time.Second
 // (backupOperations, restoreOperations).
 type OperationsReconciler[T client.Object, P ~string] struct {
 	Client   client.Client
-	stores   stores
+	Stores   stores.Stores
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	Gate     interface {
@@ -54,7 +56,7 @@ type OperationsReconciler[T client.Object, P ~string] struct {
 	CallTimeout time.Duration
 	// PhaseTimeout bounds how long the operations may stay unreadable or unwritable (storage
 	// failing) since the last successful poll before the object moves on without them; 0
-	// means DefaultPhaseTimeout.
+	// means lifecycle.DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
 
 	kind operationKind[T, P]
@@ -62,7 +64,7 @@ type OperationsReconciler[T client.Object, P ~string] struct {
 	// polled is when this process last polled each object's operations (or first saw it): the
 	// phase timeout counts from there, since operations that poll fine may run for hours
 	// (itemOperationTimeout).
-	polled uidMap[time.Time]
+	polled lifecycle.UIDMap[time.Time]
 }
 
 // Name is the reconciler's name in Config.Controllers, its owner name in the phase tables.
@@ -80,13 +82,13 @@ func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Req
 	if !r.kind.owns(r.kind.status(obj).Phase) {
 		return ctrl.Result{}, nil
 	}
-	if _, seen := r.polled.get(obj.GetUID()); !seen {
-		r.polled.set(obj.GetUID(), r.Clock.Now())
+	if _, seen := r.polled.Get(obj.GetUID()); !seen {
+		r.polled.Set(obj.GetUID(), r.Clock.Now())
 	}
 	var file operationsFile
 	var ops []backup.Operation
-	err := r.stores.call(ctx, func(ctx context.Context) (err error) {
-		if file, err = r.kind.file(ctx, r.stores, obj); err != nil {
+	err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+		if file, err = r.kind.file(ctx, r.Stores, obj); err != nil {
 			return err
 		}
 		ops, err = file.read(ctx)
@@ -107,11 +109,11 @@ func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Req
 
 	ops, changed := r.advance(ctx, obj, ops)
 	if changed {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
+		if err := r.Stores.Call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
 			return r.cannotPoll(ctx, obj, file, ops, true, fmt.Errorf("writing the operations: %w", err))
 		}
 	}
-	r.polled.set(obj.GetUID(), r.Clock.Now())
+	r.polled.Set(obj.GetUID(), r.Clock.Now())
 
 	running, completed, failed := backup.OperationCounts(ops)
 	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
@@ -154,7 +156,7 @@ func (r *OperationsReconciler[T, P]) phaseTimeout() time.Duration {
 	if r.PhaseTimeout > 0 {
 		return r.PhaseTimeout
 	}
-	return DefaultPhaseTimeout
+	return lifecycle.DefaultPhaseTimeout
 }
 
 func (r *OperationsReconciler[T, P]) callTimeout() time.Duration {
@@ -197,7 +199,7 @@ func pollFailureOutcome(err error, failingFor, timeout time.Duration) (giveUp bo
 // the store takes it (it may be the very problem); status counts every unfinished operation
 // failed; an OperationsLost Warning event says why.
 func (r *OperationsReconciler[T, P]) cannotPoll(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, err error) (ctrl.Result, error) {
-	since, _ := r.polled.get(obj.GetUID())
+	since, _ := r.polled.Get(obj.GetUID())
 	giveUp, reason := pollFailureOutcome(err, r.Clock.Now().Sub(since), r.phaseTimeout())
 	if !giveUp {
 		return ctrl.Result{}, err
@@ -209,8 +211,8 @@ func (r *OperationsReconciler[T, P]) cannotPoll(ctx context.Context, obj T, file
 	}
 	ops = r.cancelEach(ctx, obj, ops, reason)
 	if known && file != nil {
-		if perr := r.stores.call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); perr != nil {
-			ctrl.LoggerFrom(ctx).Info("Could not record the operations given up on", r.noun(), objectName(obj), "error", perr.Error())
+		if perr := r.Stores.Call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); perr != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not record the operations given up on", r.noun(), lifecycle.ObjectName(obj), "error", perr.Error())
 		}
 	}
 	attempted, completed, failed := operationTotals(st, ops, known)
@@ -259,8 +261,8 @@ func (r *OperationsReconciler[T, P]) cancel(ctx context.Context, obj T, file ope
 	running, _, _ := backup.OperationCounts(ops)
 	ops = r.cancelEach(ctx, obj, ops, failureReason)
 	if known && file != nil && len(ops) > 0 {
-		if err := r.stores.call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
-			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", r.noun(), objectName(obj), "error", err.Error())
+		if err := r.Stores.Call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", r.noun(), lifecycle.ObjectName(obj), "error", err.Error())
 		}
 	}
 	attempted, completed, failed := operationTotals(r.kind.status(obj), ops, known)
@@ -278,7 +280,7 @@ func (r *OperationsReconciler[T, P]) cancel(ctx context.Context, obj T, file ope
 
 // forget lets go of what this process keeps of an object that has left its phases.
 func (r *OperationsReconciler[T, P]) forget(obj T, file operationsFile) {
-	r.polled.forget(obj.GetUID())
+	r.polled.Forget(obj.GetUID())
 	if file != nil {
 		file.forget()
 	}
@@ -290,8 +292,8 @@ func (r *OperationsReconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 		o, ok := obj.(T)
 		return ok && r.kind.owns(r.kind.status(o).Phase)
 	})
-	return register(r.Name(), ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register(r.Name(), ctrl.NewControllerManagedBy(mgr).
 		For(r.kind.new(), builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{RateLimiter: storageRateLimiter()}),
+		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }

@@ -25,6 +25,8 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -179,7 +181,7 @@ func newOperationsTest(t *testing.T, opsData []byte, mutate func(*cairnv1.Backup
 		store: fs, keys: keys, req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}}
 	tt.r = &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{Client: c, kind: backupOperations(backup.NewRegistry(nil, tt.action)), Clock: clk,
 		Recorder: tt.recorder, Gate: openGate{}, SyncFrequency: time.Second, CallTimeout: 100 * time.Millisecond, PhaseTimeout: time.Hour,
-		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+		Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 			return faultyStore{ObjectStore: s, faults: tt.faults}
 		}}}
 	return tt
@@ -537,7 +539,7 @@ func TestRestoreOperationsWhereKept(t *testing.T) {
 			wantPhase: cairnv1.RestorePhaseFinalizing, wantCompleted: 2},
 		{name: "held by a manager that restarted since: goes on without them", ids: []string{"done", "done"},
 			wantPhase: cairnv1.RestorePhaseFinalizingPartiallyFailed, wantFailed: 2,
-			wantEvent: "Restore goes on without its 2 unfinished async operations: " + errOperationsLost.Error()},
+			wantEvent: "Restore goes on without its 2 unfinished async operations: " + lifecycle.ErrOperationsLost.Error()},
 		{name: "held, cancelled", held: true, ids: []string{"running", "running"}, cancel: true,
 			wantPhase: cairnv1.RestorePhaseFinalizingCancelled, wantFailed: 2, wantCancelled: []string{"running", "running"},
 			wantEvent: "Restore cancelled by user while waiting for async operations: 2 cancelled; the objects it created stay"},
@@ -578,7 +580,7 @@ func TestRestoreOperationsWhereKept(t *testing.T) {
 			r := &OperationsReconciler[*cairnv1.Restore, cairnv1.RestorePhase]{Client: c,
 				kind:  restoreOperations(restore.NewActions(restorePollAction{action}), held),
 				Clock: clk, Recorder: recorder, Gate: openGate{}, SyncFrequency: time.Second, CallTimeout: 100 * time.Millisecond, PhaseTimeout: time.Hour,
-				stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+				Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 					return faultyStore{ObjectStore: s, faults: faults}
 				}}}
 			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
@@ -604,7 +606,7 @@ func TestRestoreOperationsWhereKept(t *testing.T) {
 			if tc.wantEvent != "" && !slices.ContainsFunc(evs, func(e string) bool { return strings.HasSuffix(e, tc.wantEvent) }) {
 				t.Errorf("no event %q: %q", tc.wantEvent, evs)
 			}
-			if waiting := got.Status.Phase == cairnv1.RestorePhaseWaitingForPluginOperations; !waiting && held.m.len() > 0 {
+			if waiting := got.Status.Phase == cairnv1.RestorePhaseWaitingForPluginOperations; !waiting && held.m.Len() > 0 {
 				t.Error("the held operations of a restore that moved on were not forgotten")
 			}
 		})

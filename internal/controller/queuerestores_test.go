@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,55 +34,55 @@ var _ = Describe("Deletion of a backup that restores read", Ordered, func() {
 
 	BeforeAll(func() {
 		var loc *cairnv1.BackupStorageLocation
-		store, loc = createDefaultLocation("del-read")
-		ensureNamespace("dr-1")
-		createObject(configMap("dr-1", "settings", nil))
-		stop := startManager(controller.Config{Controllers: everyReconcilerButRestore})
-		DeferCleanup(deleteAllBackups)
-		DeferCleanup(deleteAllRestores)
+		store, loc = CreateDefaultLocation("del-read")
+		EnsureNamespace("dr-1")
+		CreateObject(ConfigMap("dr-1", "settings", nil))
+		stop := StartManager(controller.Config{Controllers: everyReconcilerButRestore})
+		DeferCleanup(DeleteAllBackups)
+		DeferCleanup(DeleteAllRestores)
 		DeferCleanup(func() { stop() })
-		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 
 	It("keeps the backup out of Deleting until every restore reading it has ended, saying which one it waits for", func() {
-		recorder := recordPhases()
-		createBackup(operatorNamespace, "read-me", cairnv1.BackupSpec{IncludedNamespaces: []string{"dr-1"}})
-		waitPhase("read-me", cairnv1.BackupPhaseCompleted)
-		keys := storage.Layout{}.Backup(operatorNamespace, "read-me")
+		recorder := RecordPhases()
+		CreateBackup(OperatorNamespace, "read-me", cairnv1.BackupSpec{IncludedNamespaces: []string{"dr-1"}})
+		WaitPhase("read-me", cairnv1.BackupPhaseCompleted)
+		keys := storage.Layout{}.Backup(OperatorNamespace, "read-me")
 		intoCopy := map[string]cairnv1.NamespaceName{"dr-1": "dr-copy"}
-		createRestore(operatorNamespace, "reader-1", cairnv1.RestoreSpec{BackupName: "read-me", NamespaceMapping: intoCopy})
+		CreateRestore(OperatorNamespace, "reader-1", cairnv1.RestoreSpec{BackupName: "read-me", NamespaceMapping: intoCopy})
 		expectLine(map[string]string{"restore/reader-1": "ReadyToStart"})
-		createRestore(operatorNamespace, "reader-2", cairnv1.RestoreSpec{BackupName: "read-me", NamespaceMapping: intoCopy})
+		CreateRestore(OperatorNamespace, "reader-2", cairnv1.RestoreSpec{BackupName: "read-me", NamespaceMapping: intoCopy})
 		expectLine(map[string]string{"restore/reader-2": "Queued:1"})
 
-		deleteBackup("read-me")
+		DeleteBackup("read-me")
 		blocked := func(g Gomega) string {
-			c := meta.FindStatusCondition(getBackup(operatorNamespace, "read-me").Status.Conditions, cairnv1.BackupConditionDeletionBlocked)
+			c := meta.FindStatusCondition(GetBackup(OperatorNamespace, "read-me").Status.Conditions, cairnv1.BackupConditionDeletionBlocked)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(c.Reason).To(Equal(cairnv1.ReasonReadByRestore))
 			return c.Message
 		}
 		Eventually(blocked).Should(Equal("waiting for restore reader-1 to end before deleting"))
-		Eventually(func() []string { return eventReasons("read-me") }).Should(ContainElement("DeletionBlocked"))
-		Consistently(func() cairnv1.BackupPhase { return getBackup(operatorNamespace, "read-me").Status.Phase }).
+		Eventually(func() []string { return EventReasons("read-me") }).Should(ContainElement("DeletionBlocked"))
+		Consistently(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "read-me").Status.Phase }).
 			WithTimeout(time.Second).Should(Equal(cairnv1.BackupPhaseCompleted))
-		Expect(store.Exists(suiteCtx, keys.Metadata)).To(BeTrue())
+		Expect(store.Exists(SuiteCtx, keys.Metadata)).To(BeTrue())
 
 		// The first restore ends; the queue starts the second, which still reads the backup.
 		restoreSetPhase("reader-1", cairnv1.RestorePhaseInProgress)
 		restoreSetPhase("reader-1", cairnv1.RestorePhaseCompleted)
 		expectLine(map[string]string{"restore/reader-2": "ReadyToStart"})
 		Eventually(blocked).Should(Equal("waiting for restore reader-2 to end before deleting"))
-		Expect(getBackup(operatorNamespace, "read-me").Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
+		Expect(GetBackup(OperatorNamespace, "read-me").Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
 
 		// The second ends too: now the backup is deleted, and only after that restore's end.
 		restoreSetPhase("reader-2", cairnv1.RestorePhaseInProgress)
 		restoreSetPhase("reader-2", cairnv1.RestorePhaseFailed)
-		ended := getRestore(operatorNamespace, "reader-2")
-		expectGone("read-me")
-		Expect(store.List(suiteCtx, keys.Dir)).To(BeEmpty())
-		deleting := recorder.first("read-me", cairnv1.BackupPhaseDeleting)
+		ended := GetRestore(OperatorNamespace, "reader-2")
+		ExpectGone("read-me")
+		Expect(store.List(SuiteCtx, keys.Dir)).To(BeEmpty())
+		deleting := recorder.First("read-me", cairnv1.BackupPhaseDeleting)
 		Expect(deleting).NotTo(BeNil())
 		Expect(resourceVersion(deleting)).To(BeNumerically(">", resourceVersion(ended)), "Deleting was written before the last reader ended")
 		Expect(meta.FindStatusCondition(deleting.Status.Conditions, cairnv1.BackupConditionDeletionBlocked)).To(BeNil())
@@ -105,15 +107,15 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 		GinkgoWriter.Printf("workload seed %d (ginkgo --seed)\n", seed)
 		rng := rand.New(rand.NewPCG(seed, 14))
 
-		_, loc := createDefaultLocation("workload")
+		_, loc := CreateDefaultLocation("workload")
 		sourceNamespaces := []string{"wl-0", "wl-1", "wl-2", "wl-3", "wl-4", "wl-5"}
 		copies := []string{"wl-copy-0", "wl-copy-1", "wl-copy-2"}
 		for _, ns := range sourceNamespaces {
-			ensureNamespace(ns)
-			createObject(configMap(ns, "settings", nil))
+			EnsureNamespace(ns)
+			CreateObject(ConfigMap(ns, "settings", nil))
 		}
 		for _, ns := range copies {
-			ensureNamespace(ns)
+			EnsureNamespace(ns)
 		}
 		every := append(slices.Clone(sourceNamespaces), copies...)
 
@@ -124,12 +126,12 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 		tracker.watch(&cairnv1.BackupList{}, "backup")
 		tracker.watch(&cairnv1.RestoreList{}, "restore")
 
-		stop := startManager(controller.Config{ConcurrentBackups: backupSlots, ConcurrentRestores: restoreSlots,
+		stop := StartManager(controller.Config{ConcurrentBackups: backupSlots, ConcurrentRestores: restoreSlots,
 			RestoreWorkerCount: 2, ProgressInterval: time.Second})
-		DeferCleanup(deleteAllBackups)
-		DeferCleanup(deleteAllRestores)
+		DeferCleanup(DeleteAllBackups)
+		DeferCleanup(DeleteAllRestores)
 		DeferCleanup(func() { stop() })
-		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 
 		// The backups the restores read. wl-src-2 names a pattern, so what it holds is known
 		// only from its archive: a restore of all of it may touch any namespace.
@@ -145,10 +147,10 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 		}
 		for _, s := range sources {
 			tracker.expect("backup", s.name, scope.NamespaceSet{Names: s.selects})
-			createBackup(operatorNamespace, s.name, cairnv1.BackupSpec{IncludedNamespaces: s.included})
+			CreateBackup(OperatorNamespace, s.name, cairnv1.BackupSpec{IncludedNamespaces: s.included})
 		}
 		for _, s := range sources {
-			waitPhase(s.name, cairnv1.BackupPhaseCompleted)
+			WaitPhase(s.name, cairnv1.BackupPhaseCompleted)
 		}
 
 		kinds := make([]string, 0, backups+restores)
@@ -170,7 +172,7 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 				}
 				included := sortedKeys(picked)
 				tracker.expect("backup", name, scope.NamespaceSet{Names: included})
-				createBackup(operatorNamespace, name, cairnv1.BackupSpec{IncludedNamespaces: included})
+				CreateBackup(OperatorNamespace, name, cairnv1.BackupSpec{IncludedNamespaces: included})
 				continue
 			}
 			src := sources[rng.IntN(len(sources))]
@@ -202,14 +204,14 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 				targets = scope.NamespaceSet{Names: sortedKeys(mapped)}
 			}
 			tracker.expect("restore", name, targets)
-			createRestore(operatorNamespace, name, spec)
+			CreateRestore(OperatorNamespace, name, spec)
 		}
 
 		Eventually(func(g Gomega) {
 			var bl cairnv1.BackupList
 			var rl cairnv1.RestoreList
-			g.Expect(k8sClient.List(suiteCtx, &bl, client.InNamespace(operatorNamespace))).To(Succeed())
-			g.Expect(k8sClient.List(suiteCtx, &rl, client.InNamespace(operatorNamespace))).To(Succeed())
+			g.Expect(K8sClient.List(SuiteCtx, &bl, client.InNamespace(OperatorNamespace))).To(Succeed())
+			g.Expect(K8sClient.List(SuiteCtx, &rl, client.InNamespace(OperatorNamespace))).To(Succeed())
 			phases := map[string]string{}
 			for _, b := range bl.Items {
 				phases["backup/"+b.Name] = string(b.Status.Phase) + " " + b.Status.FailureReason
@@ -284,7 +286,7 @@ func (t *runTracker) expect(kind, name string, set scope.NamespaceSet) {
 // watch follows the objects of list's kind in the operator's namespace until the test ends.
 func (t *runTracker) watch(list client.ObjectList, kind string) {
 	GinkgoHelper()
-	w, err := watchClient().Watch(suiteCtx, list, client.InNamespace(operatorNamespace))
+	w, err := WatchClient().Watch(SuiteCtx, list, client.InNamespace(OperatorNamespace))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
 	go func() {

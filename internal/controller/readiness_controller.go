@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/readiness"
 )
 
@@ -17,8 +18,8 @@ import (
 // (cairnv1.ConditionReady...) — and nothing else, as cert-manager's readiness controller does
 // for Certificates. It never moves a phase: it reads the phase its owners wrote, derives the
 // conditions from it (internal/readiness) and writes them when they differ. Backups and
-// restores get them in their owners' own status writes (patchBackupStatus and
-// patchRestoreStatus apply the same decision), and one no owner has written yet (phase "",
+// restores get them in their owners' own status writes (lifecycle.PatchBackupStatus and
+// lifecycle.PatchRestoreStatus apply the same decision), and one no owner has written yet (phase "",
 // a backup the sync is making) or being deleted is left to the owner's next write; so for
 // them this reconciler writes only what an owner's write left behind (none, in practice). Schedules and locations,
 // whose status changes rarely, get their conditions from here.
@@ -34,7 +35,7 @@ type ReadinessReconciler[T client.Object] struct {
 	// Decide is internal/readiness's decision for the kind.
 	Decide func(T) readiness.Conditions
 	// LeftToOwners, when set, says that the object's conditions are its owners' next write's
-	// to bring (patchBackupStatus, patchRestoreStatus): one no owner has written yet, or one
+	// to bring (lifecycle.PatchBackupStatus, lifecycle.PatchRestoreStatus): one no owner has written yet, or one
 	// being deleted (its deletion timestamp raised its generation, and the owner moving it on
 	// writes the conditions with the new one; kstatus reads a deleted object as Terminating
 	// anyway). A write from here would only be one more write, racing the owner's.
@@ -102,5 +103,5 @@ func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request
 
 // SetupWithManager registers the reconciler for its kind.
 func (r *ReadinessReconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
-	return register("readiness-"+r.Kind, ctrl.NewControllerManagedBy(mgr).For(r.New()), r)
+	return lifecycle.Register("readiness-"+r.Kind, ctrl.NewControllerManagedBy(mgr).For(r.New()), r)
 }

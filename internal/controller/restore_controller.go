@@ -23,10 +23,13 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
@@ -43,7 +46,7 @@ type RestoreReconciler struct {
 	APIReader client.Reader
 	Namespace string
 	Runner    *restore.Runner
-	stores    stores
+	Stores    stores.Stores
 	Clock     clock.Clock
 	Recorder  events.EventRecorder
 	Gate      interface {
@@ -54,7 +57,7 @@ type RestoreReconciler struct {
 	PhaseTimeout time.Duration
 	// Requesters says whom a restore acts for: it writes as them (DESIGN.md section 15); nil
 	// writes with the operator's own rights everywhere (tests of other behaviour).
-	Requesters *Requesters
+	Requesters *requester.Resolver
 
 	// Operations takes a run's async operations over for the restore operations reconciler
 	// when the restore has no storage for its files, so no operations file (heldOperations,
@@ -64,7 +67,7 @@ type RestoreReconciler struct {
 	}
 
 	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
-	runs runs[cairnv1.RestoreStatus]
+	runs lifecycle.Runs[cairnv1.RestoreStatus]
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch
@@ -85,7 +88,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case cairnv1.RestorePhaseReadyToStart:
 		return r.start(ctx, &rs)
 	case cairnv1.RestorePhaseInProgress:
-		return ctrl.Result{}, restoreKind.orphaned(ctx, r.Client, r.APIReader, r.Clock, &r.runs, &rs)
+		return ctrl.Result{}, lifecycle.Restores.Orphaned(ctx, r.Client, r.APIReader, r.Clock, &r.runs, &rs)
 	}
 	return ctrl.Result{}, nil
 }
@@ -94,8 +97,8 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // spec, backup or location → FailedValidation; storage not reachable → a StorageReady=False
 // condition, and Failed once that lasted --phase-timeout; else InProgress, and runs it.
 func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
-	if _, _, ok := restoreKind.cancellation(rs); ok {
-		return ctrl.Result{}, restoreKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
+	if _, _, ok := lifecycle.Restores.Cancellation(rs); ok {
+		return ctrl.Result{}, lifecycle.Restores.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
 	}
 	facts, backupName, err := restoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
 	if err != nil {
@@ -124,11 +127,11 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		source, files, filesLocation, problem, err = r.openStores(ctx, rs, facts)
 		switch {
 		case failure.IsWaiting(err):
-			return restoreKind.waitForStorage(ctx, r.Client, r.Clock, rs, err, r.PhaseTimeout)
+			return lifecycle.Restores.WaitForStorage(ctx, r.Client, r.Clock, rs, err, r.PhaseTimeout)
 		case err != nil:
-			return restoreKind.waitForStorage(ctx, r.Client, r.Clock, rs, toTenant(rs, r.Namespace, facts.Backup.Status.StorageLocation, err), r.PhaseTimeout)
+			return lifecycle.Restores.WaitForStorage(ctx, r.Client, r.Clock, rs, lifecycle.ToTenant(rs, r.Namespace, facts.Backup.Status.StorageLocation, err), r.PhaseTimeout)
 		case errors.Is(problem, location.ErrConfig):
-			problems = []string{toTenant(rs, r.Namespace, facts.Backup.Status.StorageLocation, problem).Error()}
+			problems = []string{lifecycle.ToTenant(rs, r.Namespace, facts.Backup.Status.StorageLocation, problem).Error()}
 		case problem != nil:
 			problems = []string{problem.Error()}
 		}
@@ -136,7 +139,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	now := metav1.NewTime(r.Clock.Now())
 	if len(problems) > 0 {
 		problems = queue.CapValidationErrors(problems)
-		return ctrl.Result{}, client.IgnoreNotFound(patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
+		return ctrl.Result{}, client.IgnoreNotFound(lifecycle.PatchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 			s.Phase = cairnv1.RestorePhaseFailedValidation
 			s.BackupName = backupName
 			s.ValidationErrors = problems
@@ -144,7 +147,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		}))
 	}
 
-	runCtx, done := r.runs.track(ctx, rs.UID)
+	runCtx, done := r.runs.Track(ctx, rs.UID)
 	defer done()
 	filesCondition := metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonFilesStored,
 		Message: fmt.Sprintf("the restore's log, results and resource list go to storage location %s", filesLocation), ObservedGeneration: rs.Generation, LastTransitionTime: now}
@@ -152,7 +155,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 		filesCondition.Status, filesCondition.Reason = metav1.ConditionFalse, cairnv1.ReasonNoWritableLocation
 		filesCondition.Message = fmt.Sprintf("storage location %s is ReadOnly and no default ReadWrite location is Available: the restore's log, results and resource list are not stored", facts.Backup.Status.StorageLocation)
 	}
-	if err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
+	if err := lifecycle.PatchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = cairnv1.RestorePhaseInProgress
 		s.BackupName = backupName
 		s.StorageLocation = filesLocation
@@ -163,7 +166,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	restoreKind.stopIfCancelled(&r.runs, rs) // cancelled between the read and the write
+	lifecycle.Restores.StopIfCancelled(&r.runs, rs) // cancelled between the read and the write
 	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Started", "Start", "Restore of backup %s started", backupName)
 	return ctrl.Result{}, r.run(ctx, runCtx, rs, facts.Backup, source, files, writer)
 }
@@ -181,11 +184,11 @@ func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore,
 		}
 	}
 	if bsl.Status.Phase == "" {
-		return nil, nil, "", nil, errLocationNotValidated
+		return nil, nil, "", nil, lifecycle.ErrLocationNotValidated
 	}
-	ctx, cancel := r.stores.bounded(ctx)
+	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
-	source, err = r.stores.open(ctx, bsl)
+	source, err = r.Stores.Open(ctx, bsl)
 	if errors.Is(err, location.ErrConfig) {
 		return nil, nil, "", fmt.Errorf("opening storage location %s: %w", bsl.Name, err), nil
 	}
@@ -206,7 +209,7 @@ func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore,
 	for i := range facts.Locations {
 		d := &facts.Locations[i]
 		if d.Spec.Default && d.Spec.AccessMode != cairnv1.AccessModeReadOnly && d.Status.Phase == cairnv1.StorageLocationPhaseAvailable {
-			if files, err := r.stores.open(ctx, d); err == nil {
+			if files, err := r.Stores.Open(ctx, d); err == nil {
 				return source, files, d.Name, nil, nil
 			}
 		}
@@ -225,7 +228,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 		mutate(&live.Status)
 		// Only this run writes the status of an InProgress restore: no optimistic lock needed.
 		if err := r.Status().Patch(ctx, live, client.MergeFrom(old)); err != nil {
-			ctrl.LoggerFrom(ctx).Info("Could not write a running restore's status", "restore", objectName(rs), "error", err.Error())
+			ctrl.LoggerFrom(ctx).Info("Could not write a running restore's status", "restore", lifecycle.ObjectName(rs), "error", err.Error())
 		}
 	}
 	req := restore.Request{
@@ -254,7 +257,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 		return nil // the manager is stopping: the restart recovery ends the restore
 	}
 	if res.Ending == restore.Cancelled {
-		_, failureReason := restoreKind.stopReasons(rs)
+		_, failureReason := lifecycle.Restores.StopReasons(rs)
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s: its worker pool was stopped after %d of %d items; the objects it created stay",
 			failureReason, res.ItemsRestored, res.TotalItems)
 	}
@@ -267,7 +270,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 			res.FailureReason = fmt.Sprintf("reading backup %s failed: %s", b.Name, location.TenantMessage(b.Status.StorageLocation))
 		}
 		if res.FilesError != nil {
-			res.FilesError = toTenant(rs, r.Namespace, live.Status.StorageLocation, res.FilesError)
+			res.FilesError = lifecycle.ToTenant(rs, r.Namespace, live.Status.StorageLocation, res.FilesError)
 		}
 	}
 	if files == nil && len(res.Operations) > 0 && r.Operations != nil {
@@ -280,7 +283,7 @@ func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "ItemsRestored", "Restore", "Restore handled %d of %d items: %d warnings, %d errors",
 			res.ItemsRestored, res.TotalItems, res.Warnings, res.Errors)
 	}
-	return restoreKind.endRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, rs, mutate, nil)
+	return lifecycle.Restores.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, rs, mutate, nil)
 }
 
 // restoreEnding is the status write that ends a run: for a run that went through every item,
@@ -299,7 +302,7 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 		default:
 			// Waiting while an operation its actions started runs; PartiallyFailed when items
 			// or operations failed.
-			s.Phase = restoreKind.afterRun(backup.AfterOperations(res.Errors > 0, res.Operations))
+			s.Phase = lifecycle.Restores.AfterRun(backup.AfterOperations(res.Errors > 0, res.Operations))
 		}
 		_, completed, failed := backup.OperationCounts(res.Operations)
 		s.RestoreItemOperationsAttempted = int32(len(res.Operations))
@@ -321,11 +324,11 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 // cancels a running restore's context when it shows spec.cancel or a deletion timestamp.
 func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.PhaseTimeout <= 0 {
-		r.PhaseTimeout = DefaultPhaseTimeout
+		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
 	}
-	return register("restore", ctrl.NewControllerManagedBy(mgr).
-		For(&cairnv1.Restore{}, builder.WithPredicates(restoreKind.inRunPhases())).
-		Watches(&cairnv1.Restore{}, restoreKind.runWatch(&r.runs)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: storageRateLimiter()}),
+	return lifecycle.Register("restore", ctrl.NewControllerManagedBy(mgr).
+		For(&cairnv1.Restore{}, builder.WithPredicates(lifecycle.Restores.InRunPhases())).
+		Watches(&cairnv1.Restore{}, lifecycle.Restores.RunWatch(&r.runs)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(r.ConcurrentRestores, 1), RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }

@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -211,7 +213,7 @@ func apiUnavailable() error {
 }
 
 func newRestoreReconciler(c client.Client, apiReader client.Reader, clk *clocktesting.FakeClock) *RestoreReconciler {
-	return &RestoreReconciler{Client: c, APIReader: apiReader, Namespace: "cairn-system", stores: stores{client: c, namespace: "cairn-system"},
+	return &RestoreReconciler{Client: c, APIReader: apiReader, Namespace: "cairn-system", Stores: stores.Stores{Client: c, Namespace: "cairn-system"},
 		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, Runner: &restore.Runner{}}
 }
 
@@ -231,12 +233,12 @@ func TestRestoreOrphaned(t *testing.T) {
 		wantReason      string
 		wantCompletedAt bool
 	}{
-		{name: "not running here: the operator restarted", wantPhase: cairnv1.RestorePhaseFailed, wantReason: FailureReasonRestoreRestarted, wantCompletedAt: true},
+		{name: "not running here: the operator restarted", wantPhase: cairnv1.RestorePhaseFailed, wantReason: lifecycle.FailureReasonRestoreRestarted, wantCompletedAt: true},
 		{name: "running here", wantPhase: cairnv1.RestorePhaseInProgress, prepare: func(r *RestoreReconciler, rs *cairnv1.Restore) {
-			r.runs.running.set(rs.UID, func(error) {})
+			r.runs.Running.Set(rs.UID, func(error) {})
 		}},
 		{name: "its ending was not written yet", wantPhase: cairnv1.RestorePhaseFinalizingPartiallyFailed, prepare: func(r *RestoreReconciler, rs *cairnv1.Restore) {
-			r.runs.unwritten.set(rs.UID, func(s *cairnv1.RestoreStatus) { s.Phase, s.Errors = cairnv1.RestorePhaseFinalizingPartiallyFailed, 2 })
+			r.runs.Unwritten.Set(rs.UID, func(s *cairnv1.RestoreStatus) { s.Phase, s.Errors = cairnv1.RestorePhaseFinalizingPartiallyFailed, 2 })
 		}},
 		{name: "the cache is stale: the API server has it Finalizing", apiServerPhase: cairnv1.RestorePhaseFinalizing, wantPhase: cairnv1.RestorePhaseInProgress},
 	} {
@@ -267,7 +269,7 @@ func TestRestoreOrphaned(t *testing.T) {
 			if got.Status.Phase != cairnv1.RestorePhaseInProgress && (got.Status.PhaseTransitionTime == nil || !got.Status.PhaseTransitionTime.Time.Equal(clk.Now())) {
 				t.Errorf("phaseTransitionTime %v, want %v", got.Status.PhaseTransitionTime, clk.Now())
 			}
-			if r.runs.unwritten.len() != 0 {
+			if r.runs.Unwritten.Len() != 0 {
 				t.Error("the unwritten ending is still kept after it was written")
 			}
 		})
@@ -298,7 +300,7 @@ func TestRestoreRunEndingSurvivesATransientAPIError(t *testing.T) {
 	r := newRestoreReconciler(c, c, clk)
 	current := getRestore(t, c, "team-a", "r")
 	ending := restoreEnding(&restore.Result{Ending: restore.Finished, ItemsRestored: 3, TotalItems: 3}, current.Generation, metav1.NewTime(clk.Now()))
-	if err := restoreKind.endRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, current, ending, nil); err == nil {
+	if err := lifecycle.Restores.EndRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, current, ending, nil); err == nil {
 		t.Fatal("endRun succeeded through a failing API server")
 	}
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
@@ -334,7 +336,7 @@ func TestRestoreRunEndingRetriesAConflict(t *testing.T) {
 			}
 			r := newRestoreReconciler(c, c, clk)
 			ending := restoreEnding(&restore.Result{Ending: restore.Finished}, stale.Generation, metav1.NewTime(clk.Now()))
-			if err := restoreKind.endRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, stale, ending, nil); err != nil {
+			if err := lifecycle.Restores.EndRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, stale, ending, nil); err != nil {
 				t.Fatalf("endRun = %v", err)
 			}
 			if got := getRestore(t, c, "team-a", "r"); got.Status.Phase != tt.want {
@@ -365,7 +367,7 @@ func TestFailInterruptedRestores(t *testing.T) {
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 	}, objects...)
-	step := endInterruptedRuns(c, clk, restoreKind)
+	step := lifecycle.EndInterruptedRuns(c, clk, lifecycle.Restores)
 	if step.Name != "fail-interrupted-restores" {
 		t.Errorf("step name %q", step.Name)
 	}
@@ -377,10 +379,10 @@ func TestFailInterruptedRestores(t *testing.T) {
 		rs := getRestore(t, c, namespace, name)
 		switch {
 		case phase == cairnv1.RestorePhaseInProgress:
-			if rs.Status.Phase != cairnv1.RestorePhaseFailed || rs.Status.FailureReason != FailureReasonRestoreRestarted ||
+			if rs.Status.Phase != cairnv1.RestorePhaseFailed || rs.Status.FailureReason != lifecycle.FailureReasonRestoreRestarted ||
 				rs.Status.CompletionTimestamp == nil || !rs.Status.CompletionTimestamp.Time.Equal(clk.Now()) {
 				t.Errorf("%s: phase %s, failureReason %q, completion %v; want Failed, %q, now", key,
-					rs.Status.Phase, rs.Status.FailureReason, rs.Status.CompletionTimestamp, FailureReasonRestoreRestarted)
+					rs.Status.Phase, rs.Status.FailureReason, rs.Status.CompletionTimestamp, lifecycle.FailureReasonRestoreRestarted)
 			}
 		case rs.Status.Phase != phase || rs.Status.FailureReason != "":
 			t.Errorf("%s: was %q, now %s (%q); only InProgress restores fail", key, phase, rs.Status.Phase, rs.Status.FailureReason)
@@ -392,13 +394,13 @@ func TestFailInterruptedRestores(t *testing.T) {
 			return apiUnavailable()
 		},
 	}, testRestore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
-	if err := endInterruptedRuns(broken, clk, restoreKind).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "team-a/r") {
+	if err := lifecycle.EndInterruptedRuns(broken, clk, lifecycle.Restores).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "team-a/r") {
 		t.Errorf("the step through a failing API server = %v, want an error naming team-a/r", err)
 	}
 }
 
 func newRestoreFinalizer(c client.Client, clk *clocktesting.FakeClock) *RestoreFinalizerReconciler {
-	return &RestoreFinalizerReconciler{Client: c, Namespace: "cairn-system", stores: stores{client: c, namespace: "cairn-system"},
+	return &RestoreFinalizerReconciler{Client: c, Namespace: "cairn-system", Stores: stores.Stores{Client: c, Namespace: "cairn-system"},
 		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
 }
 
@@ -589,7 +591,7 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 			}
 			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(tt.phase, tt.loc))
 			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
-			r.stores.wrap = tt.wrap
+			r.Stores.Wrap = tt.wrap
 			_, err := r.Reconcile(context.Background(), restoreRequest)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Reconcile = %v, want an error: %v", err, tt.wantErr)
@@ -663,8 +665,8 @@ func TestRestoreStartWaitsForStorageThenGivesUp(t *testing.T) {
 	c := newRestoreTestClient(t, interceptor.Funcs{}, bsl, restoreTestBackup("team-a", "b"), readyRestore())
 	r := newRestoreReconciler(c, c, clk)
 	res, err := r.Reconcile(context.Background(), restoreRequest)
-	if err != nil || res.RequeueAfter != storageWaitRequeue {
-		t.Fatalf("Reconcile = %+v, %v; want a requeue after %s", res, err, storageWaitRequeue)
+	if err != nil || res.RequeueAfter != lifecycle.StorageWaitRequeue {
+		t.Fatalf("Reconcile = %+v, %v; want a requeue after %s", res, err, lifecycle.StorageWaitRequeue)
 	}
 	got := getRestore(t, c, "team-a", "r")
 	cond := meta.FindStatusCondition(got.Status.Conditions, cairnv1.RestoreConditionStorageReady)

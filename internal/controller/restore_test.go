@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,54 +30,10 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
-
-// createRestore creates a Restore.
-func createRestore(namespace, name string, spec cairnv1.RestoreSpec) {
-	GinkgoHelper()
-	Expect(k8sClient.Create(suiteCtx, &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec})).To(Succeed())
-}
-
-func getRestore(namespace, name string) *cairnv1.Restore {
-	GinkgoHelper()
-	var rs cairnv1.Restore
-	Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: namespace, Name: name}, &rs)).To(Succeed())
-	return &rs
-}
-
-// waitRestore waits until a restore reaches phase and returns it.
-func waitRestore(namespace, name string, phase cairnv1.RestorePhase) *cairnv1.Restore {
-	GinkgoHelper()
-	var rs *cairnv1.Restore
-	Eventually(func(g Gomega) {
-		rs = getRestore(namespace, name)
-		g.Expect(rs.Status.Phase).To(Equal(phase), "failureReason %q, validationErrors %v", rs.Status.FailureReason, rs.Status.ValidationErrors)
-	}).WithTimeout(60 * time.Second).Should(Succeed())
-	return rs
-}
-
-// restoredList reads a restore's resource list from storage.
-func restoredList(store storage.ObjectStore, namespace, name string) restore.ResourceList {
-	GinkgoHelper()
-	var list restore.ResourceList
-	gunzipJSON(store, storage.Layout{}.Restore(namespace, name).ResourceList, &list)
-	return list
-}
-
-// getUnstructured reads an object, or nil when there is none.
-func getUnstructured(gvk schema.GroupVersionKind, namespace, name string) *unstructured.Unstructured {
-	GinkgoHelper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: namespace, Name: name}, u)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	Expect(err).NotTo(HaveOccurred())
-	return u
-}
 
 // comparable is an object without what the API server, the restore or the cluster's
 // controllers set: identity and bookkeeping metadata, Cairn's labels, status, and the fields
@@ -167,35 +125,35 @@ func createWidget(namespace, name, color string) {
 	w.SetNamespace(namespace)
 	w.SetName(name)
 	Expect(unstructured.SetNestedField(w.Object, color, "spec", "color")).To(Succeed())
-	Eventually(func() error { return k8sClient.Create(suiteCtx, w) }).Should(Succeed()) // the CRD may be new
+	Eventually(func() error { return K8sClient.Create(SuiteCtx, w) }).Should(Succeed()) // the CRD may be new
 	Expect(unstructured.SetNestedField(w.Object, "ready", "status", "state")).To(Succeed())
-	Expect(k8sClient.Status().Update(suiteCtx, w)).To(Succeed())
+	Expect(K8sClient.Status().Update(SuiteCtx, w)).To(Succeed())
 }
 
 // createShop fills the namespace ns with what the round trips back up.
 func createShop(ns string) {
 	GinkgoHelper()
-	ensureNamespace(ns)
-	createObject(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{"tier": "web"}},
+	EnsureNamespace(ns)
+	CreateObject(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{"tier": "web"}},
 		Data: map[string]string{"color": "blue", "size": "3"}})
-	createObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, Type: corev1.SecretTypeOpaque,
+	CreateObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"password": []byte("s3cret")}})
-	createObject(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+	CreateObject(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "registry"}}})
-	createObject(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
+	CreateObject(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}})
-	createObject(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader-app"},
+	CreateObject(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader-app"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "app", Namespace: ns}}})
 	labels := map[string]string{"app": "web"}
-	createObject(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: labels}, Spec: appsv1.DeploymentSpec{
+	CreateObject(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: labels}, Spec: appsv1.DeploymentSpec{
 		Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			ServiceAccountName: "app", Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}},
 	}})
-	createObject(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: corev1.ServiceSpec{
+	CreateObject(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: corev1.ServiceSpec{
 		Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}})
-	createObject(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: corev1.ServiceSpec{
+	CreateObject(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeNodePort, Selector: labels,
 		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}})
 	for _, p := range []struct {
@@ -203,14 +161,14 @@ func createShop(ns string) {
 		policy corev1.PersistentVolumeReclaimPolicy
 	}{{"retain", corev1.PersistentVolumeReclaimRetain}, {"delete", corev1.PersistentVolumeReclaimDelete}} {
 		pv := "pv-" + ns + "-" + p.name
-		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
+		CreateObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: p.policy,
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + pv}},
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: "data-" + p.name},
 		}})
-		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + p.name,
+		CreateObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + p.name,
 			Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pv,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
@@ -224,7 +182,7 @@ func snapshot(ns string) map[string]*unstructured.Unstructured {
 	GinkgoHelper()
 	out := map[string]*unstructured.Unstructured{}
 	for _, o := range shopObjects {
-		out[o.gvk.Kind+"/"+o.name] = getUnstructured(o.gvk, ns, o.name)
+		out[o.gvk.Kind+"/"+o.name] = GetUnstructured(o.gvk, ns, o.name)
 	}
 	return out
 }
@@ -234,7 +192,7 @@ func expectShopRestored(originals map[string]*unstructured.Unstructured, ns, res
 	GinkgoHelper()
 	for _, o := range shopObjects {
 		o.drop = append(append([]string(nil), o.drop...), extra[o.gvk.Kind+"/"+o.name]...)
-		restored := getUnstructured(o.gvk, ns, o.name)
+		restored := GetUnstructured(o.gvk, ns, o.name)
 		Expect(restored).NotTo(BeNil(), "%s %s/%s was not restored", o.gvk.Kind, ns, o.name)
 		Expect(restored.GetLabels()).To(HaveKeyWithValue(cairnv1.RestoreNameLabel, restoreName))
 		Expect(restored.GetLabels()).To(HaveKey(cairnv1.BackupNameLabel))
@@ -259,32 +217,32 @@ var _ = Describe("Restore", Ordered, func() {
 	var originals map[string]*unstructured.Unstructured
 
 	BeforeAll(func() {
-		store, loc = createDefaultLocation("restore-default")
-		stop = startManager(controller.Config{ProgressInterval: 10 * time.Millisecond, RestoreWorkerCount: 4,
+		store, loc = CreateDefaultLocation("restore-default")
+		stop = StartManager(controller.Config{ProgressInterval: 10 * time.Millisecond, RestoreWorkerCount: 4,
 			RestoreNamespaceTimeout: 3 * time.Second})
 		DeferCleanup(func() { stop() })
-		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 
-		Expect(k8sClient.Create(suiteCtx, widgetCRD())).To(Succeed())
+		Expect(K8sClient.Create(SuiteCtx, widgetCRD())).To(Succeed())
 		createShop("shop")
 		originals = snapshot("shop")
-		createBackup(operatorNamespace, "shop-full", cairnv1.BackupSpec{IncludedNamespaces: []string{"shop"}})
-		waitPhase("shop-full", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "shop-full", cairnv1.BackupSpec{IncludedNamespaces: []string{"shop"}})
+		WaitPhase("shop-full", cairnv1.BackupPhaseCompleted)
 	})
 
 	AfterAll(func() {
 		var list cairnv1.RestoreList
-		Expect(k8sClient.List(suiteCtx, &list)).To(Succeed())
+		Expect(K8sClient.List(SuiteCtx, &list)).To(Succeed())
 		for i := range list.Items {
-			_ = k8sClient.Delete(suiteCtx, &list.Items[i])
+			_ = K8sClient.Delete(SuiteCtx, &list.Items[i])
 		}
-		deleteAllBackups()
+		DeleteAllBackups()
 	})
 
 	It("restores a namespace under another name with namespaceMapping, every object equal to its original", func() {
-		createRestore(operatorNamespace, "shop-copy", cairnv1.RestoreSpec{BackupName: "shop-full",
+		CreateRestore(OperatorNamespace, "shop-copy", cairnv1.RestoreSpec{BackupName: "shop-full",
 			NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "shop-copy"}})
-		rs := waitRestore(operatorNamespace, "shop-copy", cairnv1.RestorePhaseCompleted)
+		rs := WaitRestore(OperatorNamespace, "shop-copy", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Finalizers).To(ContainElement(cairnv1.RestoreDataFinalizer))
 		Expect(rs.Status.BackupName).To(Equal("shop-full"))
 		Expect(rs.Status.StorageLocation).To(Equal(loc.Name))
@@ -296,31 +254,31 @@ var _ = Describe("Restore", Ordered, func() {
 		Expect(meta.IsStatusConditionTrue(rs.Status.Conditions, cairnv1.RestoreConditionFilesStored)).To(BeTrue())
 
 		// The namespace was created from the backed-up one, under its new name.
-		ns := getUnstructured(nsGVK, "", "shop-copy")
+		ns := GetUnstructured(nsGVK, "", "shop-copy")
 		Expect(ns).NotTo(BeNil())
 		Expect(ns.GetLabels()).To(HaveKeyWithValue(cairnv1.RestoreNameLabel, "shop-copy"))
 		// The Retain PV exists already, bound to the original claim: the copy's claim gets a
 		// new volume.
 		expectShopRestored(originals, "shop-copy", "shop-copy", map[string][]string{"PersistentVolumeClaim/data-retain": {"spec.volumeName"}})
-		vn, _, _ := unstructured.NestedString(getUnstructured(pvcGVK, "shop-copy", "data-retain").Object, "spec", "volumeName")
+		vn, _, _ := unstructured.NestedString(GetUnstructured(pvcGVK, "shop-copy", "data-retain").Object, "spec", "volumeName")
 		Expect(vn).To(BeEmpty())
-		list := restoredList(store, operatorNamespace, "shop-copy")
+		list := RestoredList(store, OperatorNamespace, "shop-copy")
 		Expect(list[restore.Created]["configmaps"]).To(ConsistOf("shop-copy/settings"))
 		Expect(list[restore.Created]["widgets.restore.example.com"]).To(ConsistOf("shop-copy/blue"))
 		// A NodePort service gets a new port, a ClusterIP one a new address.
-		edge := getUnstructured(serviceGVK, "shop-copy", "edge")
+		edge := GetUnstructured(serviceGVK, "shop-copy", "edge")
 		origEdge := originals["Service/edge"]
 		ports, _, _ := unstructured.NestedSlice(edge.Object, "spec", "ports")
 		origPorts, _, _ := unstructured.NestedSlice(origEdge.Object, "spec", "ports")
 		Expect(ports[0].(map[string]any)["nodePort"]).NotTo(Equal(origPorts[0].(map[string]any)["nodePort"]))
-		ip, _, _ := unstructured.NestedString(getUnstructured(serviceGVK, "shop-copy", "web").Object, "spec", "clusterIP")
+		ip, _, _ := unstructured.NestedString(GetUnstructured(serviceGVK, "shop-copy", "web").Object, "spec", "clusterIP")
 		origIP, _, _ := unstructured.NestedString(originals["Service/web"].Object, "spec", "clusterIP")
 		Expect(ip).NotTo(BeEmpty())
 		Expect(ip).NotTo(Equal(origIP))
 		// Its files are in storage.
-		keys := storage.Layout{}.Restore(operatorNamespace, "shop-copy")
-		gunzipJSON(store, keys.Results, nil)
-		Expect(string(gunzip(store, keys.Logs))).To(ContainSubstring("Restore finished"))
+		keys := storage.Layout{}.Restore(OperatorNamespace, "shop-copy")
+		GunzipJSON(store, keys.Results, nil)
+		Expect(string(Gunzip(store, keys.Logs))).To(ContainSubstring("Restore finished"))
 	})
 
 	It("restores what was deleted in place: CRDs first, PVs only with Retain, PVC bindings as the PVs allow", func() {
@@ -328,14 +286,14 @@ var _ = Describe("Restore", Ordered, func() {
 		// (The protection finalizers of PVCs and PVs are removed by hand: this control plane
 		// has no controller that would.)
 		gone := func(gvk schema.GroupVersionKind, ns, name string) {
-			u := getUnstructured(gvk, ns, name)
+			u := GetUnstructured(gvk, ns, name)
 			Expect(u).NotTo(BeNil())
-			Expect(k8sClient.Delete(suiteCtx, u)).To(Succeed())
+			Expect(K8sClient.Delete(SuiteCtx, u)).To(Succeed())
 			Eventually(func() bool {
-				u := getUnstructured(gvk, ns, name)
+				u := GetUnstructured(gvk, ns, name)
 				if u != nil && len(u.GetFinalizers()) > 0 {
 					u.SetFinalizers(nil)
-					_ = k8sClient.Update(suiteCtx, u)
+					_ = K8sClient.Update(SuiteCtx, u)
 				}
 				return u == nil
 			}).WithTimeout(30*time.Second).Should(BeTrue(), "%s %s/%s", gvk.Kind, ns, name)
@@ -348,94 +306,94 @@ var _ = Describe("Restore", Ordered, func() {
 		gone(pvGVK, "", "pv-shop-retain")
 		gone(pvGVK, "", "pv-shop-delete")
 
-		createRestore(operatorNamespace, "shop-back", cairnv1.RestoreSpec{BackupName: "shop-full"})
-		rs := waitRestore(operatorNamespace, "shop-back", cairnv1.RestorePhaseCompleted)
+		CreateRestore(OperatorNamespace, "shop-back", cairnv1.RestoreSpec{BackupName: "shop-full"})
+		rs := WaitRestore(OperatorNamespace, "shop-back", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.Errors).To(BeZero())
 		expectShopRestored(originals, "shop", "shop-back", nil)
-		crd := getUnstructured(crdGVK, "", widgetsName)
+		crd := GetUnstructured(crdGVK, "", widgetsName)
 		Expect(crd).NotTo(BeNil())
 		Expect(crd.GetLabels()).To(HaveKeyWithValue(cairnv1.RestoreNameLabel, "shop-back"))
 
 		// The Retain PV is back, its claim reference pointing at the claim by name only; the
 		// Delete one is not (its data went with it), and its claim will get a new volume.
-		pv := getUnstructured(pvGVK, "", "pv-shop-retain")
+		pv := GetUnstructured(pvGVK, "", "pv-shop-retain")
 		Expect(pv).NotTo(BeNil())
 		claimRef, _, _ := unstructured.NestedMap(pv.Object, "spec", "claimRef")
 		Expect(claimRef).To(HaveKeyWithValue("namespace", "shop"))
 		Expect(claimRef).To(HaveKeyWithValue("name", "data-retain"))
 		Expect(claimRef).NotTo(HaveKey("uid"))
-		Expect(getUnstructured(pvGVK, "", "pv-shop-delete")).To(BeNil())
-		retained := getUnstructured(pvcGVK, "shop", "data-retain")
+		Expect(GetUnstructured(pvGVK, "", "pv-shop-delete")).To(BeNil())
+		retained := GetUnstructured(pvcGVK, "shop", "data-retain")
 		Expect(retained.GetAnnotations()).NotTo(HaveKey("pv.kubernetes.io/bind-completed"))
 		vn, _, _ := unstructured.NestedString(retained.Object, "spec", "volumeName")
 		Expect(vn).To(Equal("pv-shop-retain"))
-		fresh := getUnstructured(pvcGVK, "shop", "data-delete")
+		fresh := GetUnstructured(pvcGVK, "shop", "data-delete")
 		Expect(fresh).NotTo(BeNil())
 		vn, _, _ = unstructured.NestedString(fresh.Object, "spec", "volumeName")
 		Expect(vn).To(BeEmpty())
 
-		list := restoredList(store, operatorNamespace, "shop-back")
+		list := RestoredList(store, OperatorNamespace, "shop-back")
 		Expect(list[restore.Skipped]["persistentvolumes"]).To(ConsistOf("pv-shop-delete"))
 		Expect(list[restore.Created]["customresourcedefinitions.apiextensions.k8s.io"]).To(ConsistOf(widgetsName))
 		Expect(list[restore.Created]["persistentvolumes"]).To(ConsistOf("pv-shop-retain"))
 		// Status is not restored unless asked.
-		state, found, _ := unstructured.NestedString(getUnstructured(widgetGVK, "shop", "blue").Object, "status", "state")
+		state, found, _ := unstructured.NestedString(GetUnstructured(widgetGVK, "shop", "blue").Object, "status", "state")
 		Expect(found).To(BeFalse(), "status %q", state)
 	})
 
 	It("frees a Released PV for its restored claim, so that the claim binds to its data again", func() {
-		ensureNamespace("rel")
-		createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-rel"}, Spec: corev1.PersistentVolumeSpec{
+		EnsureNamespace("rel")
+		CreateObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-rel"}, Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv-rel"}},
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "rel", Name: "data"},
 		}})
-		createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "rel", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+		CreateObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "rel", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-rel",
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}})
-		createBackup(operatorNamespace, "rel", cairnv1.BackupSpec{IncludedNamespaces: []string{"rel"}})
-		waitPhase("rel", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "rel", cairnv1.BackupSpec{IncludedNamespaces: []string{"rel"}})
+		WaitPhase("rel", cairnv1.BackupPhaseCompleted)
 
 		// The claim goes (with its namespace, say); its volume is Released, still naming the
 		// deleted claim's uid, as the PV controller leaves it.
-		pvc := getUnstructured(pvcGVK, "rel", "data")
-		Expect(k8sClient.Delete(suiteCtx, pvc)).To(Succeed())
+		pvc := GetUnstructured(pvcGVK, "rel", "data")
+		Expect(K8sClient.Delete(SuiteCtx, pvc)).To(Succeed())
 		Eventually(func() bool {
-			u := getUnstructured(pvcGVK, "rel", "data")
+			u := GetUnstructured(pvcGVK, "rel", "data")
 			if u != nil && len(u.GetFinalizers()) > 0 {
 				u.SetFinalizers(nil)
-				_ = k8sClient.Update(suiteCtx, u)
+				_ = K8sClient.Update(SuiteCtx, u)
 			}
 			return u == nil
 		}).Should(BeTrue())
 		var pv corev1.PersistentVolume
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Name: "pv-rel"}, &pv)).To(Succeed())
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Name: "pv-rel"}, &pv)).To(Succeed())
 		pv.Spec.ClaimRef.UID = "uid-of-the-deleted-claim"
-		Expect(k8sClient.Update(suiteCtx, &pv)).To(Succeed())
+		Expect(K8sClient.Update(SuiteCtx, &pv)).To(Succeed())
 		pv.Status.Phase = corev1.VolumeReleased
-		Expect(k8sClient.Status().Update(suiteCtx, &pv)).To(Succeed())
+		Expect(K8sClient.Status().Update(SuiteCtx, &pv)).To(Succeed())
 
-		createRestore(operatorNamespace, "rel-back", cairnv1.RestoreSpec{BackupName: "rel"})
-		waitRestore(operatorNamespace, "rel-back", cairnv1.RestorePhaseCompleted)
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Name: "pv-rel"}, &pv)).To(Succeed())
+		CreateRestore(OperatorNamespace, "rel-back", cairnv1.RestoreSpec{BackupName: "rel"})
+		WaitRestore(OperatorNamespace, "rel-back", cairnv1.RestorePhaseCompleted)
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Name: "pv-rel"}, &pv)).To(Succeed())
 		Expect(pv.Spec.ClaimRef.UID).To(BeEmpty())
 		Expect(pv.Spec.ClaimRef.Namespace).To(Equal("rel"))
 		Expect(pv.Spec.ClaimRef.Name).To(Equal("data"))
-		vn, _, _ := unstructured.NestedString(getUnstructured(pvcGVK, "rel", "data").Object, "spec", "volumeName")
+		vn, _, _ := unstructured.NestedString(GetUnstructured(pvcGVK, "rel", "data").Object, "spec", "volumeName")
 		Expect(vn).To(Equal("pv-rel"))
-		Expect(restoredList(store, operatorNamespace, "rel-back")[restore.Updated]["persistentvolumes"]).To(ConsistOf("pv-rel"))
+		Expect(RestoredList(store, OperatorNamespace, "rel-back")[restore.Updated]["persistentvolumes"]).To(ConsistOf("pv-rel"))
 	})
 
 	It("restores status only for the resources restoreStatus selects", func() {
-		createRestore(operatorNamespace, "shop-status", cairnv1.RestoreSpec{BackupName: "shop-full",
+		CreateRestore(OperatorNamespace, "shop-status", cairnv1.RestoreSpec{BackupName: "shop-full",
 			IncludedResources: []string{"widgets.restore.example.com", "configmaps"},
 			NamespaceMapping:  map[string]cairnv1.NamespaceName{"shop": "shop-status"},
 			RestoreStatus:     &cairnv1.RestoreStatusSpec{IncludedResources: []string{"widgets"}}})
-		waitRestore(operatorNamespace, "shop-status", cairnv1.RestorePhaseCompleted)
-		state, _, _ := unstructured.NestedString(getUnstructured(widgetGVK, "shop-status", "blue").Object, "status", "state")
+		WaitRestore(OperatorNamespace, "shop-status", cairnv1.RestorePhaseCompleted)
+		state, _, _ := unstructured.NestedString(GetUnstructured(widgetGVK, "shop-status", "blue").Object, "status", "state")
 		Expect(state).To(Equal("ready"))
 	})
 
@@ -443,9 +401,9 @@ var _ = Describe("Restore", Ordered, func() {
 		func(name string, spec cairnv1.RestoreSpec, want map[string][]string) {
 			spec.BackupName = "shop-full"
 			spec.NamespaceMapping = map[string]cairnv1.NamespaceName{"shop": cairnv1.NamespaceName(name)}
-			createRestore(operatorNamespace, name, spec)
-			waitRestore(operatorNamespace, name, cairnv1.RestorePhaseCompleted)
-			created := restoredList(store, operatorNamespace, name)[restore.Created]
+			CreateRestore(OperatorNamespace, name, spec)
+			WaitRestore(OperatorNamespace, name, cairnv1.RestorePhaseCompleted)
+			created := RestoredList(store, OperatorNamespace, name)[restore.Created]
 			for resource, names := range want {
 				var full []string
 				for _, n := range names {
@@ -484,74 +442,74 @@ var _ = Describe("Restore", Ordered, func() {
 	)
 
 	It("leaves existing objects alone with existingResourcePolicy none, and updates them with update", func() {
-		cm := getUnstructured(cmGVK, "shop", "settings")
+		cm := GetUnstructured(cmGVK, "shop", "settings")
 		Expect(unstructured.SetNestedField(cm.Object, "red", "data", "color")).To(Succeed())
-		Expect(k8sClient.Update(suiteCtx, cm)).To(Succeed())
+		Expect(K8sClient.Update(SuiteCtx, cm)).To(Succeed())
 
-		createRestore(operatorNamespace, "keep", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps", "secrets"}})
-		rs := waitRestore(operatorNamespace, "keep", cairnv1.RestorePhaseCompleted)
+		CreateRestore(OperatorNamespace, "keep", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps", "secrets"}})
+		rs := WaitRestore(OperatorNamespace, "keep", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.Warnings).To(BeNumerically(">=", 1))
-		color, _, _ := unstructured.NestedString(getUnstructured(cmGVK, "shop", "settings").Object, "data", "color")
+		color, _, _ := unstructured.NestedString(GetUnstructured(cmGVK, "shop", "settings").Object, "data", "color")
 		Expect(color).To(Equal("red"))
-		list := restoredList(store, operatorNamespace, "keep")
+		list := RestoredList(store, OperatorNamespace, "keep")
 		Expect(list[restore.Skipped]["configmaps"]).To(ConsistOf("shop/settings"))
 		Expect(list[restore.Skipped]["secrets"]).To(ConsistOf("shop/creds")) // identical: skipped
 		var results restore.Results
-		gunzipJSON(store, storage.Layout{}.Restore(operatorNamespace, "keep").Results, &results)
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "keep").Results, &results)
 		Expect(results.Warnings.Namespaces["shop"]).To(ContainElement(And(ContainSubstring("configmaps shop/settings"), ContainSubstring("data"))))
 		Expect(results.Warnings.Namespaces["shop"]).NotTo(ContainElement(ContainSubstring("creds")))
 
-		createRestore(operatorNamespace, "overwrite", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps"},
+		CreateRestore(OperatorNamespace, "overwrite", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps"},
 			ExistingResourcePolicy: cairnv1.ExistingResourcePolicyUpdate})
-		waitRestore(operatorNamespace, "overwrite", cairnv1.RestorePhaseCompleted)
-		updated := getUnstructured(cmGVK, "shop", "settings")
+		WaitRestore(OperatorNamespace, "overwrite", cairnv1.RestorePhaseCompleted)
+		updated := GetUnstructured(cmGVK, "shop", "settings")
 		color, _, _ = unstructured.NestedString(updated.Object, "data", "color")
 		Expect(color).To(Equal("blue"))
 		Expect(updated.GetLabels()).To(HaveKeyWithValue(cairnv1.RestoreNameLabel, "overwrite"))
-		Expect(restoredList(store, operatorNamespace, "overwrite")[restore.Updated]["configmaps"]).To(ConsistOf("shop/settings"))
+		Expect(RestoredList(store, OperatorNamespace, "overwrite")[restore.Updated]["configmaps"]).To(ConsistOf("shop/settings"))
 	})
 
 	It("fails validation with a clear message", func() {
-		createBackup(operatorNamespace, "never-done", cairnv1.BackupSpec{IncludedNamespaces: []string{"nowhere"}, StorageLocation: "missing-location"})
-		waitPhase("never-done", cairnv1.BackupPhaseFailedValidation)
-		ensureNamespace("team-r")
+		CreateBackup(OperatorNamespace, "never-done", cairnv1.BackupSpec{IncludedNamespaces: []string{"nowhere"}, StorageLocation: "missing-location"})
+		WaitPhase("never-done", cairnv1.BackupPhaseFailedValidation)
+		EnsureNamespace("team-r")
 		for _, tc := range []struct {
 			namespace, name string
 			spec            cairnv1.RestoreSpec
 			want            string
 		}{
-			{operatorNamespace, "v-missing", cairnv1.RestoreSpec{BackupName: "no-such"}, "backup no-such not found in namespace cairn-system"},
-			{operatorNamespace, "v-failed", cairnv1.RestoreSpec{BackupName: "never-done"}, "backup never-done is FailedValidation: only Completed or PartiallyFailed backups can be restored"},
-			{operatorNamespace, "v-schedule", cairnv1.RestoreSpec{ScheduleName: "nightly"}, "schedule nightly has no Completed backup"},
+			{OperatorNamespace, "v-missing", cairnv1.RestoreSpec{BackupName: "no-such"}, "backup no-such not found in namespace cairn-system"},
+			{OperatorNamespace, "v-failed", cairnv1.RestoreSpec{BackupName: "never-done"}, "backup never-done is FailedValidation: only Completed or PartiallyFailed backups can be restored"},
+			{OperatorNamespace, "v-schedule", cairnv1.RestoreSpec{ScheduleName: "nightly"}, "schedule nightly has no Completed backup"},
 			{"team-r", "v-other-ns", cairnv1.RestoreSpec{BackupName: "shop-full"}, "backup shop-full not found in namespace team-r"},
 			{"team-r", "v-map", cairnv1.RestoreSpec{BackupName: "x", NamespaceMapping: map[string]cairnv1.NamespaceName{"team-r": "shop"}}, "may only restore its own namespace into itself"},
 			{"team-r", "v-ns", cairnv1.RestoreSpec{BackupName: "x", IncludedNamespaces: []string{"shop"}}, `may only restore its own namespace, not "shop"`},
 			{"team-r", "v-cluster", cairnv1.RestoreSpec{BackupName: "x", IncludeClusterResources: ptr.To(true)}, "cannot include cluster-scoped resources"},
 		} {
-			createRestore(tc.namespace, tc.name, tc.spec)
-			rs := waitRestore(tc.namespace, tc.name, cairnv1.RestorePhaseFailedValidation)
+			CreateRestore(tc.namespace, tc.name, tc.spec)
+			rs := WaitRestore(tc.namespace, tc.name, cairnv1.RestorePhaseFailedValidation)
 			Expect(rs.Status.ValidationErrors).To(ContainElement(ContainSubstring(tc.want)), tc.name)
 		}
 	})
 
 	It("restores a team's backup into the team's namespace as its requester, never cluster-scoped items", func() {
 		createShop("team-shop")
-		createBackup("team-shop", "mine", cairnv1.BackupSpec{})
+		CreateBackup("team-shop", "mine", cairnv1.BackupSpec{})
 		Eventually(func(g Gomega) {
-			g.Expect(getBackup("team-shop", "mine").Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
+			g.Expect(GetBackup("team-shop", "mine").Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
 		}).WithTimeout(60 * time.Second).Should(Succeed())
 		for _, name := range []string{"settings"} {
-			Expect(k8sClient.Delete(suiteCtx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-shop", Name: name}})).To(Succeed())
+			Expect(K8sClient.Delete(SuiteCtx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-shop", Name: name}})).To(Succeed())
 		}
-		Expect(k8sClient.Delete(suiteCtx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-shop", Name: "reader-app"}})).To(Succeed())
-		createRestore("team-shop", "mine-back", cairnv1.RestoreSpec{BackupName: "mine"})
-		rs := waitRestore("team-shop", "mine-back", cairnv1.RestorePhaseCompleted)
+		Expect(K8sClient.Delete(SuiteCtx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-shop", Name: "reader-app"}})).To(Succeed())
+		CreateRestore("team-shop", "mine-back", cairnv1.RestoreSpec{BackupName: "mine"})
+		rs := WaitRestore("team-shop", "mine-back", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.Errors).To(BeZero())
-		Expect(getUnstructured(cmGVK, "team-shop", "settings")).NotTo(BeNil())
+		Expect(GetUnstructured(cmGVK, "team-shop", "settings")).NotTo(BeNil())
 		// The requester (the suite's administrator) may create role bindings: the API server,
 		// not a blanket rule of Cairn's, decides (a tenant's refusal is in test/e2e/tenancy_test.go).
-		Expect(getUnstructured(rbGVK, "team-shop", "reader-app")).NotTo(BeNil())
-		list := restoredList(store, "team-shop", "mine-back")
+		Expect(GetUnstructured(rbGVK, "team-shop", "reader-app")).NotTo(BeNil())
+		list := RestoredList(store, "team-shop", "mine-back")
 		Expect(list[restore.Created]["rolebindings.rbac.authorization.k8s.io"]).To(ConsistOf("team-shop/reader-app"))
 		for resource := range list[restore.Created] {
 			Expect(resource).NotTo(BeElementOf("persistentvolumes", "namespaces", "customresourcedefinitions.apiextensions.k8s.io"))
@@ -559,133 +517,133 @@ var _ = Describe("Restore", Ordered, func() {
 	})
 
 	It("fails a restore whose archive does not match its commit marker, having created nothing", func() {
-		ensureNamespace("small")
-		createObject(configMap("small", "only", nil))
-		createBackup(operatorNamespace, "small", cairnv1.BackupSpec{IncludedNamespaces: []string{"small"}})
-		waitPhase("small", cairnv1.BackupPhaseCompleted)
-		path := filepath.Join(loc.Spec.Config[cairnv1.ConfigKeyPath], storage.Layout{}.Backup(operatorNamespace, "small").Archive)
+		EnsureNamespace("small")
+		CreateObject(ConfigMap("small", "only", nil))
+		CreateBackup(OperatorNamespace, "small", cairnv1.BackupSpec{IncludedNamespaces: []string{"small"}})
+		WaitPhase("small", cairnv1.BackupPhaseCompleted)
+		path := filepath.Join(loc.Spec.Config[cairnv1.ConfigKeyPath], storage.Layout{}.Backup(OperatorNamespace, "small").Archive)
 		data, err := os.ReadFile(path)
 		Expect(err).NotTo(HaveOccurred())
 		data[len(data)/2] ^= 0x01
 		Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
 
-		createRestore(operatorNamespace, "small-corrupt", cairnv1.RestoreSpec{BackupName: "small", NamespaceMapping: map[string]cairnv1.NamespaceName{"small": "small-corrupt"}})
-		rs := waitRestore(operatorNamespace, "small-corrupt", cairnv1.RestorePhaseFailed)
+		CreateRestore(OperatorNamespace, "small-corrupt", cairnv1.RestoreSpec{BackupName: "small", NamespaceMapping: map[string]cairnv1.NamespaceName{"small": "small-corrupt"}})
+		rs := WaitRestore(OperatorNamespace, "small-corrupt", cairnv1.RestorePhaseFailed)
 		Expect(rs.Status.FailureReason).To(ContainSubstring("archive checksum mismatch"))
-		Expect(getUnstructured(nsGVK, "", "small-corrupt")).To(BeNil())
-		Expect(string(gunzip(store, storage.Layout{}.Restore(operatorNamespace, "small-corrupt").Logs))).To(ContainSubstring("archive checksum mismatch"))
+		Expect(GetUnstructured(nsGVK, "", "small-corrupt")).To(BeNil())
+		Expect(string(Gunzip(store, storage.Layout{}.Restore(OperatorNamespace, "small-corrupt").Logs))).To(ContainSubstring("archive checksum mismatch"))
 	})
 
 	It("fails validation when the backup's commit marker is gone", func() {
-		createBackup(operatorNamespace, "uncommitted", cairnv1.BackupSpec{IncludedNamespaces: []string{"small"}})
-		waitPhase("uncommitted", cairnv1.BackupPhaseCompleted)
-		Expect(store.Delete(context.Background(), storage.Layout{}.Backup(operatorNamespace, "uncommitted").Metadata)).To(Succeed())
-		createRestore(operatorNamespace, "from-uncommitted", cairnv1.RestoreSpec{BackupName: "uncommitted"})
-		rs := waitRestore(operatorNamespace, "from-uncommitted", cairnv1.RestorePhaseFailedValidation)
+		CreateBackup(OperatorNamespace, "uncommitted", cairnv1.BackupSpec{IncludedNamespaces: []string{"small"}})
+		WaitPhase("uncommitted", cairnv1.BackupPhaseCompleted)
+		Expect(store.Delete(context.Background(), storage.Layout{}.Backup(OperatorNamespace, "uncommitted").Metadata)).To(Succeed())
+		CreateRestore(OperatorNamespace, "from-uncommitted", cairnv1.RestoreSpec{BackupName: "uncommitted"})
+		rs := WaitRestore(OperatorNamespace, "from-uncommitted", cairnv1.RestorePhaseFailedValidation)
 		Expect(rs.Status.ValidationErrors).To(ContainElement(ContainSubstring("has no commit marker")))
 	})
 
 	It("waits for a terminating target namespace, saying so, and fails when it does not go", func() {
 		// Without kube-controller-manager a deleted namespace stays Terminating.
-		ensureNamespace("held")
-		Expect(k8sClient.Delete(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "held"}})).To(Succeed())
-		createRestore(operatorNamespace, "into-held", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps"},
+		EnsureNamespace("held")
+		Expect(K8sClient.Delete(SuiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "held"}})).To(Succeed())
+		CreateRestore(OperatorNamespace, "into-held", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps"},
 			NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "held"}})
 		Eventually(func(g Gomega) {
-			rs := getRestore(operatorNamespace, "into-held")
+			rs := GetRestore(OperatorNamespace, "into-held")
 			c := meta.FindStatusCondition(rs.Status.Conditions, cairnv1.RestoreConditionNamespacesReady)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Message).To(ContainSubstring("waiting for namespace held to finish terminating"))
 		}).Should(Succeed())
-		rs := waitRestore(operatorNamespace, "into-held", cairnv1.RestorePhaseFailed)
+		rs := WaitRestore(OperatorNamespace, "into-held", cairnv1.RestorePhaseFailed)
 		Expect(rs.Status.FailureReason).To(ContainSubstring("namespace held was still terminating after 3s"))
 		Expect(meta.IsStatusConditionFalse(rs.Status.Conditions, cairnv1.RestoreConditionNamespacesReady)).To(BeTrue())
 	})
 
 	It("fails a restore that was InProgress when the operator restarted", func() {
 		stop()
-		stop = startManager(controller.Config{RestoreNamespaceTimeout: time.Hour})
-		createRestore(operatorNamespace, "interrupted", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps"},
+		stop = StartManager(controller.Config{RestoreNamespaceTimeout: time.Hour})
+		CreateRestore(OperatorNamespace, "interrupted", cairnv1.RestoreSpec{BackupName: "shop-full", IncludedResources: []string{"configmaps"},
 			NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "held"}})
-		Eventually(func() cairnv1.RestorePhase { return getRestore(operatorNamespace, "interrupted").Status.Phase }).Should(Equal(cairnv1.RestorePhaseInProgress))
+		Eventually(func() cairnv1.RestorePhase { return GetRestore(OperatorNamespace, "interrupted").Status.Phase }).Should(Equal(cairnv1.RestorePhaseInProgress))
 		stop()
-		Expect(getRestore(operatorNamespace, "interrupted").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
-		stop = startManager(controller.Config{RestoreNamespaceTimeout: time.Hour})
-		rs := waitRestore(operatorNamespace, "interrupted", cairnv1.RestorePhaseFailed)
-		Expect(rs.Status.FailureReason).To(Equal(controller.FailureReasonRestoreRestarted))
+		Expect(GetRestore(OperatorNamespace, "interrupted").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
+		stop = StartManager(controller.Config{RestoreNamespaceTimeout: time.Hour})
+		rs := WaitRestore(OperatorNamespace, "interrupted", cairnv1.RestorePhaseFailed)
+		Expect(rs.Status.FailureReason).To(Equal(lifecycle.FailureReasonRestoreRestarted))
 	})
 
 	It("restores from a ReadOnly location, its own files going to the default location", func() {
-		spec := filesystemSpec(GinkgoT().TempDir())
+		spec := FilesystemSpec(GinkgoT().TempDir())
 		spec.ValidationFrequency = &metav1.Duration{Duration: time.Second}
-		archiveLoc := createLocation(spec)
-		eventuallyLocation(archiveLoc, cairnv1.StorageLocationPhaseAvailable, "")
-		createBackup(operatorNamespace, "on-archive", cairnv1.BackupSpec{IncludedNamespaces: []string{"shop"}, IncludedResources: []string{"configmaps"},
+		archiveLoc := CreateLocation(spec)
+		EventuallyLocation(archiveLoc, cairnv1.StorageLocationPhaseAvailable, "")
+		CreateBackup(OperatorNamespace, "on-archive", cairnv1.BackupSpec{IncludedNamespaces: []string{"shop"}, IncludedResources: []string{"configmaps"},
 			StorageLocation: archiveLoc.Name})
-		waitPhase("on-archive", cairnv1.BackupPhaseCompleted)
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(archiveLoc), archiveLoc)).To(Succeed())
+		WaitPhase("on-archive", cairnv1.BackupPhaseCompleted)
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(archiveLoc), archiveLoc)).To(Succeed())
 		archiveLoc.Spec.AccessMode = cairnv1.AccessModeReadOnly
-		Expect(k8sClient.Update(suiteCtx, archiveLoc)).To(Succeed())
+		Expect(K8sClient.Update(SuiteCtx, archiveLoc)).To(Succeed())
 
-		createRestore(operatorNamespace, "from-archive", cairnv1.RestoreSpec{BackupName: "on-archive",
+		CreateRestore(OperatorNamespace, "from-archive", cairnv1.RestoreSpec{BackupName: "on-archive",
 			NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "from-archive"}})
-		rs := waitRestore(operatorNamespace, "from-archive", cairnv1.RestorePhaseCompleted)
+		rs := WaitRestore(OperatorNamespace, "from-archive", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.StorageLocation).To(Equal(loc.Name))
 		Expect(meta.IsStatusConditionTrue(rs.Status.Conditions, cairnv1.RestoreConditionFilesStored)).To(BeTrue())
-		Expect(getUnstructured(cmGVK, "from-archive", "settings")).NotTo(BeNil())
-		Expect(restoredList(store, operatorNamespace, "from-archive")[restore.Created]["configmaps"]).To(ConsistOf("from-archive/settings"))
+		Expect(GetUnstructured(cmGVK, "from-archive", "settings")).NotTo(BeNil())
+		Expect(RestoredList(store, OperatorNamespace, "from-archive")[restore.Created]["configmaps"]).To(ConsistOf("from-archive/settings"))
 	})
 
 	It("fails validation when the backup's location is Unavailable", func() {
 		dir := GinkgoT().TempDir()
-		spec := filesystemSpec(dir)
+		spec := FilesystemSpec(dir)
 		spec.ValidationFrequency = &metav1.Duration{Duration: time.Second}
-		second := createLocation(spec)
-		eventuallyLocation(second, cairnv1.StorageLocationPhaseAvailable, "")
-		createBackup(operatorNamespace, "on-second", cairnv1.BackupSpec{IncludedNamespaces: []string{"small"}, StorageLocation: second.Name})
-		waitPhase("on-second", cairnv1.BackupPhaseCompleted)
+		second := CreateLocation(spec)
+		EventuallyLocation(second, cairnv1.StorageLocationPhaseAvailable, "")
+		CreateBackup(OperatorNamespace, "on-second", cairnv1.BackupSpec{IncludedNamespaces: []string{"small"}, StorageLocation: second.Name})
+		WaitPhase("on-second", cairnv1.BackupPhaseCompleted)
 		Expect(os.RemoveAll(dir)).To(Succeed())
 		Expect(os.WriteFile(dir, []byte("not a directory"), 0o600)).To(Succeed())
-		eventuallyLocation(second, cairnv1.StorageLocationPhaseUnavailable, "")
-		createRestore(operatorNamespace, "from-unavailable", cairnv1.RestoreSpec{BackupName: "on-second"})
-		rs := waitRestore(operatorNamespace, "from-unavailable", cairnv1.RestorePhaseFailedValidation)
+		EventuallyLocation(second, cairnv1.StorageLocationPhaseUnavailable, "")
+		CreateRestore(OperatorNamespace, "from-unavailable", cairnv1.RestoreSpec{BackupName: "on-second"})
+		rs := WaitRestore(OperatorNamespace, "from-unavailable", cairnv1.RestorePhaseFailedValidation)
 		Expect(rs.Status.ValidationErrors).To(ContainElement(ContainSubstring(fmt.Sprintf("storage location %s of backup on-second is Unavailable", second.Name))))
 	})
 
 	It("ends PartiallyFailed when items fail, and says which", func() {
 		// The widgets' CRD is gone and this restore does not bring it back: the widget cannot
 		// be created, the ConfigMap can.
-		crd := getUnstructured(crdGVK, "", widgetsName)
-		Expect(k8sClient.Delete(suiteCtx, crd)).To(Succeed())
-		Eventually(func() bool { return getUnstructured(crdGVK, "", widgetsName) == nil }).WithTimeout(30 * time.Second).Should(BeTrue())
-		createRestore(operatorNamespace, "no-crd", cairnv1.RestoreSpec{BackupName: "shop-full", IncludeClusterResources: ptr.To(false),
+		crd := GetUnstructured(crdGVK, "", widgetsName)
+		Expect(K8sClient.Delete(SuiteCtx, crd)).To(Succeed())
+		Eventually(func() bool { return GetUnstructured(crdGVK, "", widgetsName) == nil }).WithTimeout(30 * time.Second).Should(BeTrue())
+		CreateRestore(OperatorNamespace, "no-crd", cairnv1.RestoreSpec{BackupName: "shop-full", IncludeClusterResources: ptr.To(false),
 			IncludedResources: []string{"widgets.restore.example.com", "configmaps"}, NamespaceMapping: map[string]cairnv1.NamespaceName{"shop": "no-crd"}})
-		rs := waitRestore(operatorNamespace, "no-crd", cairnv1.RestorePhasePartiallyFailed)
+		rs := WaitRestore(OperatorNamespace, "no-crd", cairnv1.RestorePhasePartiallyFailed)
 		Expect(rs.Status.Errors).To(BeNumerically("==", 1))
 		Expect(rs.Status.Progress.ItemsRestored).To(Equal(rs.Status.Progress.TotalItems))
-		Expect(getUnstructured(cmGVK, "no-crd", "settings")).NotTo(BeNil())
+		Expect(GetUnstructured(cmGVK, "no-crd", "settings")).NotTo(BeNil())
 		var results restore.Results
-		gunzipJSON(store, storage.Layout{}.Restore(operatorNamespace, "no-crd").Results, &results)
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "no-crd").Results, &results)
 		Expect(results.Errors.Namespaces["no-crd"]).To(ConsistOf(ContainSubstring("widgets.restore.example.com no-crd/blue")))
-		list := restoredList(store, operatorNamespace, "no-crd")
+		list := RestoredList(store, OperatorNamespace, "no-crd")
 		Expect(list[restore.FailedItem]["widgets.restore.example.com"]).To(ConsistOf("no-crd/blue"))
 	})
 
 	It("removes a deleted restore's files, never what it restored", func() {
-		keys := storage.Layout{}.Restore(operatorNamespace, "shop-copy")
+		keys := storage.Layout{}.Restore(OperatorNamespace, "shop-copy")
 		Expect(store.Exists(context.Background(), keys.Logs)).To(BeTrue())
-		rs := getRestore(operatorNamespace, "shop-copy")
-		Expect(k8sClient.Delete(suiteCtx, rs)).To(Succeed())
+		rs := GetRestore(OperatorNamespace, "shop-copy")
+		Expect(K8sClient.Delete(SuiteCtx, rs)).To(Succeed())
 		Eventually(func() bool {
-			err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(rs), &cairnv1.Restore{})
+			err := K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(rs), &cairnv1.Restore{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue())
 		left, err := store.List(context.Background(), keys.Dir)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty())
-		Expect(getUnstructured(cmGVK, "shop-copy", "settings")).NotTo(BeNil())
+		Expect(GetUnstructured(cmGVK, "shop-copy", "settings")).NotTo(BeNil())
 		// Another restore's files are untouched.
-		Expect(store.Exists(context.Background(), storage.Layout{}.Restore(operatorNamespace, "shop-back").Logs)).To(BeTrue())
+		Expect(store.Exists(context.Background(), storage.Layout{}.Restore(OperatorNamespace, "shop-back").Logs)).To(BeTrue())
 	})
 })

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -64,14 +66,14 @@ func (slowRestoreAction) Execute(ctx context.Context, in restore.ActionInput) (r
 func snapshottedClaim(namespace, name string) {
 	GinkgoHelper()
 	pv := namespace + "-" + name
-	createObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
+	CreateObject(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
 		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, StorageClassName: "csi-sc",
 		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 		PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testenv.TestDriver, VolumeHandle: "handle-" + name}},
 		ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: namespace, Name: name},
 	}})
-	createObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+	CreateObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pv, StorageClassName: ptr.To("csi-sc"),
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 	}})
@@ -82,15 +84,15 @@ func snapshottedClaim(namespace, name string) {
 func bindClaim(namespace, name string) {
 	GinkgoHelper()
 	var pvc corev1.PersistentVolumeClaim
-	Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: namespace, Name: name}, &pvc)).To(Succeed())
+	Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: namespace, Name: name}, &pvc)).To(Succeed())
 	pvc.Status.Phase = corev1.ClaimBound
-	Expect(k8sClient.Status().Update(suiteCtx, &pvc)).To(Succeed())
+	Expect(K8sClient.Status().Update(SuiteCtx, &pvc)).To(Succeed())
 }
 
 // cancelRestore sets spec.cancel as `kubectl patch --type merge` does.
 func cancelRestore(name string) {
 	GinkgoHelper()
-	Expect(k8sClient.Patch(suiteCtx, getRestore(operatorNamespace, name),
+	Expect(K8sClient.Patch(SuiteCtx, GetRestore(OperatorNamespace, name),
 		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`)), client.FieldOwner("kubectl-patch"))).To(Succeed())
 }
 
@@ -98,7 +100,7 @@ func cancelRestore(name string) {
 func restoreEventsOf(name string) []eventsv1.Event {
 	GinkgoHelper()
 	var list eventsv1.EventList
-	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(operatorNamespace))).To(Succeed())
+	Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(OperatorNamespace))).To(Succeed())
 	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "Restore" && e.Regarding.Name == name {
@@ -121,7 +123,7 @@ func restoreEventReasons(name string) []string {
 func configMapsIn(namespace string) []string {
 	GinkgoHelper()
 	var list corev1.ConfigMapList
-	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(namespace))).To(Succeed())
+	Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(namespace))).To(Succeed())
 	out := make([]string, 0, len(list.Items))
 	for _, cm := range list.Items {
 		out = append(out, namespace+"/"+cm.Name)
@@ -155,7 +157,7 @@ type restorePhaseLog struct {
 func recordRestorePhases() *restorePhaseLog {
 	GinkgoHelper()
 	p := &restorePhaseLog{phases: map[string][]cairnv1.RestorePhase{}, firsts: map[string]*cairnv1.Restore{}, gone: map[string]bool{}}
-	w, err := watchClient().Watch(suiteCtx, &cairnv1.RestoreList{}, client.InNamespace(operatorNamespace))
+	w, err := WatchClient().Watch(SuiteCtx, &cairnv1.RestoreList{}, client.InNamespace(OperatorNamespace))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
 	go func() {
@@ -206,7 +208,7 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 	// container ends.
 	newRestore := func(name string, spec cairnv1.RestoreSpec) {
 		GinkgoHelper()
-		createRestore(operatorNamespace, name, spec)
+		CreateRestore(OperatorNamespace, name, spec)
 		created = append(created, name)
 	}
 	// csiSpec restores the backup of the snapshotted claim into namespace target.
@@ -222,65 +224,65 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 	// the claim "data" in namespace target (nil for one that does not exist), and their names.
 	snapshotObjects := func(restoreName, target string) (vs, vsc *unstructured.Unstructured, vsName, vscName string) {
 		GinkgoHelper()
-		vsName, vscName = restore.SnapshotNames(getRestore(operatorNamespace, restoreName), target, "data")
-		return getUnstructured(volumeSnapshotGVK, target, vsName), getUnstructured(volumeSnapshotContentGVK, "", vscName), vsName, vscName
+		vsName, vscName = restore.SnapshotNames(GetRestore(OperatorNamespace, restoreName), target, "data")
+		return GetUnstructured(volumeSnapshotGVK, target, vsName), GetUnstructured(volumeSnapshotContentGVK, "", vscName), vsName, vscName
 	}
 
 	BeforeAll(func() {
 		var loc *cairnv1.BackupStorageLocation
-		store, loc = createDefaultLocation("rasync-default")
-		createObject(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-sc"}, Provisioner: testenv.TestDriver})
-		createObject(&unstructured.Unstructured{Object: map[string]any{
+		store, loc = CreateDefaultLocation("rasync-default")
+		CreateObject(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-sc"}, Provisioner: testenv.TestDriver})
+		CreateObject(&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
 			"metadata":       map[string]any{"name": "csi-class", "annotations": map[string]any{backup.DefaultSnapshotClassAnnotation: "true"}},
 			"driver":         testenv.TestDriver,
 			"deletionPolicy": "Delete",
 		}})
-		ctx, cancel := context.WithCancel(suiteCtx)
+		ctx, cancel := context.WithCancel(SuiteCtx)
 		DeferCleanup(cancel)
-		go testenv.SimulateSnapshotter(ctx, k8sClient, 300*time.Millisecond)
+		go testenv.SimulateSnapshotter(ctx, K8sClient, 300*time.Millisecond)
 		config = controller.Config{ItemOperationSyncFrequency: 100 * time.Millisecond, ProgressInterval: 50 * time.Millisecond,
 			RestoreWorkerCount: 2, RestoreNamespaceTimeout: 5 * time.Minute, RestoreActions: []restore.Action{slowRestoreAction{}}}
-		stop = startManager(config)
+		stop = StartManager(config)
 		DeferCleanup(func() { stop() })
-		eventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
+		EventuallyLocation(loc, cairnv1.StorageLocationPhaseAvailable, "")
 		phases = recordRestorePhases()
 
-		ensureNamespace("rasync-csi")
+		EnsureNamespace("rasync-csi")
 		snapshottedClaim("rasync-csi", "data")
-		createBackup(operatorNamespace, "rasync-csi", cairnv1.BackupSpec{IncludedNamespaces: []string{"rasync-csi"}})
-		b := waitPhase("rasync-csi", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "rasync-csi", cairnv1.BackupSpec{IncludedNamespaces: []string{"rasync-csi"}})
+		b := WaitPhase("rasync-csi", cairnv1.BackupPhaseCompleted)
 		Expect(b.Status.BackupItemOperationsCompleted).To(BeEquivalentTo(1))
 		vss := volumeSnapshots("rasync-csi")
 		Expect(vss).To(HaveLen(1))
 		content, _, _ := unstructured.NestedString(vss[0].Object, "status", "boundVolumeSnapshotContentName")
-		handle, _, _ = unstructured.NestedString(getUnstructured(volumeSnapshotContentGVK, "", content).Object, "status", "snapshotHandle")
+		handle, _, _ = unstructured.NestedString(GetUnstructured(volumeSnapshotContentGVK, "", content).Object, "status", "snapshotHandle")
 		Expect(handle).NotTo(BeEmpty())
 
-		ensureNamespace("rasync-big")
+		EnsureNamespace("rasync-big")
 		for i := range 300 {
-			createObject(configMap("rasync-big", fmt.Sprintf("cm-%03d", i), nil))
+			CreateObject(ConfigMap("rasync-big", fmt.Sprintf("cm-%03d", i), nil))
 		}
-		createBackup(operatorNamespace, "rasync-big", cairnv1.BackupSpec{IncludedNamespaces: []string{"rasync-big"}})
-		waitPhase("rasync-big", cairnv1.BackupPhaseCompleted)
+		CreateBackup(OperatorNamespace, "rasync-big", cairnv1.BackupSpec{IncludedNamespaces: []string{"rasync-big"}})
+		WaitPhase("rasync-big", cairnv1.BackupPhaseCompleted)
 	})
 
 	AfterAll(func() {
 		for _, name := range created {
-			Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name}}))).To(Succeed())
+			Expect(client.IgnoreNotFound(K8sClient.Delete(SuiteCtx, &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: OperatorNamespace, Name: name}}))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			for _, name := range created {
-				err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, &cairnv1.Restore{})
+				err := K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: OperatorNamespace, Name: name}, &cairnv1.Restore{})
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "restore %s is still there", name)
 			}
 		}).WithTimeout(30 * time.Second).Should(Succeed())
-		deleteAllBackups()
+		DeleteAllBackups()
 	})
 
 	It("restores a claim from its CSI snapshot into a mapped namespace, and completes once the claim is Bound", func() {
 		newRestore("rasync-csi-copy", csiSpec("rasync-csi-copy"))
-		rs := waitRestore(operatorNamespace, "rasync-csi-copy", cairnv1.RestorePhaseWaitingForPluginOperations)
+		rs := WaitRestore(OperatorNamespace, "rasync-csi-copy", cairnv1.RestorePhaseWaitingForPluginOperations)
 		Expect(rs.Status.RestoreItemOperationsAttempted).To(BeEquivalentTo(1))
 		Expect(rs.Status.Errors).To(BeZero())
 
@@ -300,25 +302,25 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		// The backup's own snapshot objects are not restored: only the one made for the claim.
 		Expect(volumeSnapshots("rasync-csi-copy")).To(HaveLen(1))
 
-		pvc := getUnstructured(pvcGVK, "rasync-csi-copy", "data")
+		pvc := GetUnstructured(pvcGVK, "rasync-csi-copy", "data")
 		Expect(pvc).NotTo(BeNil())
 		Expect(pvc.Object["spec"]).To(HaveKeyWithValue("dataSource",
 			map[string]any{"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": vsName}))
 		Expect(pvc.Object["spec"]).NotTo(HaveKey("volumeName"))
-		list := restoredList(store, operatorNamespace, "rasync-csi-copy")
+		list := RestoredList(store, OperatorNamespace, "rasync-csi-copy")
 		Expect(list[restore.Created]["persistentvolumeclaims"]).To(ConsistOf("rasync-csi-copy/data"))
 		Expect(list[restore.Skipped]["persistentvolumes"]).To(ConsistOf("rasync-csi-data"))
 
 		// It waits for the claim, and nothing else moves it on.
-		Consistently(func() cairnv1.RestorePhase { return getRestore(operatorNamespace, "rasync-csi-copy").Status.Phase }).
+		Consistently(func() cairnv1.RestorePhase { return GetRestore(OperatorNamespace, "rasync-csi-copy").Status.Phase }).
 			WithTimeout(time.Second).Should(Equal(cairnv1.RestorePhaseWaitingForPluginOperations))
 		bindClaim("rasync-csi-copy", "data")
-		rs = waitRestore(operatorNamespace, "rasync-csi-copy", cairnv1.RestorePhaseCompleted)
+		rs = WaitRestore(OperatorNamespace, "rasync-csi-copy", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.RestoreItemOperationsAttempted).To(BeEquivalentTo(1))
 		Expect(rs.Status.RestoreItemOperationsCompleted).To(BeEquivalentTo(1))
 		Expect(rs.Status.RestoreItemOperationsFailed).To(BeZero())
 		var ops []backup.Operation
-		gunzipJSON(store, storage.Layout{}.Restore(operatorNamespace, "rasync-csi-copy").ItemOperations, &ops)
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "rasync-csi-copy").ItemOperations, &ops)
 		Expect(ops).To(HaveLen(1))
 		Expect(ops[0].Phase).To(Equal(backup.OperationCompleted))
 		Expect(ops[0].OperationID).To(Equal("rasync-csi-copy/data"))
@@ -328,12 +330,12 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		spec := csiSpec("rasync-csi-timeout")
 		spec.ItemOperationTimeout = &metav1.Duration{Duration: 2 * time.Second}
 		newRestore("rasync-csi-timeout", spec)
-		waitRestore(operatorNamespace, "rasync-csi-timeout", cairnv1.RestorePhaseWaitingForPluginOperations)
+		WaitRestore(OperatorNamespace, "rasync-csi-timeout", cairnv1.RestorePhaseWaitingForPluginOperations)
 		vs, vsc, _, _ := snapshotObjects("rasync-csi-timeout", "rasync-csi-timeout")
 		Expect(vs).NotTo(BeNil())
 		Expect(vsc).NotTo(BeNil())
 
-		rs := waitRestore(operatorNamespace, "rasync-csi-timeout", cairnv1.RestorePhasePartiallyFailed)
+		rs := WaitRestore(OperatorNamespace, "rasync-csi-timeout", cairnv1.RestorePhasePartiallyFailed)
 		Expect(rs.Status.RestoreItemOperationsFailed).To(BeEquivalentTo(1))
 		Expect(rs.Status.RestoreItemOperationsCompleted).To(BeZero())
 		Expect(rs.Status.Errors).To(BeNumerically(">=", 1))
@@ -342,9 +344,9 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 			g.Expect(vs).To(BeNil())
 			g.Expect(vsc).To(BeNil())
 		}).Should(Succeed())
-		Expect(getUnstructured(pvcGVK, "rasync-csi-timeout", "data")).NotTo(BeNil(), "restored objects stay")
+		Expect(GetUnstructured(pvcGVK, "rasync-csi-timeout", "data")).NotTo(BeNil(), "restored objects stay")
 		var ops []backup.Operation
-		gunzipJSON(store, storage.Layout{}.Restore(operatorNamespace, "rasync-csi-timeout").ItemOperations, &ops)
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "rasync-csi-timeout").ItemOperations, &ops)
 		Expect(ops).To(HaveLen(1))
 		Expect(ops[0].Phase).To(Equal(backup.OperationFailed))
 		Expect(ops[0].Error).To(ContainSubstring("timed out after 2s"))
@@ -355,9 +357,9 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		spec := csiSpec("rasync-csi-nopv")
 		spec.RestorePVs = ptr.To(false)
 		newRestore("rasync-csi-nopv", spec)
-		rs := waitRestore(operatorNamespace, "rasync-csi-nopv", cairnv1.RestorePhaseCompleted)
+		rs := WaitRestore(OperatorNamespace, "rasync-csi-nopv", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.RestoreItemOperationsAttempted).To(BeZero())
-		pvc := getUnstructured(pvcGVK, "rasync-csi-nopv", "data")
+		pvc := GetUnstructured(pvcGVK, "rasync-csi-nopv", "data")
 		Expect(pvc).NotTo(BeNil())
 		Expect(pvc.Object["spec"]).NotTo(HaveKey("dataSource"))
 		Expect(pvc.Object["spec"]).NotTo(HaveKey("dataSourceRef"))
@@ -369,46 +371,46 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 	It("cancels a queued restore (Failed, nothing restored) and one waiting for a terminating namespace", func() {
 		// Without kube-controller-manager a deleted namespace stays Terminating: the holder
 		// takes the one restore slot, waiting for it.
-		ensureNamespace("rasync-held")
-		Expect(k8sClient.Delete(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rasync-held"}})).To(Succeed())
+		EnsureNamespace("rasync-held")
+		Expect(K8sClient.Delete(SuiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rasync-held"}})).To(Succeed())
 		newRestore("rasync-holder", bigSpec("rasync-held"))
 		Eventually(func(g Gomega) {
-			rs := getRestore(operatorNamespace, "rasync-holder")
+			rs := GetRestore(OperatorNamespace, "rasync-holder")
 			g.Expect(rs.Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
 			g.Expect(meta.IsStatusConditionFalse(rs.Status.Conditions, cairnv1.RestoreConditionNamespacesReady)).To(BeTrue())
 		}).Should(Succeed())
 
 		newRestore("rasync-queued", bigSpec("rasync-queued"))
 		Eventually(func(g Gomega) {
-			rs := getRestore(operatorNamespace, "rasync-queued")
+			rs := GetRestore(OperatorNamespace, "rasync-queued")
 			g.Expect(rs.Status.Phase).To(Equal(cairnv1.RestorePhaseQueued))
 			g.Expect(rs.Status.QueuePosition).To(BeEquivalentTo(1))
 		}).Should(Succeed())
 		cancelRestore("rasync-queued")
-		rs := waitRestore(operatorNamespace, "rasync-queued", cairnv1.RestorePhaseFailed)
+		rs := WaitRestore(OperatorNamespace, "rasync-queued", cairnv1.RestorePhaseFailed)
 		expectRestoreCancelled(rs, cairnv1.FailureReasonRestoreCancelled, cairnv1.ReasonCancelledByUser)
 		Expect(rs.Status.StartTimestamp).To(BeNil())
 		Expect(rs.Status.QueuePosition).To(BeZero())
 		Expect(meta.FindStatusCondition(rs.Status.Conditions, cairnv1.RestoreConditionQueued)).To(BeNil())
-		Expect(getUnstructured(nsGVK, "", "rasync-queued")).To(BeNil(), "nothing was restored")
-		Expect(getRestore(operatorNamespace, "rasync-holder").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
+		Expect(GetUnstructured(nsGVK, "", "rasync-queued")).To(BeNil(), "nothing was restored")
+		Expect(GetRestore(OperatorNamespace, "rasync-holder").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
 
 		cancelRestore("rasync-holder")
-		rs = waitRestore(operatorNamespace, "rasync-holder", cairnv1.RestorePhaseFailed)
+		rs = WaitRestore(OperatorNamespace, "rasync-holder", cairnv1.RestorePhaseFailed)
 		expectRestoreCancelled(rs, cairnv1.FailureReasonRestoreCancelled, cairnv1.ReasonCancelledByUser)
 		Expect(phases.of("rasync-holder")).To(ContainElement(cairnv1.RestorePhaseFinalizingCancelled))
-		Expect(restoredList(store, operatorNamespace, "rasync-holder")[restore.Created]).To(BeEmpty())
+		Expect(RestoredList(store, OperatorNamespace, "rasync-holder")[restore.Created]).To(BeEmpty())
 		Expect(configMapsIn("rasync-held")).To(BeEmpty())
 	})
 
 	It("cancels a large restore while it runs: the pool stops, and what it created stays and is listed", func() {
 		newRestore("rasync-slow", bigSpec("rasync-slow"))
 		Eventually(func(g Gomega) {
-			g.Expect(getRestore(operatorNamespace, "rasync-slow").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
+			g.Expect(GetRestore(OperatorNamespace, "rasync-slow").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
 			g.Expect(len(configMapsIn("rasync-slow"))).To(BeNumerically(">=", 20))
 		}).Should(Succeed())
 		cancelRestore("rasync-slow")
-		rs := waitRestore(operatorNamespace, "rasync-slow", cairnv1.RestorePhaseFailed)
+		rs := WaitRestore(OperatorNamespace, "rasync-slow", cairnv1.RestorePhaseFailed)
 		expectRestoreCancelled(rs, cairnv1.FailureReasonRestoreCancelled, cairnv1.ReasonCancelledByUser)
 		Expect(phases.of("rasync-slow")).To(ContainElement(cairnv1.RestorePhaseFinalizingCancelled))
 		Expect(rs.Status.Progress.ItemsRestored).To(BeNumerically("<", rs.Status.Progress.TotalItems))
@@ -421,7 +423,7 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		Expect(len(exist)).To(BeNumerically("<", 300))
 		// The resource list names what exists: each created object, and at most one object
 		// per worker that was on its way when the pool stopped (listed as skipped: it may exist).
-		list := restoredList(store, operatorNamespace, "rasync-slow")
+		list := RestoredList(store, OperatorNamespace, "rasync-slow")
 		createdCMs := list[restore.Created]["configmaps"]
 		onItsWay := list[restore.Skipped]["configmaps"]
 		Expect(len(onItsWay)).To(BeNumerically("<=", 2))
@@ -429,18 +431,18 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		for _, cm := range exist {
 			Expect(slices.Contains(createdCMs, cm) || slices.Contains(onItsWay, cm)).To(BeTrue(), "%s exists and is not in the resource list", cm)
 		}
-		Expect(string(gunzip(store, storage.Layout{}.Restore(operatorNamespace, "rasync-slow").Logs))).To(ContainSubstring("Restore cancelled"))
+		Expect(string(Gunzip(store, storage.Layout{}.Restore(OperatorNamespace, "rasync-slow").Logs))).To(ContainSubstring("Restore cancelled"))
 	})
 
 	It("cancels a restore waiting for its claim to bind: the snapshot objects it made are deleted", func() {
 		newRestore("rasync-csi-cancel", csiSpec("rasync-csi-cancel"))
-		waitRestore(operatorNamespace, "rasync-csi-cancel", cairnv1.RestorePhaseWaitingForPluginOperations)
+		WaitRestore(OperatorNamespace, "rasync-csi-cancel", cairnv1.RestorePhaseWaitingForPluginOperations)
 		vs, vsc, _, _ := snapshotObjects("rasync-csi-cancel", "rasync-csi-cancel")
 		Expect(vs).NotTo(BeNil())
 		Expect(vsc).NotTo(BeNil())
 
 		cancelRestore("rasync-csi-cancel")
-		rs := waitRestore(operatorNamespace, "rasync-csi-cancel", cairnv1.RestorePhaseFailed)
+		rs := WaitRestore(OperatorNamespace, "rasync-csi-cancel", cairnv1.RestorePhaseFailed)
 		expectRestoreCancelled(rs, cairnv1.FailureReasonRestoreCancelled, cairnv1.ReasonCancelledByUser)
 		Expect(phases.of("rasync-csi-cancel")).To(ContainElement(cairnv1.RestorePhaseFinalizingCancelled))
 		Expect(rs.Status.RestoreItemOperationsAttempted).To(BeEquivalentTo(1))
@@ -448,9 +450,9 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		vs, vsc, _, _ = snapshotObjects("rasync-csi-cancel", "rasync-csi-cancel")
 		Expect(vs).To(BeNil())
 		Expect(vsc).To(BeNil())
-		Expect(getUnstructured(pvcGVK, "rasync-csi-cancel", "data")).NotTo(BeNil(), "restored objects stay")
+		Expect(GetUnstructured(pvcGVK, "rasync-csi-cancel", "data")).NotTo(BeNil(), "restored objects stay")
 		var ops []backup.Operation
-		gunzipJSON(store, storage.Layout{}.Restore(operatorNamespace, "rasync-csi-cancel").ItemOperations, &ops)
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "rasync-csi-cancel").ItemOperations, &ops)
 		Expect(ops).To(HaveLen(1))
 		Expect(ops[0].Phase).To(Equal(backup.OperationFailed))
 		Expect(ops[0].Error).To(Equal(cairnv1.FailureReasonRestoreCancelled))
@@ -460,12 +462,12 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 	It("stops, ends and removes a restore deleted while it runs; what it created stays", func() {
 		newRestore("rasync-deleted", bigSpec("rasync-slow-deleted"))
 		Eventually(func(g Gomega) {
-			g.Expect(getRestore(operatorNamespace, "rasync-deleted").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
+			g.Expect(GetRestore(OperatorNamespace, "rasync-deleted").Status.Phase).To(Equal(cairnv1.RestorePhaseInProgress))
 			g.Expect(len(configMapsIn("rasync-slow-deleted"))).To(BeNumerically(">=", 20))
 		}).Should(Succeed())
-		Expect(k8sClient.Delete(suiteCtx, getRestore(operatorNamespace, "rasync-deleted"))).To(Succeed())
+		Expect(K8sClient.Delete(SuiteCtx, GetRestore(OperatorNamespace, "rasync-deleted"))).To(Succeed())
 		Eventually(func() bool {
-			err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: operatorNamespace, Name: "rasync-deleted"}, &cairnv1.Restore{})
+			err := K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: OperatorNamespace, Name: "rasync-deleted"}, &cairnv1.Restore{})
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(30 * time.Second).Should(BeTrue())
 
@@ -473,7 +475,7 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		Expect(phases.of("rasync-deleted")).To(ContainElements(cairnv1.RestorePhaseFinalizingCancelled, cairnv1.RestorePhaseFailed))
 		failed := phases.first("rasync-deleted", cairnv1.RestorePhaseFailed)
 		expectRestoreCancelled(failed, "Restore deleted before it finished", cairnv1.ReasonRestoreDeleted)
-		left, err := store.List(suiteCtx, storage.Layout{}.Restore(operatorNamespace, "rasync-deleted").Dir)
+		left, err := store.List(SuiteCtx, storage.Layout{}.Restore(OperatorNamespace, "rasync-deleted").Dir)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty())
 		exist := configMapsIn("rasync-slow-deleted")
@@ -483,7 +485,7 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 	})
 
 	It("changes nothing when a Completed restore is cancelled, and says so", func() {
-		before := getRestore(operatorNamespace, "rasync-csi-copy")
+		before := GetRestore(OperatorNamespace, "rasync-csi-copy")
 		Expect(before.Status.Phase).To(Equal(cairnv1.RestorePhaseCompleted))
 		cancelRestore("rasync-csi-copy")
 		Eventually(func() []string { return restoreEventReasons("rasync-csi-copy") }).Should(ContainElement("CancelIgnored"))
@@ -496,9 +498,9 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 		Expect(warning.Type).To(Equal(corev1.EventTypeWarning))
 		Expect(warning.Note).To(ContainSubstring("already ended in phase Completed"))
 		Consistently(func() cairnv1.RestoreStatus {
-			return ownersRestoreStatus(getRestore(operatorNamespace, "rasync-csi-copy").Status)
+			return OwnersRestoreStatus(GetRestore(OperatorNamespace, "rasync-csi-copy").Status)
 		}).
-			WithTimeout(time.Second).Should(Equal(ownersRestoreStatus(before.Status)))
+			WithTimeout(time.Second).Should(Equal(OwnersRestoreStatus(before.Status)))
 		vs, vsc, _, _ := snapshotObjects("rasync-csi-copy", "rasync-csi-copy")
 		Expect(vs).NotTo(BeNil(), "a finished restore's objects are not touched")
 		Expect(vsc).NotTo(BeNil())
@@ -506,13 +508,13 @@ var _ = Describe("Restore operations and cancel", Ordered, func() {
 
 	It("resumes a restore waiting for its claim after a manager restart, reading its operations back from storage", func() {
 		newRestore("rasync-csi-restart", csiSpec("rasync-csi-restart"))
-		waitRestore(operatorNamespace, "rasync-csi-restart", cairnv1.RestorePhaseWaitingForPluginOperations)
+		WaitRestore(OperatorNamespace, "rasync-csi-restart", cairnv1.RestorePhaseWaitingForPluginOperations)
 		stop()
 		// The claim binds while no manager runs.
 		bindClaim("rasync-csi-restart", "data")
-		Expect(getRestore(operatorNamespace, "rasync-csi-restart").Status.Phase).To(Equal(cairnv1.RestorePhaseWaitingForPluginOperations))
-		stop = startManager(config)
-		rs := waitRestore(operatorNamespace, "rasync-csi-restart", cairnv1.RestorePhaseCompleted)
+		Expect(GetRestore(OperatorNamespace, "rasync-csi-restart").Status.Phase).To(Equal(cairnv1.RestorePhaseWaitingForPluginOperations))
+		stop = StartManager(config)
+		rs := WaitRestore(OperatorNamespace, "rasync-csi-restart", cairnv1.RestorePhaseCompleted)
 		Expect(rs.Status.RestoreItemOperationsAttempted).To(BeEquivalentTo(1))
 		Expect(rs.Status.RestoreItemOperationsCompleted).To(BeEquivalentTo(1))
 		vs, vsc, _, _ := snapshotObjects("rasync-csi-restart", "rasync-csi-restart")

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
@@ -32,7 +34,7 @@ import (
 type RestoreFinalizerReconciler struct {
 	client.Client
 	Namespace string
-	stores    stores
+	Stores    stores.Stores
 	Clock     clock.Clock
 	Recorder  events.EventRecorder
 	Gate      interface {
@@ -50,7 +52,7 @@ func (r *RestoreFinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if next, ok := finalizedRestorePhase(rs.Status.Phase); ok {
-		if _, cancelled := restoreCancellation(&rs); cancelled {
+		if _, _, cancelled := lifecycle.Restores.Cancellation(&rs); cancelled {
 			// A cancel that came while the restore was finalizing: it ends cancelled.
 			next = cairnv1.RestorePhaseFailed
 		}
@@ -77,16 +79,16 @@ func finalizedRestorePhase(p cairnv1.RestorePhase) (cairnv1.RestorePhase, bool) 
 
 func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, next cairnv1.RestorePhase) error {
 	now := metav1.NewTime(r.Clock.Now())
-	failureReason, cancelled := restoreCancellation(rs)
+	_, failureReason, cancelled := lifecycle.Restores.Cancellation(rs)
 	if rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled && !cancelled {
 		failureReason, cancelled = cairnv1.FailureReasonRestoreCancelled, true
 	}
-	err := patchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestoreFinalizer, rs, func(s *cairnv1.RestoreStatus) {
+	err := lifecycle.PatchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestoreFinalizer, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = next
 		s.CompletionTimestamp = &now
 		if cancelled {
 			s.FailureReason = failureReason
-			meta.SetStatusCondition(&s.Conditions, restoreKind.cancelledCondition(rs, "the restore was stopped; the objects it created stay (its resource list names them)", now))
+			meta.SetStatusCondition(&s.Conditions, lifecycle.Restores.CancelledCondition(rs, "the restore was stopped; the objects it created stay (its resource list names them)", now))
 		}
 	})
 	if err != nil {
@@ -127,8 +129,8 @@ func (r *RestoreFinalizerReconciler) removeFiles(ctx context.Context, rs *cairnv
 
 func (r *RestoreFinalizerReconciler) deleteFiles(ctx context.Context, rs *cairnv1.Restore, bsl *cairnv1.BackupStorageLocation) (int, error) {
 	var removed int
-	err := r.stores.call(ctx, func(ctx context.Context) error {
-		store, err := r.stores.open(ctx, bsl)
+	err := r.Stores.Call(ctx, func(ctx context.Context) error {
+		store, err := r.Stores.Open(ctx, bsl)
 		if err != nil {
 			return err
 		}
@@ -157,8 +159,8 @@ func (r *RestoreFinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, finalizing := finalizedRestorePhase(rs.Status.Phase)
 		return finalizing || (rs.DeletionTimestamp != nil && rs.Status.Phase.IsTerminal())
 	})
-	return register("restorefinalizer", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("restorefinalizer", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}),
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/requester"
 )
 
 // The operator's permission to restore is checked when a restore is validated, so that an
@@ -62,7 +63,7 @@ func restoreAccessProblem(review *authorizationv1.SelfSubjectAccessReview) strin
 // restoreAccess is BackupQueueReconciler.RestoreAccess: it asks the API server
 // restoreAccessReviews' questions with the operator's own identity and returns the first
 // problem restoreAccessProblem finds. requesters says which restores write as their requester.
-func restoreAccess(c client.Client, operatorNamespace string, requesters *Requesters) func(context.Context, *cairnv1.Restore) (string, error) {
+func restoreAccess(c client.Client, operatorNamespace string, requesters *requester.Resolver) func(context.Context, *cairnv1.Restore) (string, error) {
 	return func(ctx context.Context, rs *cairnv1.Restore) (string, error) {
 		asRequester := requesters != nil && (requesters.Everywhere || rs.Namespace != operatorNamespace)
 		for _, review := range restoreAccessReviews(rs, operatorNamespace, asRequester) {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -27,8 +28,8 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 			return true, err
 		}
 	}
-	if _, _, cancelled := restoreKind.cancellation(rs); cancelled {
-		if err := restoreKind.endBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, rs); err != nil {
+	if _, _, cancelled := lifecycle.Restores.Cancellation(rs); cancelled {
+		if err := lifecycle.Restores.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerQueue, rs); err != nil {
 			return true, err
 		}
 		pass.wrote(rs, true)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -254,8 +255,8 @@ func TestRestoreQueueEndsCancelledAndDeletedRestores(t *testing.T) {
 	}{
 		{"new-cancelled", cairnv1.FailureReasonRestoreCancelled},
 		{"queued-cancelled", cairnv1.FailureReasonRestoreCancelled},
-		{"new-deleted", failureReasonRestoreDeleted},
-		{"queued-deleted", failureReasonRestoreDeleted},
+		{"new-deleted", lifecycle.FailureReasonRestoreDeleted},
+		{"queued-deleted", lifecycle.FailureReasonRestoreDeleted},
 	} {
 		rs := getRestore(t, c, "team-a", tt.name)
 		if rs.Status.Phase != cairnv1.RestorePhaseFailed || rs.Status.FailureReason != tt.want || rs.Status.QueuePosition != 0 {

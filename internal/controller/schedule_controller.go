@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/schedule"
 )
 
@@ -39,7 +41,7 @@ type ScheduleReconciler struct {
 	// Requesters says whom a schedule's backups act for: a schedule in a namespace where the
 	// requester rule applies and with no trustworthy requester fails validation (DESIGN.md
 	// section 15); nil acts for the operator everywhere (tests of other behaviour).
-	Requesters *Requesters
+	Requesters *requester.Resolver
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=schedules,verbs=get;list;watch;update;patch
@@ -80,7 +82,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	var backups cairnv1.BackupList
 	if err := r.List(ctx, &backups, client.InNamespace(s.Namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: s.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the backups of schedule %s: %w", objectName(&s), err)
+		return ctrl.Result{}, fmt.Errorf("listing the backups of schedule %s: %w", lifecycle.ObjectName(&s), err)
 	}
 	now := r.Clock.Now()
 	d := schedule.Decide(decideInput(&s, cron, now, backups.Items))
@@ -126,7 +128,7 @@ func (r *ScheduleReconciler) act(ctx context.Context, s *cairnv1.Schedule, d sch
 			case apierrors.IsAlreadyExists(err):
 				// Created before a restart, or seen late by the cache: it is this tick's run.
 			case err != nil:
-				return ctrl.Result{}, fmt.Errorf("creating backup %s of schedule %s: %w", b.Name, objectName(s), err)
+				return ctrl.Result{}, fmt.Errorf("creating backup %s of schedule %s: %w", b.Name, lifecycle.ObjectName(s), err)
 			default:
 				log.Info("Created a scheduled backup", "backup", b.Name, "tick", d.Tick)
 				r.Recorder.Eventf(s, b, corev1.EventTypeNormal, "BackupCreated", "Run", "Created backup %s", b.Name)
@@ -173,7 +175,7 @@ func (r *ScheduleReconciler) act(ctx context.Context, s *cairnv1.Schedule, d sch
 		patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		s.Spec.SkipImmediately = false
 		if err := r.Patch(ctx, s, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("resetting spec.skipImmediately of schedule %s: %w", objectName(s), err)
+			return ctrl.Result{}, fmt.Errorf("resetting spec.skipImmediately of schedule %s: %w", lifecycle.ObjectName(s), err)
 		}
 	}
 	if d.Next.IsZero() {
@@ -193,7 +195,7 @@ func (r *ScheduleReconciler) patchStatus(ctx context.Context, s *cairnv1.Schedul
 	}
 	if err := r.Status().Patch(ctx, s, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		s.Status = old.Status
-		return fmt.Errorf("updating the status of schedule %s: %w", objectName(s), err)
+		return fmt.Errorf("updating the status of schedule %s: %w", lifecycle.ObjectName(s), err)
 	}
 	return nil
 }
@@ -227,7 +229,7 @@ func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	return register("schedule", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("schedule", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Schedule{}).
 		Watches(&cairnv1.Backup{}, toSchedule, builder.WithPredicates(hasScheduleLabel, predicate.Funcs{
 			// Only a backup ending or going away can matter, and only for the next run.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
@@ -20,7 +22,7 @@ import (
 func getSchedule(namespace, name string) *cairnv1.Schedule {
 	GinkgoHelper()
 	var s cairnv1.Schedule
-	Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &s)).To(Succeed())
+	Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &s)).To(Succeed())
 	return &s
 }
 
@@ -28,7 +30,7 @@ func getSchedule(namespace, name string) *cairnv1.Schedule {
 func scheduleBackups(namespace, name string) []cairnv1.Backup {
 	GinkgoHelper()
 	var list cairnv1.BackupList
-	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: name})).To(Succeed())
+	Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: name})).To(Succeed())
 	slices.SortFunc(list.Items, func(a, b cairnv1.Backup) int { return cmpString(a.Name, b.Name) })
 	return list.Items
 }
@@ -54,7 +56,7 @@ func backupNames(backups []cairnv1.Backup) []string {
 func scheduleEvents(namespace, name string) []eventsv1.Event {
 	GinkgoHelper()
 	var list eventsv1.EventList
-	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(namespace))).To(Succeed())
+	Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(namespace))).To(Succeed())
 	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "Schedule" && e.Regarding.Name == name {
@@ -76,20 +78,20 @@ func patchSchedule(namespace, name string, mutate func(*cairnv1.Schedule)) {
 			s.Annotations = map[string]string{}
 		}
 		s.Annotations["test/touched"] = time.Now().Format(time.RFC3339Nano)
-		return k8sClient.Patch(suiteCtx, s, patch)
+		return K8sClient.Patch(SuiteCtx, s, patch)
 	}).Should(Succeed())
 }
 
 var _ = Describe("Schedules", Ordered, func() {
 	BeforeAll(func() {
-		createDefaultLocation("schedules")
+		CreateDefaultLocation("schedules")
 		// Other tests' managers must not find these schedules, nor their backups (envtest has
 		// no garbage collector for owned ones).
 		DeferCleanup(func() {
 			for _, ns := range []string{"sched-real", "sched-fake"} {
-				Expect(k8sClient.DeleteAllOf(suiteCtx, &cairnv1.Schedule{}, client.InNamespace(ns))).To(Succeed())
+				Expect(K8sClient.DeleteAllOf(SuiteCtx, &cairnv1.Schedule{}, client.InNamespace(ns))).To(Succeed())
 			}
-			deleteAllBackups()
+			DeleteAllBackups()
 		})
 	})
 
@@ -98,9 +100,9 @@ var _ = Describe("Schedules", Ordered, func() {
 		var stop func()
 
 		BeforeAll(func() {
-			ensureNamespace(ns)
-			createObject(configMap(ns, "settings", nil))
-			stop = startManager(controller.Config{})
+			EnsureNamespace(ns)
+			CreateObject(ConfigMap(ns, "settings", nil))
+			stop = StartManager(controller.Config{})
 			DeferCleanup(func() { stop() })
 		})
 
@@ -110,7 +112,7 @@ var _ = Describe("Schedules", Ordered, func() {
 				Spec: cairnv1.ScheduleSpec{Schedule: "@every 2s", UseOwnerReferencesInBackup: true,
 					Template: cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"tier": "gold"}}}},
 			}
-			Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
+			Expect(K8sClient.Create(SuiteCtx, s)).To(Succeed())
 
 			// Nothing touches the schedule: only its own requeue at each tick makes the runs.
 			var backups []cairnv1.Backup
@@ -148,7 +150,7 @@ var _ = Describe("Schedules", Ordered, func() {
 			count := len(scheduleBackups(ns, "fast"))
 			Consistently(func() int { return len(scheduleBackups(ns, "fast")) }).WithTimeout(5 * time.Second).Should(Equal(count))
 
-			Expect(k8sClient.Delete(suiteCtx, getSchedule(ns, "fast"))).To(Succeed())
+			Expect(K8sClient.Delete(SuiteCtx, getSchedule(ns, "fast"))).To(Succeed())
 		})
 	})
 
@@ -159,16 +161,16 @@ var _ = Describe("Schedules", Ordered, func() {
 		var stop func()
 
 		BeforeAll(func() {
-			ensureNamespace(ns)
+			EnsureNamespace(ns)
 			clk = clocktesting.NewFakeClock(time.Now())
 			// Only the schedule reconciler runs: the test plays the backups' owners.
-			stop = startManager(controller.Config{Clock: clk, Controllers: []string{"schedule"}})
+			stop = StartManager(controller.Config{Clock: clk, Controllers: []string{"schedule"}})
 			DeferCleanup(func() { stop() })
 			s := &cairnv1.Schedule{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hourly"},
 				Spec:       cairnv1.ScheduleSpec{Schedule: "0 * * * *"},
 			}
-			Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
+			Expect(K8sClient.Create(SuiteCtx, s)).To(Succeed())
 			created = s.CreationTimestamp.Time
 		})
 
@@ -179,10 +181,10 @@ var _ = Describe("Schedules", Ordered, func() {
 		setBackupPhase := func(name string, phase cairnv1.BackupPhase) {
 			GinkgoHelper()
 			Eventually(func() error {
-				b := getBackup(ns, name)
+				b := GetBackup(ns, name)
 				patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 				b.Status.Phase = phase
-				return k8sClient.Status().Patch(suiteCtx, b, patch)
+				return K8sClient.Status().Patch(SuiteCtx, b, patch)
 			}).Should(Succeed())
 		}
 
@@ -247,7 +249,7 @@ var _ = Describe("Schedules", Ordered, func() {
 			clk.SetTime(tick(4).Add(time.Second))
 			patchSchedule(ns, "hourly", func(*cairnv1.Schedule) {})
 			Eventually(func() []string { return backupNames(scheduleBackups(ns, "hourly")) }).Should(Equal([]string{name(tick(1)), name(tick(4))}))
-			Expect(getBackup(ns, name(tick(4))).Spec.IncludedResources).To(Equal([]string{"configmaps"}))
+			Expect(GetBackup(ns, name(tick(4))).Spec.IncludedResources).To(Equal([]string{"configmaps"}))
 			Eventually(func() metav1.ConditionStatus {
 				return meta.FindStatusCondition(getSchedule(ns, "hourly").Status.Conditions, cairnv1.ScheduleConditionSkipped).Status
 			}).Should(Equal(metav1.ConditionFalse))
@@ -293,7 +295,7 @@ var _ = Describe("Schedules", Ordered, func() {
 				Spec: cairnv1.ScheduleSpec{Schedule: "CRON_TZ=America/New_York 0 3 * * *",
 					Template: cairnv1.BackupSpec{IncludedNamespaces: []string{"kube-system"}}},
 			}
-			Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
+			Expect(K8sClient.Create(SuiteCtx, s)).To(Succeed())
 			Eventually(func(g Gomega) {
 				got := getSchedule(ns, "greedy")
 				g.Expect(got.Status.Phase).To(Equal(cairnv1.SchedulePhaseFailedValidation))

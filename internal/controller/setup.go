@@ -17,16 +17,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/requester"
@@ -75,7 +75,7 @@ type Config struct {
 	// backup's data (deletion, cleanup of a cancelled backup); 0 means the defaults (10s, 1m).
 	RetryBackoffMin, RetryBackoffMax time.Duration
 	// PhaseTimeout is how long a backup may stay in one non-terminal phase that cannot move on
-	// before its owner ends it with the last error; 0 means DefaultPhaseTimeout.
+	// before its owner ends it with the last error; 0 means lifecycle.DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
 	// ConcurrentRestores is how many restores may be ReadyToStart or InProgress at once; 0 means 1.
 	ConcurrentRestores int
@@ -122,7 +122,7 @@ type Config struct {
 	ActAsRequesterEverywhere bool
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
-	RecoverySteps []RecoveryStep
+	RecoverySteps []lifecycle.RecoveryStep
 }
 
 // namedReconciler is a reconciler and its name in Config.Controllers.
@@ -149,7 +149,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		cfg.ProgressInterval = DefaultProgressInterval
 	}
 	if cfg.PhaseTimeout <= 0 {
-		cfg.PhaseTimeout = DefaultPhaseTimeout
+		cfg.PhaseTimeout = lifecycle.DefaultPhaseTimeout
 	}
 	if cfg.DefaultBackupTTL <= 0 {
 		cfg.DefaultBackupTTL = cairnv1.DefaultBackupTTL
@@ -165,10 +165,10 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the discovery client: %w", err)
 	}
-	st := stores{client: mgr.GetClient(), namespace: cfg.Namespace, wrap: cfg.WrapStore, timeout: cfg.StorageTimeout}
-	steps := []RecoveryStep{
-		endInterruptedRuns(mgr.GetClient(), cfg.Clock, backupKind),
-		endInterruptedRuns(mgr.GetClient(), cfg.Clock, restoreKind),
+	st := stores.Stores{Client: mgr.GetClient(), Namespace: cfg.Namespace, Wrap: cfg.WrapStore, Timeout: cfg.StorageTimeout}
+	steps := []lifecycle.RecoveryStep{
+		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Backups),
+		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Restores),
 	}
 	var chartObjects *ChartObjectsReconciler
 	if cfg.ChartObjects != "" && (len(cfg.Controllers) == 0 || slices.Contains(cfg.Controllers, "chartobjects")) {
@@ -180,7 +180,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}
 		steps = append(steps, chartObjects.RecoveryStep())
 	}
-	recovery := NewStartupRecovery(append(steps, cfg.RecoverySteps...)...)
+	recovery := lifecycle.NewStartupRecovery(append(steps, cfg.RecoverySteps...)...)
 	if chartObjects != nil {
 		chartObjects.Gate = recovery
 	}
@@ -192,7 +192,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Discovery: disco, Workers: cfg.ItemBlockWorkerCount,
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
-	logs := &logUploads{}
+	logs := &lifecycle.LogUploads{}
 	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
 	// The operations of restores that have no location for their files: handed over from the
 	// restore reconciler to the restore operations reconciler (heldOperations says why).
@@ -213,7 +213,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	// Whom each backup, restore and download acts for (DESIGN.md section 15): the requester
 	// the admission policies recorded, trusted only while those policies are installed.
-	requesters := &Requesters{
+	requesters := &requester.Resolver{
 		Client: mgr.GetClient(), Config: mgr.GetConfig(), OperatorNamespace: cfg.Namespace, Everywhere: cfg.ActAsRequesterEverywhere,
 		Parse: requester.From,
 		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
@@ -223,7 +223,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	// One operations reconciler, with each kind's adapter, set up under each kind's name.
 	backupOps := &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
 		Client:        mgr.GetClient(),
-		stores:        st,
+		Stores:        st,
 		Clock:         cfg.Clock,
 		Recorder:      mgr.GetEventRecorder("cairn-operations"),
 		Gate:          recovery,
@@ -233,7 +233,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	restoreOps := &OperationsReconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
 		Client:        mgr.GetClient(),
-		stores:        st,
+		Stores:        st,
 		Clock:         cfg.Clock,
 		Recorder:      mgr.GetEventRecorder("cairn-restore-operations"),
 		Gate:          recovery,
@@ -261,7 +261,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			APIReader:         mgr.GetAPIReader(),
 			Namespace:         cfg.Namespace,
 			Runner:            runner,
-			stores:            st,
+			Stores:            st,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-backup"),
 			Gate:              recovery,
@@ -278,7 +278,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Discovery:         disco,
 			Dynamic:           dyn,
 			APIReader:         mgr.GetAPIReader(),
-			stores:            st,
+			Stores:            st,
 			Clock:             cfg.Clock,
 			Recorder:          mgr.GetEventRecorder("cairn-finalizer"),
 			Gate:              recovery,
@@ -292,7 +292,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"deletion", &DeletionReconciler{
 			Client:     mgr.GetClient(),
 			Dynamic:    dyn,
-			stores:     st,
+			Stores:     st,
 			Clock:      cfg.Clock,
 			Recorder:   mgr.GetEventRecorder("cairn-deletion"),
 			Gate:       recovery,
@@ -305,7 +305,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			APIReader:          mgr.GetAPIReader(),
 			Namespace:          cfg.Namespace,
 			Runner:             restoreRunner,
-			stores:             st,
+			Stores:             st,
 			Clock:              cfg.Clock,
 			Recorder:           mgr.GetEventRecorder("cairn-restore"),
 			Gate:               recovery,
@@ -317,7 +317,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"restorefinalizer", &RestoreFinalizerReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
-			stores:    st,
+			Stores:    st,
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-restore-finalizer"),
 			Gate:      recovery,
@@ -334,7 +334,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		{"storagelocation", &BackupStorageLocationReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
-			stores:    st,
+			Stores:    st,
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
 		}},
@@ -349,7 +349,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Client:        mgr.GetClient(),
 			Namespace:     cfg.Namespace,
 			DefaultPeriod: syncPeriod,
-			stores:        st,
+			Stores:        st,
 			Clock:         cfg.Clock,
 			Recorder:      mgr.GetEventRecorder("cairn-sync"),
 			Gate:          recovery,
@@ -363,7 +363,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Signer:       signer,
 			DownloadBase: downloadBase,
 			TTL:          cfg.DownloadRequestTTL,
-			stores:       st,
+			Stores:       st,
 		}},
 		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
 		{"phaseevents", &PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
@@ -388,7 +388,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 // which serves on every replica; it returns the signer of its URLs and the base clients reach
 // it by (nil and "" without a server). Without cfg.DownloadSigningKey the key is new in every
 // process: a URL works only on the replica that signed it, until it restarts.
-func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores) (*download.Signer, string, error) {
+func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores.Stores) (*download.Signer, string, error) {
 	if cfg.DownloadBindAddress == "" || cfg.DownloadBindAddress == "0" {
 		return nil, "", nil
 	}
@@ -406,7 +406,7 @@ func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores) (*download.Sig
 	if err != nil {
 		return nil, "", err
 	}
-	srv.Signer, srv.Open, srv.Clock = signer, st.openForDownload, cfg.Clock
+	srv.Signer, srv.Open, srv.Clock = signer, st.OpenForDownload, cfg.Clock
 	srv.Log = mgr.GetLogger().WithName("download")
 	if err := mgr.Add(srv); err != nil {
 		return nil, "", fmt.Errorf("adding the download server: %w", err)
@@ -424,11 +424,4 @@ func CacheOptions(namespace string) cache.Options {
 		&corev1.ConfigMap{}:              {Namespaces: only},
 		&cairnv1.BackupStorageLocation{}: {Namespaces: only},
 	}}
-}
-
-// storageRateLimiter paces the retries of reconciles that failed, mostly on storage: from
-// 100 ms, doubling, to a minute at most, so a storage outage is retried at least once a minute
-// (controller-runtime's default ceiling is about 16 minutes).
-func storageRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, time.Minute)
 }

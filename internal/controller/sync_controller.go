@@ -27,6 +27,8 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
@@ -76,7 +78,7 @@ type SyncReconciler struct {
 	// DefaultPeriod is the sync period of a location without spec.backupSyncPeriod
 	// (--backup-sync-period); 0 turns their sync off.
 	DefaultPeriod time.Duration
-	stores        stores
+	Stores        stores.Stores
 	Clock         clock.Clock
 	Recorder      events.EventRecorder
 	Gate          interface {
@@ -190,8 +192,8 @@ func (r *SyncReconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLo
 	for _, ns := range namespaces.Items {
 		in.Namespaces = append(in.Namespaces, ns.Name)
 	}
-	err := r.stores.call(ctx, func(ctx context.Context) (err error) {
-		if pass.store, err = r.stores.open(ctx, bsl); err != nil {
+	err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+		if pass.store, err = r.Stores.Open(ctx, bsl); err != nil {
 			return fmt.Errorf("opening storage location %s: %w", bsl.Name, err)
 		}
 		return nil
@@ -202,7 +204,7 @@ func (r *SyncReconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLo
 	// The listing gets its own, longer timeout: it pages through every object of the location.
 	// It is given the store itself, not the location.Store around it, so that it reaches the
 	// provider's ListFunc.
-	listCtx, cancel := r.stores.listing(ctx)
+	listCtx, cancel := r.Stores.Listing(ctx)
 	defer cancel()
 	if in.Committed, err = storage.ListCommitted(listCtx, pass.store.ObjectStore, pass.store.Layout); err != nil {
 		if errors.Is(err, storage.ErrTooManyBackups) {
@@ -246,7 +248,7 @@ func (r *SyncReconciler) apply(ctx context.Context, pass *syncPass) error {
 // credentials may not read, say — never stops the pass). A storage call that times out, or a
 // pass that ends, ends the pass: the storage service itself is in trouble.
 func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c storage.CommittedBackup) (m storage.BackupMetadata, ok bool, err error) {
-	err = r.stores.call(ctx, func(ctx context.Context) (err error) {
+	err = r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 		m, err = storage.ReadMetadata(ctx, pass.store, pass.store.Layout.Backup(c.Namespace, c.Name))
 		return err
 	})
@@ -300,7 +302,7 @@ func (r *SyncReconciler) create(ctx context.Context, pass *syncPass, c storage.C
 // on.
 func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cairnv1.Backup, status cairnv1.BackupStatus) error {
 	old := b.Status.DeepCopy()
-	err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) { *s = status })
+	err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) { *s = status })
 	if err != nil {
 		b.Status = *old // as the API server still has it, for the next write's patch
 	}
@@ -315,7 +317,7 @@ func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cai
 func (r *SyncReconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Backup, problem error) error {
 	now := metav1.NewTime(pass.now)
 	message := fmt.Sprintf("cannot be synced from storage location %s: %v", pass.bsl.Name, problem)
-	return client.IgnoreNotFound(patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
+	return client.IgnoreNotFound(lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
 		*s = cairnv1.BackupStatus{
 			Phase:               cairnv1.BackupPhaseFailedValidation,
 			StorageLocation:     pass.bsl.Name,
@@ -358,7 +360,7 @@ func (r *SyncReconciler) complete(ctx context.Context, pass *syncPass, b *cairnv
 // marker is gone; True when it is back.
 func (r *SyncReconciler) markData(ctx context.Context, pass *syncPass, b *cairnv1.Backup, found bool) error {
 	cond := backupsync.DataCondition(found, pass.bsl.Name, b.Generation, pass.now)
-	if err := patchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
+	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, cond)
 	}); err != nil {
 		return client.IgnoreNotFound(err)
@@ -456,10 +458,10 @@ func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	return register("sync", ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register("sync", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.BackupStorageLocation{}, builder.WithPredicates(trigger)).
 		// Locations are synced side by side: one whose storage hangs holds only its own pass.
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: storageRateLimiter()}),
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }
 

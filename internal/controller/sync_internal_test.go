@@ -24,6 +24,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -69,7 +70,7 @@ func TestSyncPassGoesOnWhenAStatusIsRefused(t *testing.T) {
 			},
 		}).Build()
 	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
-		stores: stores{client: c, namespace: "cairn-system"}, Clock: clk, Recorder: events.NewFakeRecorder(100),
+		Stores: stores.Stores{Client: c, Namespace: "cairn-system"}, Clock: clk, Recorder: events.NewFakeRecorder(100),
 		Gate: openGate{}, Catalog: &backupsync.Catalog{}}
 
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bsl)})
@@ -146,7 +147,7 @@ func TestSyncPassSkipsAMarkerItCannotRead(t *testing.T) {
 	recorder := events.NewFakeRecorder(100)
 	locked := storage.Layout{}.Backup("team", "locked").Metadata
 	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
-		stores: stores{client: c, namespace: "cairn-system", wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+		Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 			return lockedStore{ObjectStore: s, locked: locked}
 		}}, Clock: clk, Recorder: recorder, Gate: openGate{}, Catalog: &backupsync.Catalog{}}
 
@@ -231,7 +232,7 @@ func syncOneMarker(t *testing.T, timeout time.Duration, wrap func(storage.Object
 		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).Build()
 	recorder := events.NewFakeRecorder(100)
 	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
-		stores: stores{client: c, namespace: "cairn-system", timeout: timeout, wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
+		Stores: stores.Stores{Client: c, Namespace: "cairn-system", Timeout: timeout, Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 			return wrap(s)
 		}}, Clock: clk, Recorder: recorder, Gate: openGate{}, Catalog: &backupsync.Catalog{}}
 	return r, c, bsl, recorder
@@ -253,8 +254,8 @@ func TestSyncPassListsKeyByKeyWithItsOwnTimeout(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "fine"}, &fine); err != nil || fine.Status.Phase != cairnv1.BackupPhaseCompleted {
 		t.Errorf("fine: %v, status %+v; want Completed", err, fine.Status)
 	}
-	if got := deadline.Sub(start); got < listTimeoutFactor*time.Second {
-		t.Errorf("the listing was given %s; want %d times the 1s storage timeout", got, listTimeoutFactor)
+	if got := deadline.Sub(start); got < stores.ListTimeoutFactor*time.Second {
+		t.Errorf("the listing was given %s; want %d times the 1s storage timeout", got, stores.ListTimeoutFactor)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	. "github.com/cairn-backup/cairn/internal/controller/controllertest"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -40,14 +42,14 @@ func commitCrafted(store storage.ObjectStore, namespace, name string, entries ma
 	}
 	Expect(w.Close()).To(Succeed())
 	keys := storage.Layout{}.Backup(namespace, name)
-	digest, err := storage.PutArchive(suiteCtx, store, keys.Archive, &buf)
+	digest, err := storage.PutArchive(SuiteCtx, store, keys.Archive, &buf)
 	Expect(err).NotTo(HaveOccurred())
 	start := metav1.NewTime(time.Now().Add(-time.Hour))
 	origin := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: "uid-of-the-bucket-writer"},
 		Status: cairnv1.BackupStatus{StartTimestamp: &start, Progress: cairnv1.NewBackupProgress(int64(len(entries)), int64(len(entries)))}}
 	m, err := backupsync.Marker(origin, cairnv1.BackupPhaseCompleted, archive.FormatVersion, digest, start.Add(time.Minute), 0)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(storage.WriteMetadata(suiteCtx, store, keys, m)).To(Succeed())
+	Expect(storage.WriteMetadata(SuiteCtx, store, keys, m)).To(Succeed())
 }
 
 func object(apiVersion, kind, namespace, name string, labels map[string]any, extra map[string]any) map[string]any {
@@ -74,15 +76,15 @@ var _ = Describe("A crafted backup in storage, restored by a team", Ordered, fun
 	var store *storage.Filesystem
 
 	BeforeAll(func() {
-		ensureNamespace(team)
-		ensureNamespace(other)
-		createObject(configMap(other, "theirs", map[string]string{"owner": other}))
+		EnsureNamespace(team)
+		EnsureNamespace(other)
+		CreateObject(ConfigMap(other, "theirs", map[string]string{"owner": other}))
 		var bsl *cairnv1.BackupStorageLocation
-		store, bsl = syncedLocation("untrusted-bucket", time.Second, cairnv1.AccessModeReadWrite, nil)
-		DeferCleanup(deleteAllBackups)
-		stop := startManager(controller.Config{})
+		store, bsl = SyncedLocation("untrusted-bucket", time.Second, cairnv1.AccessModeReadWrite, nil)
+		DeferCleanup(DeleteAllBackups)
+		stop := StartManager(controller.Config{})
 		DeferCleanup(func() { stop() })
-		eventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
+		EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
 	})
 
 	It("refuses every item that is not what its path says or that a team may not write, restores the rest, and ends PartiallyFailed", func() {
@@ -105,39 +107,39 @@ var _ = Describe("A crafted backup in storage, restored by a team", Ordered, fun
 				"spec":   map[string]any{"driver": "csi.example.com", "deletionPolicy": "Retain", "volumeSnapshotRef": map[string]any{"namespace": other, "name": "theirs"}},
 				"status": map[string]any{"readyToUse": true, "snapshotHandle": "snapshot-of-" + other}}),
 		})
-		b := eventuallySynced(team, "escape")
+		b := EventuallySynced(team, "escape")
 		Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted), "sync shows it as any other backup")
 
-		createRestore(team, "escape-back", cairnv1.RestoreSpec{BackupName: "escape", ExistingResourcePolicy: cairnv1.ExistingResourcePolicyUpdate})
-		rs := waitRestore(team, "escape-back", cairnv1.RestorePhasePartiallyFailed)
+		CreateRestore(team, "escape-back", cairnv1.RestoreSpec{BackupName: "escape", ExistingResourcePolicy: cairnv1.ExistingResourcePolicyUpdate})
+		rs := WaitRestore(team, "escape-back", cairnv1.RestorePhasePartiallyFailed)
 		Expect(rs.Status.Errors).To(BeNumerically(">=", 4))
 
 		// Nothing cluster-scoped, nothing of another namespace.
-		Expect(getUnstructured(nsGVK, "", evil)).To(BeNil(), "the Namespace %s was created", evil)
+		Expect(GetUnstructured(nsGVK, "", evil)).To(BeNil(), "the Namespace %s was created", evil)
 		var ns corev1.Namespace
-		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Name: other}, &ns)).To(Succeed())
+		Expect(K8sClient.Get(SuiteCtx, types.NamespacedName{Name: other}, &ns)).To(Succeed())
 		Expect(ns.Labels).NotTo(HaveKey("pod-security.kubernetes.io/enforce"))
 		var theirs corev1.ConfigMap
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: other, Name: "theirs"}, &theirs)).To(Succeed())
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: other, Name: "theirs"}, &theirs)).To(Succeed())
 		Expect(theirs.Labels).To(Equal(map[string]string{"owner": other}))
 		Expect(theirs.Labels).NotTo(HaveKey(cairnv1.RestoreNameLabel))
-		Expect(getUnstructured(cmGVK, team, "theirs")).To(BeNil())
+		Expect(GetUnstructured(cmGVK, team, "theirs")).To(BeNil())
 		contents := &unstructured.UnstructuredList{}
 		contents.SetGroupVersionKind(volumeSnapshotContentGVK)
-		Expect(k8sClient.List(suiteCtx, contents)).To(Succeed())
+		Expect(K8sClient.List(SuiteCtx, contents)).To(Succeed())
 		for _, c := range contents.Items {
 			Expect(c.GetLabels()).NotTo(HaveKeyWithValue(cairnv1.RestoreNameLabel, "escape-back"), "VolumeSnapshotContent %s", c.GetName())
 			handle, _, _ := unstructured.NestedString(c.Object, "spec", "source", "snapshotHandle")
 			Expect(handle).NotTo(Equal("snapshot-of-"+other), "VolumeSnapshotContent %s", c.GetName())
 		}
-		Expect(getUnstructured(pvcGVK, team, "data")).To(BeNil())
+		Expect(GetUnstructured(pvcGVK, team, "data")).To(BeNil())
 
 		// The rest is restored.
-		Expect(getUnstructured(cmGVK, team, "ok")).NotTo(BeNil())
+		Expect(GetUnstructured(cmGVK, team, "ok")).NotTo(BeNil())
 
 		// Each refused item is named, with why.
 		var results restore.Results
-		gunzipJSON(store, storage.Layout{}.Restore(team, "escape-back").Results, &results)
+		GunzipJSON(store, storage.Layout{}.Restore(team, "escape-back").Results, &results)
 		errs := strings.Join(append(results.Errors.Cluster, results.Errors.Namespaces[team]...), "\n")
 		Expect(errs).To(And(
 			ContainSubstring("namespaces/"+team+"/"+evil+": namespaces is cluster-scoped in this cluster, but the item is at a path in namespace "+team),
@@ -145,7 +147,7 @@ var _ = Describe("A crafted backup in storage, restored by a team", Ordered, fun
 			ContainSubstring(`configmaps/`+team+`/theirs: the item is in namespace "`+other+`"`),
 			ContainSubstring("persistentvolumeclaims "+team+"/data: restore item action cairn.dev/csi-restore: backup "+team+"/escape is known only from storage (synced from location untrusted-bucket)"),
 		))
-		list := restoredList(store, team, "escape-back")
+		list := RestoredList(store, team, "escape-back")
 		Expect(list[restore.Created]["configmaps"]).To(ConsistOf(team + "/ok"))
 		Expect(list[restore.FailedItem]["namespaces"]).To(HaveLen(2))
 	})

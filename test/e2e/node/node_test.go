@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -316,7 +316,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		waitBackupPhase(ctx, ns+"-interrupted", cairnv1.BackupPhaseFailed)
 		var interrupted cairnv1.Backup
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cairnNamespace, Name: ns + "-interrupted"}, &interrupted)).To(Succeed())
-		Expect(interrupted.Status.FailureReason).To(Equal(controller.FailureReasonRestarted))
+		Expect(interrupted.Status.FailureReason).To(Equal(lifecycle.FailureReasonRestarted))
 
 		By("completing the next backup")
 		apply(backupManifest(ns+"-next", ns, s3Location))

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -27,99 +27,99 @@ import (
 )
 
 // The run of a backup or a restore, from ReadyToStart to the write that ends InProgress, as
-// its owner (runKind.runOwner) drives it: written once over runKind (lifecycle.go).
+// its owner (RunKind.runOwner) drives it: written once over RunKind (lifecycle.go).
 
-// storageWaitRequeue is how soon a ReadyToStart object whose location was not validated yet is
+// StorageWaitRequeue is how soon a ReadyToStart object whose location was not validated yet is
 // looked at again.
-const storageWaitRequeue = time.Second
+const StorageWaitRequeue = time.Second
 
-// runs is what the owner of a kind's runs remembers of them in this process, by UID; the zero
+// Runs is what the owner of a kind's runs remembers of them in this process, by UID; the zero
 // value is empty and ready.
-type runs[S any] struct {
-	// running holds the cancel function of each run of this process.
-	running uidMap[context.CancelCauseFunc]
-	// unwritten holds the status write that ends a run and could not be written, for the next
+type Runs[S any] struct {
+	// Running holds the cancel function of each run of this process.
+	Running UIDMap[context.CancelCauseFunc]
+	// Unwritten holds the status write that ends a run and could not be written, for the next
 	// reconcile: it finds the object still InProgress and must write this, not mistake it for
 	// one a restart interrupted.
-	unwritten uidMap[func(*S)]
+	Unwritten UIDMap[func(*S)]
 }
 
-// track registers a run of the object uid, before its InProgress write so that no cancel can be
-// missed. It returns the run's context, which stopIfCancelled ends, and done, which the
+// Track registers a run of the object uid, before its InProgress write so that no cancel can be
+// missed. It returns the run's context, which StopIfCancelled ends, and done, which the
 // reconcile defers. The run lasts as long as the reconcile.
-func (r *runs[S]) track(ctx context.Context, uid types.UID) (runCtx context.Context, done func()) {
+func (r *Runs[S]) Track(ctx context.Context, uid types.UID) (runCtx context.Context, done func()) {
 	runCtx, cancel := context.WithCancelCause(ctx)
-	r.running.set(uid, cancel)
+	r.Running.Set(uid, cancel)
 	return runCtx, func() {
-		r.running.forget(uid)
+		r.Running.Forget(uid)
 		cancel(nil)
 	}
 }
 
-// stopIfCancelled cancels obj's run in this process, if it has one, when obj asks to stop.
-func (k *runKind[O, S, P]) stopIfCancelled(runs *runs[S], obj O) {
-	if cancel, running := runs.running.get(obj.GetUID()); running {
-		if _, _, stop := k.cancellation(obj); stop {
+// StopIfCancelled cancels obj's run in this process, if it has one, when obj asks to stop.
+func (k *RunKind[O, S, P]) StopIfCancelled(runs *Runs[S], obj O) {
+	if cancel, running := runs.Running.Get(obj.GetUID()); running {
+		if _, _, stop := k.Cancellation(obj); stop {
 			cancel(k.cancelCause)
 		}
 	}
 }
 
-// inRunPhases passes the objects in the phases the run's owner owns: ReadyToStart and
+// InRunPhases passes the objects in the phases the run's owner owns: ReadyToStart and
 // InProgress.
-func (k *runKind[O, S, P]) inRunPhases() predicate.Predicate {
+func (k *RunKind[O, S, P]) InRunPhases() predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		o, ok := obj.(O)
 		return ok && (k.phaseOf(o) == k.readyToStart || k.phaseOf(o) == k.inProgress)
 	})
 }
 
-// runWatch is the watch of the run's owner on every object of the kind. The reconcile of a
+// RunWatch is the watch of the run's owner on every object of the kind. The reconcile of a
 // running object is busy running it: a cancel or a deletion reaches the run through this watch,
 // which cancels its context. An object that is gone has no unwritten ending left to write.
-func (k *runKind[O, S, P]) runWatch(runs *runs[S]) handler.Funcs {
+func (k *RunKind[O, S, P]) RunWatch(runs *Runs[S]) handler.Funcs {
 	return handler.Funcs{
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if obj, ok := e.ObjectNew.(O); ok {
-				k.stopIfCancelled(runs, obj)
+				k.StopIfCancelled(runs, obj)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			runs.unwritten.forget(e.Object.GetUID())
+			runs.Unwritten.Forget(e.Object.GetUID())
 		},
 	}
 }
 
-// endBeforeStart ends a cancelled or deleted object that has not started: Failed, out of the
+// EndBeforeStart ends a cancelled or deleted object that has not started: Failed, out of the
 // queue, Cancelled=True, and a Cancelled event. owner is the reconciler that owns its phase (the
 // queue for New and Queued, the run's owner for ReadyToStart).
-func (k *runKind[O, S, P]) endBeforeStart(ctx context.Context, c client.Client, clk clock.PassiveClock, rec events.EventRecorder, owner phases.Owner, obj O) error {
-	_, failureReason := k.stopReasons(obj)
+func (k *RunKind[O, S, P]) EndBeforeStart(ctx context.Context, c client.Client, clk clock.PassiveClock, rec events.EventRecorder, owner phases.Owner, obj O) error {
+	_, failureReason := k.StopReasons(obj)
 	condition, message := k.beforeStartMessages(failureReason)
 	now := metav1.NewTime(clk.Now())
-	if err := patchStatus(ctx, c, clk, k, owner, obj, func(s *S) { k.cancelledStatus(obj, s, condition, now) }); err != nil {
+	if err := PatchStatus(ctx, c, clk, k, owner, obj, func(s *S) { k.CancelledStatus(obj, s, condition, now) }); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	rec.Eventf(obj, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s", message)
 	return nil
 }
 
-// waitForStorage keeps a ReadyToStart object waiting for its storage location, with a
+// WaitForStorage keeps a ReadyToStart object waiting for its storage location, with a
 // StorageReady=False condition saying why (cause), and ends it Failed once it has waited
 // timeout, freeing its slot. While cause is a waiting failure (a location not validated yet) it
-// is looked at again after storageWaitRequeue; any other cause is retried with the rate
+// is looked at again after StorageWaitRequeue; any other cause is retried with the rate
 // limiter's backoff.
-func (k *runKind[O, S, P]) waitForStorage(ctx context.Context, c client.Client, clk clock.PassiveClock, obj O, cause error, timeout time.Duration) (ctrl.Result, error) {
+func (k *RunKind[O, S, P]) WaitForStorage(ctx context.Context, c client.Client, clk clock.PassiveClock, obj O, cause error, timeout time.Duration) (ctrl.Result, error) {
 	now := metav1.NewTime(clk.Now())
-	if k.phaseTimedOut(obj, now.Time, timeout) {
+	if k.PhaseTimedOut(obj, now.Time, timeout) {
 		reason := fmt.Sprintf("could not start within %s: %v", timeout, cause)
-		return ctrl.Result{}, client.IgnoreNotFound(patchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
+		return ctrl.Result{}, client.IgnoreNotFound(PatchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
 			f := k.fields(s)
 			*f.phase, *f.failureReason, *f.completionTimestamp = k.failed, reason, &now
 		}))
 	}
 	message := fmt.Sprintf("waiting for %s: %v", k.awaitedStorage(obj), cause)
-	if err := patchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
+	if err := PatchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
 		meta.SetStatusCondition(k.fields(s).conditions, metav1.Condition{
 			Type: conditionStorageReady, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
 			Message: message, ObservedGeneration: obj.GetGeneration(), LastTransitionTime: now,
@@ -128,18 +128,18 @@ func (k *runKind[O, S, P]) waitForStorage(ctx context.Context, c client.Client, 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if failure.IsWaiting(cause) {
-		return ctrl.Result{RequeueAfter: storageWaitRequeue}, nil
+		return ctrl.Result{RequeueAfter: StorageWaitRequeue}, nil
 	}
 	return ctrl.Result{}, cause
 }
 
-// endRun writes the status that ends a run (mutate). Someone else's write meanwhile (a label,
+// EndRun writes the status that ends a run (mutate). Someone else's write meanwhile (a label,
 // an annotation, a cancel) makes the optimistic lock fail: the write is retried on the object
 // fresh from apiReader, and when onCancel is given and the fresh object shows a cancel, onCancel
 // is written instead; an object that left InProgress meanwhile is not written over. A write that
-// still fails is kept in runs for the next reconcile (see orphaned). The writes use the
+// still fails is kept in runs for the next reconcile (see Orphaned). The writes use the
 // reconcile's context, never the run's, which a cancel ends.
-func (k *runKind[O, S, P]) endRun(ctx context.Context, c client.Client, apiReader client.Reader, clk clock.PassiveClock, runs *runs[S], obj O, mutate, onCancel func(*S)) error {
+func (k *RunKind[O, S, P]) EndRun(ctx context.Context, c client.Client, apiReader client.Reader, clk clock.PassiveClock, runs *Runs[S], obj O, mutate, onCancel func(*S)) error {
 	write := mutate
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -151,25 +151,25 @@ func (k *runKind[O, S, P]) endRun(ctx context.Context, c client.Client, apiReade
 				write = nil // someone else ended it: nothing to write
 				return nil
 			}
-			if _, _, cancelled := k.cancellation(obj); cancelled && onCancel != nil {
+			if _, _, cancelled := k.Cancellation(obj); cancelled && onCancel != nil {
 				write = onCancel
 			}
 		}
 		first = false
-		return patchStatus(ctx, c, clk, k, k.runOwner, obj, write)
+		return PatchStatus(ctx, c, clk, k, k.runOwner, obj, write)
 	})
 	if err == nil || apierrors.IsNotFound(err) {
 		return nil
 	}
-	runs.unwritten.set(obj.GetUID(), write)
+	runs.Unwritten.Set(obj.GetUID(), write)
 	return err
 }
 
-// orphaned handles an InProgress object a reconcile found: one this process runs is left alone;
+// Orphaned handles an InProgress object a reconcile found: one this process runs is left alone;
 // one whose ending could not be written gets it written; any other was running when the
 // operator stopped, and is ended (endInterruptedRun). The API server is asked, not the cache,
 // which may still show InProgress for a run this process just ended.
-func (k *runKind[O, S, P]) orphaned(ctx context.Context, c client.Client, apiReader client.Reader, clk clock.PassiveClock, runs *runs[S], obj O) error {
+func (k *RunKind[O, S, P]) Orphaned(ctx context.Context, c client.Client, apiReader client.Reader, clk clock.PassiveClock, runs *Runs[S], obj O) error {
 	fresh := k.newObject()
 	if err := apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 		return client.IgnoreNotFound(err)
@@ -177,31 +177,31 @@ func (k *runKind[O, S, P]) orphaned(ctx context.Context, c client.Client, apiRea
 	if k.phaseOf(fresh) != k.inProgress {
 		return nil
 	}
-	if _, running := runs.running.get(fresh.GetUID()); running {
+	if _, running := runs.Running.Get(fresh.GetUID()); running {
 		return nil
 	}
-	if mutate, ok := runs.unwritten.take(fresh.GetUID()); ok {
-		return k.endRun(ctx, c, apiReader, clk, runs, fresh, mutate, nil)
+	if mutate, ok := runs.Unwritten.Take(fresh.GetUID()); ok {
+		return k.EndRun(ctx, c, apiReader, clk, runs, fresh, mutate, nil)
 	}
 	return client.IgnoreNotFound(k.endInterruptedRun(ctx, c, clk, fresh))
 }
 
-// interruptedEnding is where an InProgress object goes when the operator restarted during its
-// run: its phase and failureReason (runKind.afterInterrupted).
-func (k *runKind[O, S, P]) interruptedEnding(obj O) (P, string) {
-	_, _, cancelled := k.cancellation(obj)
+// InterruptedEnding is where an InProgress object goes when the operator restarted during its
+// run: its phase and failureReason (RunKind.afterInterrupted).
+func (k *RunKind[O, S, P]) InterruptedEnding(obj O) (P, string) {
+	_, _, cancelled := k.Cancellation(obj)
 	return k.afterInterrupted(cancelled)
 }
 
 // endInterruptedRun moves on an object that was InProgress when the operator stopped
-// (interruptedEnding); one that ends there gets its completionTimestamp. It touches no storage:
+// (InterruptedEnding); one that ends there gets its completionTimestamp. It touches no storage:
 // what a backup's run left is removed by the finalizer, with retries, so a storage service that
 // is down at the restart neither holds the restart nor leaves the partial data behind for good.
 // It writes as the run's owner, also when the restart recovery calls it.
-func (k *runKind[O, S, P]) endInterruptedRun(ctx context.Context, c client.Client, clk clock.PassiveClock, obj O) error {
-	next, failureReason := k.interruptedEnding(obj)
+func (k *RunKind[O, S, P]) endInterruptedRun(ctx context.Context, c client.Client, clk clock.PassiveClock, obj O) error {
+	next, failureReason := k.InterruptedEnding(obj)
 	now := metav1.NewTime(clk.Now())
-	return patchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
+	return PatchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
 		f := k.fields(s)
 		*f.phase, *f.failureReason = next, failureReason
 		if next.IsTerminal() {

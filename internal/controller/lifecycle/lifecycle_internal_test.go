@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/phases"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 // The shared lifecycle (lifecycle.go, lifecycle_run.go), each decision with both kinds'
@@ -60,26 +61,19 @@ func TestCancellation(t *testing.T) {
 		{name: "backup: cancelled, then deleted: the cancel came first", cancel: true, deleted: true, wantOK: true, wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonCancelled},
 		{name: "restore: neither", restore: true},
 		{name: "restore: spec.cancel", restore: true, cancel: true, wantOK: true, wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonRestoreCancelled},
-		{name: "restore: deleted", restore: true, deleted: true, wantOK: true, wantReason: cairnv1.ReasonRestoreDeleted, wantFault: failureReasonRestoreDeleted},
+		{name: "restore: deleted", restore: true, deleted: true, wantOK: true, wantReason: cairnv1.ReasonRestoreDeleted, wantFault: FailureReasonRestoreDeleted},
 		{name: "restore: cancelled, then deleted: the cancel says why", restore: true, cancel: true, deleted: true, wantOK: true, wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonRestoreCancelled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, failureReason, ok := backupKind.cancellation(stoppedBackup(tt.cancel, tt.deleted))
+			reason, failureReason, ok := Backups.Cancellation(stoppedBackup(tt.cancel, tt.deleted))
 			if tt.restore {
-				reason, failureReason, ok = restoreKind.cancellation(stoppedRestore(tt.cancel, tt.deleted))
+				reason, failureReason, ok = Restores.Cancellation(stoppedRestore(tt.cancel, tt.deleted))
 			}
 			if ok != tt.wantOK || reason != tt.wantReason || failureReason != tt.wantFault {
 				t.Errorf("got (%q, %q, %v), want (%q, %q, %v)", reason, failureReason, ok, tt.wantReason, tt.wantFault, tt.wantOK)
 			}
 		})
-	}
-	// The names the reconcilers not moved to the lifecycle yet call say the same.
-	if failureReason, ok := restoreCancellation(stoppedRestore(false, true)); !ok || failureReason != failureReasonRestoreDeleted {
-		t.Errorf("restoreCancellation = %q, %v", failureReason, ok)
-	}
-	if _, failureReason, ok := cancellation(stoppedBackup(true, false)); !ok || failureReason != cairnv1.FailureReasonCancelled {
-		t.Errorf("cancellation = %q, %v", failureReason, ok)
 	}
 }
 
@@ -92,12 +86,12 @@ func TestStopReasons(t *testing.T) {
 		{name: "backup showing no cancel: taken for the user's", wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonCancelled},
 		{name: "backup deleted", deleted: true, wantReason: cairnv1.ReasonBackupDeleted, wantFault: failureReasonDeleted},
 		{name: "restore showing no cancel: taken for the user's", restore: true, wantReason: cairnv1.ReasonCancelledByUser, wantFault: cairnv1.FailureReasonRestoreCancelled},
-		{name: "restore deleted", restore: true, deleted: true, wantReason: cairnv1.ReasonRestoreDeleted, wantFault: failureReasonRestoreDeleted},
+		{name: "restore deleted", restore: true, deleted: true, wantReason: cairnv1.ReasonRestoreDeleted, wantFault: FailureReasonRestoreDeleted},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, failureReason := backupKind.stopReasons(stoppedBackup(false, tt.deleted))
+			reason, failureReason := Backups.StopReasons(stoppedBackup(false, tt.deleted))
 			if tt.restore {
-				reason, failureReason = restoreKind.stopReasons(stoppedRestore(false, tt.deleted))
+				reason, failureReason = Restores.StopReasons(stoppedRestore(false, tt.deleted))
 			}
 			if reason != tt.wantReason || failureReason != tt.wantFault {
 				t.Errorf("got (%q, %q), want (%q, %q)", reason, failureReason, tt.wantReason, tt.wantFault)
@@ -111,7 +105,7 @@ func TestCancelledStatus(t *testing.T) {
 	queued := stoppedBackup(true, false)
 	queued.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseQueued, QueuePosition: 3,
 		Conditions: []metav1.Condition{{Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonWaitingForConcurrencySlot}}}
-	backupKind.cancelledStatus(queued, &queued.Status, "m", now)
+	Backups.CancelledStatus(queued, &queued.Status, "m", now)
 	if s := queued.Status; s.Phase != cairnv1.BackupPhaseFailed || s.QueuePosition != 0 || s.FailureReason != cairnv1.FailureReasonCancelled || !s.CompletionTimestamp.Equal(&now) {
 		t.Errorf("queued backup: %+v", s)
 	}
@@ -122,7 +116,7 @@ func TestCancelledStatus(t *testing.T) {
 	ran := stoppedBackup(true, false)
 	ran.Status = cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseFinalizingCancelled,
 		Conditions: []metav1.Condition{{Type: cairnv1.BackupConditionQueued, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonDequeued}}}
-	backupKind.cancelledStatus(ran, &ran.Status, "m", now)
+	Backups.CancelledStatus(ran, &ran.Status, "m", now)
 	if ran.Status.Conditions[0].Reason != cairnv1.ReasonDequeued {
 		t.Errorf("the Queued condition of a started backup changed: %+v", ran.Status.Conditions[0])
 	}
@@ -132,10 +126,10 @@ func TestCancelledStatus(t *testing.T) {
 		rs := stoppedRestore(!deleted, deleted)
 		rs.Status = cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseQueued, QueuePosition: 2,
 			Conditions: []metav1.Condition{{Type: cairnv1.RestoreConditionQueued, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonWaitingForConcurrencySlot}}}
-		restoreKind.cancelledStatus(rs, &rs.Status, "m", now)
+		Restores.CancelledStatus(rs, &rs.Status, "m", now)
 		wantFault, wantReason := cairnv1.FailureReasonRestoreCancelled, cairnv1.ReasonCancelledByUser
 		if deleted {
-			wantFault, wantReason = failureReasonRestoreDeleted, cairnv1.ReasonRestoreDeleted
+			wantFault, wantReason = FailureReasonRestoreDeleted, cairnv1.ReasonRestoreDeleted
 		}
 		if s := rs.Status; s.Phase != cairnv1.RestorePhaseFailed || s.QueuePosition != 0 || s.FailureReason != wantFault || !s.CompletionTimestamp.Equal(&now) {
 			t.Errorf("deleted %v: restore %+v", deleted, s)
@@ -165,10 +159,10 @@ func TestAfterInterruptedRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, reason := backupKind.interruptedEnding(stoppedBackup(tt.cancel, tt.deleted))
+			next, reason := Backups.InterruptedEnding(stoppedBackup(tt.cancel, tt.deleted))
 			got := string(next)
 			if tt.restore {
-				next, r := restoreKind.interruptedEnding(stoppedRestore(tt.cancel, tt.deleted))
+				next, r := Restores.InterruptedEnding(stoppedRestore(tt.cancel, tt.deleted))
 				got, reason = string(next), r
 			}
 			if got != tt.want || reason != tt.wantReason {
@@ -195,7 +189,7 @@ func TestAfterRun(t *testing.T) {
 		{"backup: operations started, errors", 1, true, cairnv1.BackupPhaseWaitingForPluginOperationsPartiallyFailed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := backupKind.afterRun(tt.operationsStarted, tt.errors > 0); got != tt.want {
+			if got := Backups.AfterRun(tt.operationsStarted, tt.errors > 0); got != tt.want {
 				t.Errorf("afterRun = %s, want %s", got, tt.want)
 			}
 		})
@@ -216,7 +210,7 @@ func TestAfterRun(t *testing.T) {
 		{"restore: an operation failed, none running", 0, []backup.Operation{failed, done}, cairnv1.RestorePhaseFinalizingPartiallyFailed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := restoreKind.afterRun(backup.AfterOperations(tt.errors > 0, tt.ops)); got != tt.want {
+			if got := Restores.AfterRun(backup.AfterOperations(tt.errors > 0, tt.ops)); got != tt.want {
 				t.Errorf("afterRun = %s, want %s", got, tt.want)
 			}
 		})
@@ -238,7 +232,7 @@ func TestToTenant(t *testing.T) {
 		{name: "no error", obj: stoppedRestore(false, false)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := toTenant(tt.obj, "cairn-system", "s3", tt.err)
+			got := ToTenant(tt.obj, "cairn-system", "s3", tt.err)
 			if tt.err == nil {
 				if got != nil {
 					t.Errorf("toTenant = %v, want nil", got)
@@ -274,22 +268,22 @@ func TestPatchStatus(t *testing.T) {
 	t.Run("backup", func(t *testing.T) {
 		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "b", Generation: 1},
 			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseReadyToStart}}
-		checkPatchStatus(t, backupKind, b, cairnv1.BackupPhaseInProgress)
+		checkPatchStatus(t, Backups, b, cairnv1.BackupPhaseInProgress)
 	})
 	t.Run("restore", func(t *testing.T) {
 		rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r", Generation: 1},
 			Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseReadyToStart}}
-		checkPatchStatus(t, restoreKind, rs, cairnv1.RestorePhaseInProgress)
+		checkPatchStatus(t, Restores, rs, cairnv1.RestorePhaseInProgress)
 	})
 }
 
 // checkPatchStatus writes obj, which is ReadyToStart, as its run's owner: to allowed (an arrow
 // of the table) through a failing API server, then through a working one.
-func checkPatchStatus[O client.Object, S any, P phase](t *testing.T, k *runKind[O, S, P], obj O, allowed P) {
+func checkPatchStatus[O client.Object, S any, P phase](t *testing.T, k *RunKind[O, S, P], obj O, allowed P) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(lifecycleTestTime.Time)
 	failing := true
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(obj).WithStatusSubresource(obj).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(obj).WithStatusSubresource(obj).WithInterceptorFuncs(interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			if failing {
 				return apierrors.NewServiceUnavailable("the API server is restarting")
@@ -304,14 +298,14 @@ func checkPatchStatus[O client.Object, S any, P phase](t *testing.T, k *runKind[
 	setPhase := func(p P) func(*S) {
 		return func(s *S) { *k.fields(s).phase, *k.fields(s).failureReason = p, "set" }
 	}
-	if err := patchStatus(context.Background(), c, clk, k, k.runOwner, obj, setPhase(allowed)); err == nil {
+	if err := PatchStatus(context.Background(), c, clk, k, k.runOwner, obj, setPhase(allowed)); err == nil {
 		t.Fatal("a write through a failing API server succeeded")
 	}
 	if got := *k.status(obj); !equality.Semantic.DeepEqual(got, before) {
 		t.Errorf("after a failed write the status is %+v, want it as it was, %+v", got, before)
 	}
 	failing = false
-	if err := patchStatus(context.Background(), c, clk, k, k.runOwner, obj, setPhase(allowed)); err != nil {
+	if err := PatchStatus(context.Background(), c, clk, k, k.runOwner, obj, setPhase(allowed)); err != nil {
 		t.Fatal(err)
 	}
 	stored := k.newObject()
@@ -348,18 +342,18 @@ func TestEndBeforeStart(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			obj := queued(tt.restore)
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(obj).WithStatusSubresource(obj).Build()
+			c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(obj).WithStatusSubresource(obj).Build()
 			rec := events.NewFakeRecorder(10)
 			clk := clocktesting.NewFakeClock(lifecycleTestTime.Time)
 			var err error
 			var phase cairnv1.BackupPhase
 			if tt.restore {
 				rs := obj.(*cairnv1.Restore)
-				err = restoreKind.endBeforeStart(context.Background(), c, clk, rec, phases.OwnerQueue, rs)
+				err = Restores.EndBeforeStart(context.Background(), c, clk, rec, phases.OwnerQueue, rs)
 				phase = cairnv1.BackupPhase(rs.Status.Phase)
 			} else {
 				b := obj.(*cairnv1.Backup)
-				err = backupKind.endBeforeStart(context.Background(), c, clk, rec, phases.OwnerQueue, b)
+				err = Backups.EndBeforeStart(context.Background(), c, clk, rec, phases.OwnerQueue, b)
 				phase = b.Status.Phase
 			}
 			if err != nil || phase != cairnv1.BackupPhaseFailed {

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -12,14 +12,14 @@ import (
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
-// What the shared lifecycle knows of each kind (runKind): Backup (DESIGN.md section 1) and
+// What the shared lifecycle knows of each kind (RunKind): Backup (DESIGN.md section 1) and
 // Restore (section 9).
 
 const (
 	// failureReasonDeleted is the failureReason of a backup deleted before it finished.
 	failureReasonDeleted = "Backup deleted by user"
-	// failureReasonRestoreDeleted is the failureReason of a restore deleted before it finished.
-	failureReasonRestoreDeleted = "Restore deleted before it finished"
+	// FailureReasonRestoreDeleted is the failureReason of a restore deleted before it finished.
+	FailureReasonRestoreDeleted = "Restore deleted before it finished"
 )
 
 // FailureReasonRestarted is the failureReason of a backup that was running when the operator
@@ -30,8 +30,8 @@ const FailureReasonRestarted = "the operator restarted during the backup"
 // operator stopped.
 const FailureReasonRestoreRestarted = "the operator restarted during the restore"
 
-// backupKind is the lifecycle's adapter for backups.
-var backupKind = &runKind[*cairnv1.Backup, cairnv1.BackupStatus, cairnv1.BackupPhase]{
+// Backups is the lifecycle's adapter for backups.
+var Backups = &RunKind[*cairnv1.Backup, cairnv1.BackupStatus, cairnv1.BackupPhase]{
 	name:      "backup",
 	newObject: func() *cairnv1.Backup { return &cairnv1.Backup{} },
 	list:      listAll(func(l *cairnv1.BackupList) []cairnv1.Backup { return l.Items }),
@@ -82,8 +82,8 @@ func afterInterruptedBackup(cancelled bool) (cairnv1.BackupPhase, string) {
 	return cairnv1.BackupPhaseFinalizingFailed, FailureReasonRestarted
 }
 
-// restoreKind is the lifecycle's adapter for restores.
-var restoreKind = &runKind[*cairnv1.Restore, cairnv1.RestoreStatus, cairnv1.RestorePhase]{
+// Restores is the lifecycle's adapter for restores.
+var Restores = &RunKind[*cairnv1.Restore, cairnv1.RestoreStatus, cairnv1.RestorePhase]{
 	name:      "restore",
 	newObject: func() *cairnv1.Restore { return &cairnv1.Restore{} },
 	list:      listAll(func(l *cairnv1.RestoreList) []cairnv1.Restore { return l.Items }),
@@ -107,7 +107,7 @@ var restoreKind = &runKind[*cairnv1.Restore, cairnv1.RestoreStatus, cairnv1.Rest
 
 	cancelRequested:        func(rs *cairnv1.Restore) bool { return rs.Spec.Cancel },
 	failureReasonCancelled: cairnv1.FailureReasonRestoreCancelled,
-	failureReasonDeleted:   failureReasonRestoreDeleted,
+	failureReasonDeleted:   FailureReasonRestoreDeleted,
 	reasonDeleted:          cairnv1.ReasonRestoreDeleted,
 	queuedConditionGoes:    true,
 	beforeStartMessages: func(failureReason string) (string, string) {

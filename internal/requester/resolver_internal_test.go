@@ -1,4 +1,4 @@
-package controller
+package requester
 
 import (
 	"context"
@@ -115,7 +115,7 @@ func TestRequestersMayAndReadAll(t *testing.T) {
 		}
 		return nil
 	}}).Build()
-	q := &Requesters{Client: c, OperatorNamespace: "cairn-system"}
+	q := &Resolver{Client: c, OperatorNamespace: "cairn-system"}
 	alice := authenticationv1.UserInfo{Username: "alice"}
 	ctx := context.Background()
 
@@ -142,7 +142,7 @@ func TestRequestersMayAndReadAll(t *testing.T) {
 func TestRequestersReuseTrust(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
 	asked, answer, fail := 0, "", false
-	q := &Requesters{OperatorNamespace: "cairn-system", Clock: clk,
+	q := &Resolver{OperatorNamespace: "cairn-system", Clock: clk,
 		Parse: func(metav1.Object) (authenticationv1.UserInfo, error) {
 			return authenticationv1.UserInfo{Username: "alice"}, nil
 		},

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -59,11 +59,11 @@ func (r *StartupRecovery) Wait(ctx context.Context) error {
 	}
 }
 
-// endInterruptedRuns is the restart-recovery step for the InProgress objects of kind k
+// EndInterruptedRuns is the restart-recovery step for the InProgress objects of kind k
 // (DESIGN.md sections 7 and 9): each was running when the previous manager stopped, and is
-// ended (runKind.endInterruptedRun). No storage call: the step is quick whatever the storage
+// ended (RunKind.endInterruptedRun). No storage call: the step is quick whatever the storage
 // does. An object deleted meanwhile is skipped.
-func endInterruptedRuns[O client.Object, S any, P phase](c client.Client, clk clock.PassiveClock, k *runKind[O, S, P]) RecoveryStep {
+func EndInterruptedRuns[O client.Object, S any, P phase](c client.Client, clk clock.PassiveClock, k *RunKind[O, S, P]) RecoveryStep {
 	return RecoveryStep{Name: k.recoveryStep, Run: func(ctx context.Context) error {
 		objs, err := k.list(ctx, c)
 		if err != nil {
@@ -74,7 +74,7 @@ func endInterruptedRuns[O client.Object, S any, P phase](c client.Client, clk cl
 				continue
 			}
 			if err := k.endInterruptedRun(ctx, c, clk, obj); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("ending %s %s: %w", k.name, objectName(obj), err)
+				return fmt.Errorf("ending %s %s: %w", k.name, ObjectName(obj), err)
 			}
 		}
 		return nil

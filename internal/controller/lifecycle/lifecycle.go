@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 )
 
 // The lifecycle that backups and restores share (DESIGN.md section 8): how a cancel or a
-// deletion stops one, how its run starts, ends and is found orphaned, how long it may wait for
+// deletion stops one, how its run starts, ends and is found Orphaned, how long it may wait for
 // its storage, what a tenant is told, and how a restart ends the runs it interrupted. It is
-// written once, here and in lifecycle_run.go, over a runKind: the small adapter that holds what
-// truly differs between the kinds (lifecycle_kinds.go has one per kind). patchStatus
+// written once, here and in lifecycle_run.go, over a RunKind: the small adapter that holds what
+// truly differs between the kinds (lifecycle_kinds.go has one per kind). PatchStatus
 // (status.go) is its one status writer. None of it knows a reconciler: it takes a client, a
 // clock, a recorder and the object.
 
@@ -28,9 +28,9 @@ type phase interface {
 	IsTerminal() bool
 }
 
-// runKind is what the shared lifecycle needs to know of one kind of object that queues, runs
+// RunKind is what the shared lifecycle needs to know of one kind of object that queues, runs
 // and ends: O is a pointer to the object, S its status, P its phase type.
-type runKind[O client.Object, S any, P phase] struct {
+type RunKind[O client.Object, S any, P phase] struct {
 	// name is the kind as messages say it: "backup", "restore".
 	name string
 	// newObject returns an empty object of the kind.
@@ -101,13 +101,13 @@ const (
 )
 
 // phaseOf is the object's status.phase.
-func (k *runKind[O, S, P]) phaseOf(obj O) P { return *k.fields(k.status(obj)).phase }
+func (k *RunKind[O, S, P]) phaseOf(obj O) P { return *k.fields(k.status(obj)).phase }
 
-// cancellation says whether the object was asked to stop, by spec.cancel or by its deletion,
+// Cancellation says whether the object was asked to stop, by spec.cancel or by its deletion,
 // and why: the reason of its Cancelled condition and the failureReason it ends with. A cancel
 // that came before the deletion says why. Every owner of a non-terminal phase asks this one
 // function.
-func (k *runKind[O, S, P]) cancellation(obj O) (reason, failureReason string, ok bool) {
+func (k *RunKind[O, S, P]) Cancellation(obj O) (reason, failureReason string, ok bool) {
 	switch {
 	case k.cancelRequested(obj):
 		return cairnv1.ReasonCancelledByUser, k.failureReasonCancelled, true
@@ -117,30 +117,30 @@ func (k *runKind[O, S, P]) cancellation(obj O) (reason, failureReason string, ok
 	return "", "", false
 }
 
-// stopReasons is why an object that stopped on a cancel stopped (cancellation). One whose
+// StopReasons is why an object that stopped on a cancel stopped (Cancellation). One whose
 // phase says it was cancelled but that shows neither a cancel nor a deletion cannot come
 // through the API (cancel never goes back), but no object may stay unexplained: it is taken
 // for the user's cancel.
-func (k *runKind[O, S, P]) stopReasons(obj O) (reason, failureReason string) {
-	if reason, failureReason, ok := k.cancellation(obj); ok {
+func (k *RunKind[O, S, P]) StopReasons(obj O) (reason, failureReason string) {
+	if reason, failureReason, ok := k.Cancellation(obj); ok {
 		return reason, failureReason
 	}
 	return cairnv1.ReasonCancelledByUser, k.failureReasonCancelled
 }
 
-// cancelledCondition is the Cancelled=True condition of an object stopped by a cancel or a
+// CancelledCondition is the Cancelled=True condition of an object stopped by a cancel or a
 // deletion, with message.
-func (k *runKind[O, S, P]) cancelledCondition(obj O, message string, now metav1.Time) metav1.Condition {
-	reason, _ := k.stopReasons(obj)
+func (k *RunKind[O, S, P]) CancelledCondition(obj O, message string, now metav1.Time) metav1.Condition {
+	reason, _ := k.StopReasons(obj)
 	return metav1.Condition{Type: conditionCancelled, Status: metav1.ConditionTrue, Reason: reason,
 		Message: message, ObservedGeneration: obj.GetGeneration(), LastTransitionTime: now}
 }
 
-// cancelledStatus is the end of every cancelled object that ends at once: Failed with its
+// CancelledStatus is the end of every cancelled object that ends at once: Failed with its
 // failureReason, out of the queue, condition Cancelled=True with message. s is obj's status, as
 // a status write's mutate gets it.
-func (k *runKind[O, S, P]) cancelledStatus(obj O, s *S, message string, now metav1.Time) {
-	reason, failureReason := k.stopReasons(obj)
+func (k *RunKind[O, S, P]) CancelledStatus(obj O, s *S, message string, now metav1.Time) {
+	reason, failureReason := k.StopReasons(obj)
 	f := k.fields(s)
 	*f.phase = k.failed
 	*f.failureReason = failureReason
@@ -155,14 +155,14 @@ func (k *runKind[O, S, P]) cancelledStatus(obj O, s *S, message string, now meta
 			Message: message, ObservedGeneration: obj.GetGeneration(), LastTransitionTime: now,
 		})
 	}
-	meta.SetStatusCondition(f.conditions, k.cancelledCondition(obj, message, now))
+	meta.SetStatusCondition(f.conditions, k.CancelledCondition(obj, message, now))
 }
 
-// afterRun is the phase a run that went through every item goes to (DESIGN.md sections 1 and
+// AfterRun is the phase a run that went through every item goes to (DESIGN.md sections 1 and
 // 9): WaitingForPluginOperations while async operations it started are waited for, else
 // Finalizing; PartiallyFailed in either when something failed. Each kind's run says what
 // waiting and partial mean for it (BackupReconciler.run, restoreEnding).
-func (k *runKind[O, S, P]) afterRun(waiting, partial bool) P {
+func (k *RunKind[O, S, P]) AfterRun(waiting, partial bool) P {
 	switch {
 	case waiting && partial:
 		return k.waitingForOperationsPartial
@@ -174,11 +174,11 @@ func (k *runKind[O, S, P]) afterRun(waiting, partial bool) P {
 	return k.finalizing
 }
 
-// toTenant is err as the status and events of obj may say it: for an object outside the
+// ToTenant is err as the status and events of obj may say it: for an object outside the
 // operator's namespace (a team's) a location's problem names nothing of its configuration — no
 // endpoint, bucket, path or Secret — and the details stay in the manager's log and the
 // location's own status.
-func toTenant(obj client.Object, operatorNamespace, locationName string, err error) error {
+func ToTenant(obj client.Object, operatorNamespace, locationName string, err error) error {
 	if err == nil || obj.GetNamespace() == operatorNamespace {
 		return err
 	}

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ func TestControllerErrorClasses(t *testing.T) {
 		permanent, waits bool
 	}{
 		{name: "operations corrupt", err: fmt.Errorf("%w: bad gzip", backup.ErrCorruptOperations), permanent: true},
-		{name: "operations lost", err: errOperationsLost, permanent: true},
-		{name: "location not validated yet", err: errLocationNotValidated, waits: true},
+		{name: "operations lost", err: ErrOperationsLost, permanent: true},
+		{name: "location not validated yet", err: ErrLocationNotValidated, waits: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/readiness"
 )
 
-// patchStatus is the one way a reconciler writes the status of a backup or a restore (k says
+// PatchStatus is the one way a reconciler writes the status of a backup or a restore (k says
 // which kind): mutate applies the change to obj, which is patched with an optimistic lock and
 // updated in place. A conflict (someone wrote first) comes back as an error, and the reconcile
 // is retried on fresh data.
@@ -35,7 +35,7 @@ import (
 // One rule for a write that fails or is refused: obj gets back the status it had, so that the
 // rest of a pass sees the object as the API server does, and a later write's patch is made
 // against what the server holds.
-func patchStatus[O client.Object, S any, P phase](ctx context.Context, c client.Client, clk clock.PassiveClock, k *runKind[O, S, P], owner phases.Owner, obj O, mutate func(*S)) error {
+func PatchStatus[O client.Object, S any, P phase](ctx context.Context, c client.Client, clk clock.PassiveClock, k *RunKind[O, S, P], owner phases.Owner, obj O, mutate func(*S)) error {
 	old := obj.DeepCopyObject().(O)
 	mutate(k.status(obj))
 	from, to := k.phaseOf(old), k.phaseOf(obj)
@@ -51,19 +51,19 @@ func patchStatus[O client.Object, S any, P phase](ctx context.Context, c client.
 	readiness.Apply(f.conditions, k.readiness(obj), clk.Now())
 	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		*k.status(obj) = *k.status(old)
-		return fmt.Errorf("updating the status of %s %s: %w", k.name, objectName(obj), err)
+		return fmt.Errorf("updating the status of %s %s: %w", k.name, ObjectName(obj), err)
 	}
 	return nil
 }
 
-// patchBackupStatus is patchStatus for a backup.
-func patchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
-	return patchStatus(ctx, c, clk, backupKind, owner, b, mutate)
+// PatchBackupStatus is PatchStatus for a backup.
+func PatchBackupStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
+	return PatchStatus(ctx, c, clk, Backups, owner, b, mutate)
 }
 
-// patchRestoreStatus is patchStatus for a restore.
-func patchRestoreStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
-	return patchStatus(ctx, c, clk, restoreKind, owner, rs, mutate)
+// PatchRestoreStatus is PatchStatus for a restore.
+func PatchRestoreStatus(ctx context.Context, c client.Client, clk clock.PassiveClock, owner phases.Owner, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
+	return PatchStatus(ctx, c, clk, Restores, owner, rs, mutate)
 }
 
 // checkPhaseChange checks a status write of obj that moves it from → to against its kind's
@@ -78,9 +78,9 @@ func checkPhaseChange(ctx context.Context, table *phases.Table, owner phases.Own
 	}
 	metrics.PhaseTransitionRefused(string(refused.Kind), string(refused.From), string(refused.To))
 	ctrl.LoggerFrom(ctx).Error(err, "Refused a status write that the phase-owner table does not allow",
-		"kind", refused.Kind, "object", objectName(obj), "owner", owner, "from", refused.From, "to", refused.To)
-	return fmt.Errorf("updating the status of %s %s: %w", table.Kind, objectName(obj), err)
+		"kind", refused.Kind, "object", ObjectName(obj), "owner", owner, "from", refused.From, "to", refused.To)
+	return fmt.Errorf("updating the status of %s %s: %w", table.Kind, ObjectName(obj), err)
 }
 
-// objectName is namespace/name, for messages.
-func objectName(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+// ObjectName is namespace/name, for messages.
+func ObjectName(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

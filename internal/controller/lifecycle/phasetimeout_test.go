@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"testing"
@@ -36,11 +36,11 @@ func TestPhaseTimedOut(t *testing.T) {
 				e := metav1.NewTime(*tt.entered)
 				b.Status.PhaseTransitionTime, rs.Status.PhaseTransitionTime = &e, &e
 			}
-			if got := backupKind.phaseTimedOut(b, tt.now, tt.timeout); got != tt.want {
-				t.Errorf("backup: phaseTimedOut = %v, want %v", got, tt.want)
+			if got := Backups.PhaseTimedOut(b, tt.now, tt.timeout); got != tt.want {
+				t.Errorf("backup: PhaseTimedOut = %v, want %v", got, tt.want)
 			}
-			if got := restoreKind.phaseTimedOut(rs, tt.now, tt.timeout); got != tt.want {
-				t.Errorf("restore: phaseTimedOut = %v, want %v", got, tt.want)
+			if got := Restores.PhaseTimedOut(rs, tt.now, tt.timeout); got != tt.want {
+				t.Errorf("restore: PhaseTimedOut = %v, want %v", got, tt.want)
 			}
 		})
 	}

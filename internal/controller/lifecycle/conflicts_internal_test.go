@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,10 +106,16 @@ func TestConflictsRequeued(t *testing.T) {
 }
 
 // TestEveryReconcilerIsRegisteredThroughRegister keeps conflictsRequeued on every reconciler:
-// each controller this package builds is built inside a call of register, and nothing but
-// register completes a builder.
+// each controller that a package under internal/controller builds is built inside a call of
+// Register, and nothing but Register completes a builder.
 func TestEveryReconcilerIsRegisteredThroughRegister(t *testing.T) {
-	files, err := filepath.Glob("*.go")
+	var files []string
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") {
+			files = append(files, path)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +129,7 @@ func TestEveryReconcilerIsRegisteredThroughRegister(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var inRegister []bool // whether each enclosing node is (inside) a call of register
+		var inRegister []bool // whether each enclosing node is (inside) a call of Register
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n == nil {
 				inRegister = inRegister[:len(inRegister)-1]
@@ -132,19 +139,21 @@ func TestEveryReconcilerIsRegisteredThroughRegister(t *testing.T) {
 			if call, ok := n.(*ast.CallExpr); ok {
 				switch fun := call.Fun.(type) {
 				case *ast.Ident:
-					if fun.Name == "register" {
+					if fun.Name == "Register" {
 						inside = true
 					}
 				case *ast.SelectorExpr:
 					switch fun.Sel.Name {
+					case "Register":
+						inside = true
 					case "NewControllerManagedBy", "ControllerManagedBy":
 						builders++
 						if !inside {
-							t.Errorf("%s: a controller built outside register", fset.Position(call.Pos()))
+							t.Errorf("%s: a controller built outside Register", fset.Position(call.Pos()))
 						}
 					case "Complete", "Build":
-						if path != "conflicts.go" {
-							t.Errorf("%s: %s called outside register", fset.Position(call.Pos()), fun.Sel.Name)
+						if filepath.Base(path) != "conflicts.go" {
+							t.Errorf("%s: %s called outside Register", fset.Position(call.Pos()), fun.Sel.Name)
 						}
 					}
 				}

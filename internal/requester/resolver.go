@@ -1,4 +1,4 @@
-package controller
+package requester
 
 import (
 	"context"
@@ -27,8 +27,8 @@ import (
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// Requesters finds whom the operator acts for, and acts for them.
-type Requesters struct {
+// Resolver finds whom the operator acts for, and acts for them.
+type Resolver struct {
 	// Client creates the SubjectAccessReviews.
 	Client client.Client
 	// Config is the operator's own; restores impersonate their requester from a copy of it.
@@ -54,12 +54,12 @@ type Requesters struct {
 	trustedAt time.Time
 }
 
-// trustTTL is how long an answer of Requesters.Trust is reused: a policy removed (or
+// trustTTL is how long an answer of Resolver.Trust is reused: a policy removed (or
 // installed) is seen within it.
 const trustTTL = 5 * time.Second
 
 // distrusted is Trust's answer, reused for trustTTL.
-func (q *Requesters) distrusted(ctx context.Context) (string, error) {
+func (q *Resolver) distrusted(ctx context.Context) (string, error) {
 	if q.Trust == nil {
 		return "", nil
 	}
@@ -105,7 +105,7 @@ func actingFor(namespace, operatorNamespace string, everywhere bool, distrust st
 
 // For returns whom the operator acts for on obj (nil: itself), or why obj cannot run
 // (problem); err is a passing failure to find out.
-func (q *Requesters) For(ctx context.Context, obj metav1.Object) (actAs *authenticationv1.UserInfo, problem string, err error) {
+func (q *Resolver) For(ctx context.Context, obj metav1.Object) (actAs *authenticationv1.UserInfo, problem string, err error) {
 	if q == nil {
 		return nil, "", nil
 	}
@@ -146,7 +146,7 @@ func denialReason(review *authorizationv1.SubjectAccessReview) string {
 }
 
 // May asks the API server whether user may do what attrs say; reason says why not.
-func (q *Requesters) May(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
+func (q *Resolver) May(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
 	review := accessReview(user, attrs)
 	if err := q.Client.Create(ctx, review); err != nil {
 		return false, "", fmt.Errorf("asking the API server what %s may do: %w", user.Username, err)
@@ -159,7 +159,7 @@ func (q *Requesters) May(ctx context.Context, user authenticationv1.UserInfo, at
 
 // BackupAccess is backup.Request.Access for a backup acting for user: it reads what user may
 // list and get.
-func (q *Requesters) BackupAccess(user authenticationv1.UserInfo) backup.Access {
+func (q *Resolver) BackupAccess(user authenticationv1.UserInfo) backup.Access {
 	return func(ctx context.Context, gr schema.GroupResource, namespace, verb string) (bool, string, error) {
 		return q.May(ctx, user, authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: gr.Group, Resource: gr.Resource})
 	}
@@ -167,7 +167,7 @@ func (q *Requesters) BackupAccess(user authenticationv1.UserInfo) backup.Access 
 
 // Writer is restore.Request.Writer for a restore acting for user: a dynamic client whose every
 // request impersonates user, so that the API server applies user's RBAC and admission.
-func (q *Requesters) Writer(user authenticationv1.UserInfo) (dynamic.Interface, error) {
+func (q *Resolver) Writer(user authenticationv1.UserInfo) (dynamic.Interface, error) {
 	cfg := rest.CopyConfig(q.Config)
 	extra := make(map[string][]string, len(user.Extra))
 	for k, v := range user.Extra {
@@ -180,7 +180,7 @@ func (q *Requesters) Writer(user authenticationv1.UserInfo) (dynamic.Interface, 
 // ReadAll reports whether user may get every kind of object in items ("resource.group" →
 // "namespace/name", or "name" for a cluster-scoped item: a backup's resource list); denied
 // names every kind they may not read, and where, for messages.
-func (q *Requesters) ReadAll(ctx context.Context, user authenticationv1.UserInfo, items map[string][]string) (denied string, err error) {
+func (q *Resolver) ReadAll(ctx context.Context, user authenticationv1.UserInfo, items map[string][]string) (denied string, err error) {
 	var refused []string
 	reason := ""
 	for _, k := range readQuestions(items) {

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"sync"
@@ -16,7 +16,7 @@ const (
 	DefaultRetryBackoffMax = time.Minute
 )
 
-// retryBackoff is the one way a reconciler spaces out the attempts it schedules itself (a
+// RetryBackoff is the one way a reconciler spaces out the attempts it schedules itself (a
 // deletion, the cleanup of a cancelled backup): per backup, the wait after a failure starts at
 // min and doubles with every further failure up to max. The delays are client-go's
 // flowcontrol.Backoff on the injected clock; this type adds what a reconciler needs on top: how
@@ -25,7 +25,7 @@ const (
 // only the backups that failed recently, however many were ever retried. It lives in memory:
 // after a restart every backup is tried again at once, which is what a restart should do. Safe
 // for concurrent use.
-type retryBackoff struct {
+type RetryBackoff struct {
 	clock    clock.Clock
 	maxDelay time.Duration
 
@@ -34,15 +34,15 @@ type retryBackoff struct {
 	entries map[types.UID]retryState
 }
 
-// retryState is what retryBackoff keeps of one backup besides flowcontrol's delay.
+// retryState is what RetryBackoff keeps of one backup besides flowcontrol's delay.
 type retryState struct {
 	failures   int
 	lastFailed time.Time
 	next       time.Time
 }
 
-func newRetryBackoff(clk clock.Clock, minDelay, maxDelay time.Duration) *retryBackoff {
-	return &retryBackoff{
+func NewRetryBackoff(clk clock.Clock, minDelay, maxDelay time.Duration) *RetryBackoff {
+	return &RetryBackoff{
 		clock:    clk,
 		maxDelay: maxDelay,
 		backoff:  flowcontrol.NewFakeBackOff(minDelay, maxDelay, clk),
@@ -50,8 +50,8 @@ func newRetryBackoff(clk clock.Clock, minDelay, maxDelay time.Duration) *retryBa
 	}
 }
 
-// wait is how long until the backup may be tried again; 0 means now.
-func (b *retryBackoff) wait(uid types.UID) time.Duration {
+// Wait is how long until the backup may be tried again; 0 means now.
+func (b *RetryBackoff) Wait(uid types.UID) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, ok := b.entries[uid]
@@ -61,9 +61,9 @@ func (b *retryBackoff) wait(uid types.UID) time.Duration {
 	return max(st.next.Sub(b.clock.Now()), 0)
 }
 
-// failed records a failed attempt and returns the number of failures so far and when the next
+// Failed records a failed attempt and returns the number of failures so far and when the next
 // attempt may run.
-func (b *retryBackoff) failed(uid types.UID) (failures int, next time.Time) {
+func (b *RetryBackoff) Failed(uid types.UID) (failures int, next time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -77,16 +77,16 @@ func (b *retryBackoff) failed(uid types.UID) (failures int, next time.Time) {
 	return st.failures, st.next
 }
 
-// forget drops what is known of a backup once its attempt succeeded or the backup is gone.
-func (b *retryBackoff) forget(uid types.UID) {
+// Forget drops what is known of a backup once its attempt succeeded or the backup is gone.
+func (b *RetryBackoff) Forget(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.backoff.DeleteEntry(string(uid))
 	delete(b.entries, uid)
 }
 
-// tracked is how many backups the backoff remembers.
-func (b *retryBackoff) tracked() int {
+// Tracked is how many backups the backoff remembers.
+func (b *RetryBackoff) Tracked() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.entries)
@@ -95,7 +95,7 @@ func (b *retryBackoff) tracked() int {
 // dropExpired forgets the backups that have not failed for twice max: flowcontrol would start
 // them again from min anyway, and a backup that stopped failing without being forgotten (its
 // object deleted meanwhile) must not stay in memory. The caller holds mu.
-func (b *retryBackoff) dropExpired(now time.Time) {
+func (b *RetryBackoff) dropExpired(now time.Time) {
 	b.backoff.GC()
 	for uid, st := range b.entries {
 		if now.Sub(st.lastFailed) > 2*b.maxDelay {

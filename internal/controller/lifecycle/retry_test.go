@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"testing"
@@ -10,41 +10,41 @@ import (
 
 func TestRetryBackoff(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	b := newRetryBackoff(clk, 10*time.Second, time.Minute)
-	if w := b.wait("a"); w != 0 {
+	b := NewRetryBackoff(clk, 10*time.Second, time.Minute)
+	if w := b.Wait("a"); w != 0 {
 		t.Fatalf("an unknown backup waits %s", w)
 	}
-	n, next := b.failed("a")
+	n, next := b.Failed("a")
 	if n != 1 || !next.Equal(clk.Now().Add(10*time.Second)) {
 		t.Fatalf("first failure: %d, %s", n, next)
 	}
-	if w := b.wait("a"); w != 10*time.Second {
+	if w := b.Wait("a"); w != 10*time.Second {
 		t.Fatalf("wait after the first failure: %s", w)
 	}
-	if w := b.wait("b"); w != 0 {
+	if w := b.Wait("b"); w != 0 {
 		t.Fatalf("another backup waits %s", w)
 	}
 	clk.Step(4 * time.Second)
-	if w := b.wait("a"); w != 6*time.Second {
+	if w := b.Wait("a"); w != 6*time.Second {
 		t.Fatalf("wait 4s later: %s", w)
 	}
 	clk.Step(6 * time.Second)
-	if w := b.wait("a"); w != 0 {
+	if w := b.Wait("a"); w != 0 {
 		t.Fatalf("wait when due: %s", w)
 	}
 	// Each failure when due doubles the wait, up to the maximum.
 	for i, want := range []time.Duration{20 * time.Second, 40 * time.Second, time.Minute, time.Minute} {
-		n, next = b.failed("a")
+		n, next = b.Failed("a")
 		if n != i+2 || !next.Equal(clk.Now().Add(want)) {
 			t.Fatalf("failure %d: %d, next in %s; want in %s", i+2, n, next.Sub(clk.Now()), want)
 		}
 		clk.Step(want)
 	}
-	b.forget("a")
-	if w := b.wait("a"); w != 0 || b.tracked() != 0 {
-		t.Fatalf("after forget: wait %s, %d tracked", w, b.tracked())
+	b.Forget("a")
+	if w := b.Wait("a"); w != 0 || b.Tracked() != 0 {
+		t.Fatalf("after forget: wait %s, %d tracked", w, b.Tracked())
 	}
-	if n, next = b.failed("a"); n != 1 || !next.Equal(clk.Now().Add(10*time.Second)) {
+	if n, next = b.Failed("a"); n != 1 || !next.Equal(clk.Now().Add(10*time.Second)) {
 		t.Fatalf("after forget the backoff starts again: %d, next in %s", n, next.Sub(clk.Now()))
 	}
 }
@@ -54,20 +54,20 @@ func TestRetryBackoff(t *testing.T) {
 // deleted meanwhile) are dropped from memory.
 func TestRetryBackoffExpires(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	b := newRetryBackoff(clk, 10*time.Second, time.Minute)
+	b := NewRetryBackoff(clk, 10*time.Second, time.Minute)
 	for _, uid := range []string{"a", "b", "c"} {
-		b.failed(types.UID(uid))
-		b.failed(types.UID(uid))
+		b.Failed(types.UID(uid))
+		b.Failed(types.UID(uid))
 	}
-	if b.tracked() != 3 {
-		t.Fatalf("%d tracked, want 3", b.tracked())
+	if b.Tracked() != 3 {
+		t.Fatalf("%d tracked, want 3", b.Tracked())
 	}
 	clk.Step(2*time.Minute + time.Second)
-	n, next := b.failed("a")
+	n, next := b.Failed("a")
 	if n != 1 || !next.Equal(clk.Now().Add(10*time.Second)) {
 		t.Fatalf("after a quiet spell: failure %d, next in %s; want 1, 10s", n, next.Sub(clk.Now()))
 	}
-	if b.tracked() != 1 {
-		t.Fatalf("%d tracked after the others went quiet, want 1", b.tracked())
+	if b.Tracked() != 1 {
+		t.Fatalf("%d tracked after the others went quiet, want 1", b.Tracked())
 	}
 }

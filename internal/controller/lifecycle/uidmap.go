@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"sync"
@@ -6,22 +6,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// uidMap is what a reconciler remembers of backups in memory between reconciles, keyed by
+// UIDMap is what a reconciler remembers of backups in memory between reconciles, keyed by
 // backup UID; the zero value is empty and ready. After a restart it is empty, which is itself
 // information (a deletion with no entry was interrupted). Safe for concurrent use.
-type uidMap[V any] struct {
+type UIDMap[V any] struct {
 	mu sync.Mutex
 	m  map[types.UID]V
 }
 
-func (u *uidMap[V]) get(uid types.UID) (V, bool) {
+func (u *UIDMap[V]) Get(uid types.UID) (V, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	v, ok := u.m[uid]
 	return v, ok
 }
 
-func (u *uidMap[V]) set(uid types.UID, v V) {
+func (u *UIDMap[V]) Set(uid types.UID, v V) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
@@ -30,8 +30,8 @@ func (u *uidMap[V]) set(uid types.UID, v V) {
 	u.m[uid] = v
 }
 
-// take returns the entry and removes it.
-func (u *uidMap[V]) take(uid types.UID) (V, bool) {
+// Take returns the entry and removes it.
+func (u *UIDMap[V]) Take(uid types.UID) (V, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	v, ok := u.m[uid]
@@ -39,16 +39,16 @@ func (u *uidMap[V]) take(uid types.UID) (V, bool) {
 	return v, ok
 }
 
-func (u *uidMap[V]) forget(uid types.UID) {
+func (u *UIDMap[V]) Forget(uid types.UID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	delete(u.m, uid)
 }
 
-// update changes the entry with fn only if there is one, and reports whether it did: work
+// Update changes the entry with fn only if there is one, and reports whether it did: work
 // that outlives a reconcile reports through it, so that an entry forgotten meanwhile (its
 // object is gone) stays forgotten.
-func (u *uidMap[V]) update(uid types.UID, fn func(*V)) bool {
+func (u *UIDMap[V]) Update(uid types.UID, fn func(*V)) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	v, ok := u.m[uid]
@@ -60,8 +60,8 @@ func (u *uidMap[V]) update(uid types.UID, fn func(*V)) bool {
 	return true
 }
 
-// len is the number of entries.
-func (u *uidMap[V]) len() int {
+// Len is the number of entries.
+func (u *UIDMap[V]) Len() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return len(u.m)

@@ -1,4 +1,4 @@
-package controller
+package lifecycle
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/cairn-backup/cairn/internal/metrics"
 )
 
-// register ends the registration of every reconciler (a test checks that none is registered
+// Register ends the registration of every reconciler (a test checks that none is registered
 // another way): it names the controller and wraps r with conflictsRequeued, so that no
 // reconciler logs an optimistic-lock conflict as an error.
-func register(name string, b *builder.Builder, r reconcile.Reconciler) error {
+func Register(name string, b *builder.Builder, r reconcile.Reconciler) error {
 	return b.Named(name).Complete(conflictsRequeued{name: name, r: r})
 }
 
