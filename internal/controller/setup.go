@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/readiness"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -219,7 +220,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
 		Clock: cfg.Clock,
 	}
-	backupCancelWarning, restoreCancelWarning := newCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
+	backupCancelWarning, restoreCancelWarning := readiness.NewCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
 	// One operations reconciler, with each kind's adapter, set up under each kind's name.
 	backupOps := &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
 		Client:        mgr.GetClient(),
@@ -365,8 +366,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			TTL:          cfg.DownloadRequestTTL,
 			Stores:       st,
 		}},
-		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
-		{"phaseevents", &PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
+		{"readiness", readiness.NewReconcilers(mgr.GetClient(), cfg.Clock)},
+		{"phaseevents", &readiness.PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
 	}
 	if chartObjects != nil {
 		reconcilers = append(reconcilers, namedReconciler{"chartobjects", chartObjects})
