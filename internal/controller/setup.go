@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
+	"github.com/cairn-backup/cairn/internal/controller/schedule"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -325,7 +326,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}},
 		{backupCancelWarning.Name, backupCancelWarning},
 		{restoreCancelWarning.Name, restoreCancelWarning},
-		{"schedule", &ScheduleReconciler{
+		{"schedule", &schedule.Reconciler{
 			Requesters: requesters,
 			Client:     mgr.GetClient(),
 			Namespace:  cfg.Namespace,
