@@ -227,7 +227,7 @@ var _ = Describe("DownloadRequest", func() {
 			store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 			Expect(err).NotTo(HaveOccurred())
-			return newDownloadFixture(s3Spec(server, "backups", secret), store, 0)
+			return newDownloadFixture(S3Spec(server, "backups", secret), store, 0)
 		})
 	})
 
@@ -238,7 +238,7 @@ var _ = Describe("DownloadRequest", func() {
 		store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 		Expect(err).NotTo(HaveOccurred())
-		spec := s3Spec(server, "backups", "dl-public")
+		spec := S3Spec(server, "backups", "dl-public")
 		public := strings.Replace(server.Endpoint(), "127.0.0.1", "localhost", 1)
 		spec.Config[cairnv1.ConfigKeyPublicURL] = public
 		f := newDownloadFixture(spec, store, 0)

@@ -28,6 +28,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
 	"github.com/cairn-backup/cairn/internal/controller/schedule"
+	"github.com/cairn-backup/cairn/internal/controller/storagelocation"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -333,7 +334,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Clock:      cfg.Clock,
 			Recorder:   mgr.GetEventRecorder("cairn-schedule"),
 		}},
-		{"storagelocation", &BackupStorageLocationReconciler{
+		{"storagelocation", &storagelocation.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			Stores:    st,
