@@ -25,12 +25,12 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
 	"github.com/cairn-backup/cairn/internal/controller/schedule"
 	"github.com/cairn-backup/cairn/internal/controller/storagelocation"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
-	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -111,7 +111,7 @@ type Config struct {
 	// DownloadSigningKey signs the download server's URLs (--download-signing-key-file); nil
 	// means a random key of this process.
 	DownloadSigningKey []byte
-	// DownloadRequestTTL is how long a download URL works; 0 means DefaultDownloadRequestTTL.
+	// DownloadRequestTTL is how long a download URL works; 0 means download.DefaultRequestTTL.
 	DownloadRequestTTL time.Duration
 	// ChartObjects names the ConfigMap of the chart's storage locations and schedules, in
 	// Namespace (--chart-objects); "" means none.
@@ -210,7 +210,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if cfg.BackupSyncPeriod != nil {
 		syncPeriod = *cfg.BackupSyncPeriod
 	}
-	signer, downloadBase, err := startDownloadServer(mgr, cfg, st)
+	signer, downloadBase, err := download.StartServer(mgr, cfg.DownloadBindAddress, cfg.DownloadURLBase, cfg.DownloadSigningKey, cfg.Clock, st)
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:          recovery,
 			Catalog:       catalog,
 		}},
-		{"downloadrequest", &DownloadRequestReconciler{
+		{"downloadrequest", &download.Reconciler{
 			Requesters:   requesters,
 			Client:       mgr.GetClient(),
 			Namespace:    cfg.Namespace,
@@ -385,36 +385,6 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	return nil
-}
-
-// startDownloadServer binds the download server when cfg asks for one and adds it to mgr,
-// which serves on every replica; it returns the signer of its URLs and the base clients reach
-// it by (nil and "" without a server). Without cfg.DownloadSigningKey the key is new in every
-// process: a URL works only on the replica that signed it, until it restarts.
-func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores.Stores) (*download.Signer, string, error) {
-	if cfg.DownloadBindAddress == "" || cfg.DownloadBindAddress == "0" {
-		return nil, "", nil
-	}
-	var signer *download.Signer
-	var err error
-	if cfg.DownloadSigningKey != nil {
-		signer, err = download.NewSigner(cfg.DownloadSigningKey)
-	} else {
-		signer, err = download.NewRandomSigner()
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	srv, err := download.Listen(cfg.DownloadBindAddress, cfg.DownloadURLBase)
-	if err != nil {
-		return nil, "", err
-	}
-	srv.Signer, srv.Open, srv.Clock = signer, st.OpenForDownload, cfg.Clock
-	srv.Log = mgr.GetLogger().WithName("download")
-	if err := mgr.Add(srv); err != nil {
-		return nil, "", fmt.Errorf("adding the download server: %w", err)
-	}
-	return signer, srv.Base(), nil
 }
 
 // CacheOptions limits the manager's cache to what Cairn reads: storage locations and Secrets

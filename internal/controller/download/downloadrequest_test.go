@@ -1,4 +1,4 @@
-package controller_test
+package download_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -158,7 +159,7 @@ func downloadSpecs(setup func() *downloadFixture) {
 			dr := request(f.teamA, kind, targetName(kind))
 			Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), "%s: %s", kind, dr.Status.Message)
 			Expect(dr.Status.Expiration).NotTo(BeNil())
-			Expect(dr.Status.Expiration.Time).To(BeTemporally("~", dr.CreationTimestamp.Add(controller.DefaultDownloadRequestTTL), 5*time.Second))
+			Expect(dr.Status.Expiration.Time).To(BeTemporally("~", dr.CreationTimestamp.Add(download.DefaultRequestTTL), 5*time.Second))
 			status, body := httpGet(dr.Status.DownloadURL)
 			Expect(status).To(Equal(http.StatusOK), "%s: %s", kind, body)
 			Expect(body).To(Equal(fileContent(f.teamA, kind)), "%s", kind)
