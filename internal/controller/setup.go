@@ -25,6 +25,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
 	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
@@ -173,9 +174,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Backups),
 		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Restores),
 	}
-	var chartObjects *ChartObjectsReconciler
+	var chartObjects *chartobjects.Reconciler
 	if cfg.ChartObjects != "" && (len(cfg.Controllers) == 0 || slices.Contains(cfg.Controllers, "chartobjects")) {
-		chartObjects = &ChartObjectsReconciler{
+		chartObjects = &chartobjects.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			ConfigMap: cfg.ChartObjects,
