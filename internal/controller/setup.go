@@ -25,6 +25,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	synccontroller "github.com/cairn-backup/cairn/internal/controller/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
 	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
@@ -101,7 +102,7 @@ type Config struct {
 	// means cairnv1.DefaultBackupTTL.
 	DefaultBackupTTL time.Duration
 	// BackupSyncPeriod is how often a location without spec.backupSyncPeriod is synced from
-	// storage (--backup-sync-period): 0 never; nil means DefaultBackupSyncPeriod.
+	// storage (--backup-sync-period): 0 never; nil means the sync reconciler's DefaultPeriod.
 	BackupSyncPeriod *time.Duration
 	// DownloadBindAddress is where the download server for filesystem locations listens
 	// (--download-bind-address); "" or "0" runs none.
@@ -207,7 +208,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	// The names committed in each location that no backup of the cluster stands for: the sync
 	// writes them, the queue checks new backups against them.
 	catalog := &backupsync.Catalog{}
-	syncPeriod := DefaultBackupSyncPeriod
+	syncPeriod := synccontroller.DefaultPeriod
 	if cfg.BackupSyncPeriod != nil {
 		syncPeriod = *cfg.BackupSyncPeriod
 	}
@@ -349,7 +350,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:  mgr.GetEventRecorder("cairn-gc"),
 			Gate:      recovery,
 		}},
-		{"sync", &SyncReconciler{
+		{"sync", &synccontroller.Reconciler{
 			Client:        mgr.GetClient(),
 			Namespace:     cfg.Namespace,
 			DefaultPeriod: syncPeriod,
