@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,112 +19,23 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
+	"github.com/cairn-backup/cairn/internal/controller/unittest"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-var restoreTestStart = time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-
-// testRestore is restore namespace/name of backup b, created minutes after restoreTestStart, in phase.
-func testRestore(namespace, name string, minutes int, phase cairnv1.RestorePhase) *cairnv1.Restore {
-	return &cairnv1.Restore{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID("uid-" + namespace + "-" + name), Generation: 1,
-			CreationTimestamp: metav1.NewTime(restoreTestStart.Add(time.Duration(minutes) * time.Minute))},
-		Spec:   cairnv1.RestoreSpec{BackupName: "b"},
-		Status: cairnv1.RestoreStatus{Phase: phase},
-	}
-}
-
-// queuedRestore is a Queued restore team-a/name at position.
-func queuedRestore(name string, minutes int, position int32) *cairnv1.Restore {
-	rs := testRestore("team-a", name, minutes, cairnv1.RestorePhaseQueued)
-	rs.Status.QueuePosition = position
-	rs.Finalizers = []string{cairnv1.RestoreDataFinalizer}
-	return rs
-}
-
-// restoreTestLocation is the default location, a filesystem one at dir, Available.
-func restoreTestLocation(dir string) *cairnv1.BackupStorageLocation {
-	return &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "cairn-system"},
-		Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, Config: map[string]string{cairnv1.ConfigKeyPath: dir}},
-		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
-}
-
-// restoreTestBackup is a Completed backup namespace/name on location default.
-func restoreTestBackup(namespace, name string) *cairnv1.Backup {
-	return &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, CreationTimestamp: metav1.NewTime(restoreTestStart)},
-		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "default"}}
-}
-
-// writeCounter counts the writes a fake client was asked to make.
-type writeCounter struct{ n atomic.Int32 }
-
-func (w *writeCounter) funcs(next interceptor.Funcs) interceptor.Funcs {
-	update, patch, subPatch := next.Update, next.Patch, next.SubResourcePatch
-	next.Update = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-		w.n.Add(1)
-		if update != nil {
-			return update(ctx, c, obj, opts...)
-		}
-		return c.Update(ctx, obj, opts...)
-	}
-	next.Patch = func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-		w.n.Add(1)
-		if patch != nil {
-			return patch(ctx, c, obj, p, opts...)
-		}
-		return c.Patch(ctx, obj, p, opts...)
-	}
-	next.SubResourcePatch = func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-		w.n.Add(1)
-		if subPatch != nil {
-			return subPatch(ctx, c, sub, obj, p, opts...)
-		}
-		return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-	}
-	return next
-}
-
-func newRestoreTestClient(t *testing.T, funcs interceptor.Funcs, objects ...client.Object) client.WithWatch {
-	t.Helper()
-	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objects...).
-		WithStatusSubresource(&cairnv1.Restore{}, &cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).
-		WithInterceptorFuncs(funcs).Build()
-}
-
-func getRestore(t *testing.T, c client.Reader, namespace, name string) *cairnv1.Restore {
-	t.Helper()
-	var rs cairnv1.Restore
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, &rs); err != nil {
-		t.Fatalf("getting restore %s/%s: %v", namespace, name, err)
-	}
-	return &rs
-}
-
-// drainEvents returns the events recorded so far.
-func drainEvents(rec events.EventRecorder) []string {
-	fr := rec.(*events.FakeRecorder)
-	var out []string
-	for {
-		select {
-		case e := <-fr.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+// drainEvents is unittest.DrainEvents, by the name the readiness tests know it.
+var drainEvents = unittest.DrainEvents
 
 func TestRestoreEnding(t *testing.T) {
-	earlier := metav1.NewTime(restoreTestStart)
-	now := metav1.NewTime(restoreTestStart.Add(time.Minute))
+	earlier := metav1.NewTime(unittest.Epoch)
+	now := metav1.NewTime(unittest.Epoch.Add(time.Minute))
 	const gen = 3
 	filesUnknown := metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonFilesStored,
 		Message: "the restore's log, results and resource list go to storage location default", ObservedGeneration: 1, LastTransitionTime: earlier}
@@ -208,10 +118,6 @@ func TestFinalizedRestorePhase(t *testing.T) {
 	}
 }
 
-func apiUnavailable() error {
-	return apierrors.NewServiceUnavailable("the API server is restarting")
-}
-
 func newRestoreReconciler(c client.Client, apiReader client.Reader, clk *clocktesting.FakeClock) *RestoreReconciler {
 	return &RestoreReconciler{Client: c, APIReader: apiReader, Namespace: "cairn-system", Stores: stores.Stores{Client: c, Namespace: "cairn-system"},
 		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, Runner: &restore.Runner{}}
@@ -243,14 +149,14 @@ func TestRestoreOrphaned(t *testing.T) {
 		{name: "the cache is stale: the API server has it Finalizing", apiServerPhase: cairnv1.RestorePhaseFinalizing, wantPhase: cairnv1.RestorePhaseInProgress},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-			rs := testRestore("team-a", "r", 0, cairnv1.RestorePhaseInProgress)
-			c := newRestoreTestClient(t, interceptor.Funcs{}, rs)
+			clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+			rs := unittest.Restore("team-a", "r", 0, cairnv1.RestorePhaseInProgress)
+			c := unittest.NewClient(t, interceptor.Funcs{}, rs)
 			var apiReader client.Reader = c
 			if tt.apiServerPhase != "" {
 				fresh := rs.DeepCopy()
 				fresh.Status.Phase = tt.apiServerPhase
-				apiReader = newRestoreTestClient(t, interceptor.Funcs{}, fresh)
+				apiReader = unittest.NewClient(t, interceptor.Funcs{}, fresh)
 			}
 			r := newRestoreReconciler(c, apiReader, clk)
 			if tt.prepare != nil {
@@ -259,7 +165,7 @@ func TestRestoreOrphaned(t *testing.T) {
 			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if got.Status.Phase != tt.wantPhase || got.Status.FailureReason != tt.wantReason {
 				t.Errorf("phase %s, failureReason %q; want %s, %q", got.Status.Phase, got.Status.FailureReason, tt.wantPhase, tt.wantReason)
 			}
@@ -275,8 +181,8 @@ func TestRestoreOrphaned(t *testing.T) {
 		})
 	}
 	t.Run("gone", func(t *testing.T) {
-		c := newRestoreTestClient(t, interceptor.Funcs{})
-		r := newRestoreReconciler(c, c, clocktesting.NewFakeClock(restoreTestStart))
+		c := unittest.NewClient(t, interceptor.Funcs{})
+		r := newRestoreReconciler(c, c, clocktesting.NewFakeClock(unittest.Epoch))
 		if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 			t.Errorf("Reconcile of a restore that is gone = %v", err)
 		}
@@ -286,19 +192,19 @@ func TestRestoreOrphaned(t *testing.T) {
 // TestRestoreRunEndingSurvivesATransientAPIError: the write that ends a run meets an API server
 // that is away; it is kept, and the next reconcile writes it instead of "the operator restarted".
 func TestRestoreRunEndingSurvivesATransientAPIError(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
 	failures := 1
-	c := newRestoreTestClient(t, interceptor.Funcs{
+	c := unittest.NewClient(t, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			if failures > 0 {
 				failures--
-				return apiUnavailable()
+				return unittest.APIUnavailable()
 			}
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
-	}, testRestore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
+	}, unittest.Restore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
 	r := newRestoreReconciler(c, c, clk)
-	current := getRestore(t, c, "team-a", "r")
+	current := unittest.GetRestore(t, c, "team-a", "r")
 	ending := restoreEnding(&restore.Result{Ending: restore.Finished, ItemsRestored: 3, TotalItems: 3}, current.Generation, metav1.NewTime(clk.Now()))
 	if err := lifecycle.Restores.EndRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, current, ending, nil); err == nil {
 		t.Fatal("endRun succeeded through a failing API server")
@@ -306,7 +212,7 @@ func TestRestoreRunEndingSurvivesATransientAPIError(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 		t.Fatal(err)
 	}
-	got := getRestore(t, c, "team-a", "r")
+	got := unittest.GetRestore(t, c, "team-a", "r")
 	if got.Status.Phase != cairnv1.RestorePhaseFinalizing || got.Status.FailureReason != "" || got.Status.Progress == nil || got.Status.Progress.ItemsRestored != 3 {
 		t.Errorf("phase %s, failureReason %q, progress %+v; want the run's ending, Finalizing with 3 items", got.Status.Phase, got.Status.FailureReason, got.Status.Progress)
 	}
@@ -324,9 +230,9 @@ func TestRestoreRunEndingRetriesAConflict(t *testing.T) {
 		{name: "Failed meanwhile: left as it is", meanwhile: cairnv1.RestorePhaseFailed, want: cairnv1.RestorePhaseFailed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-			c := newRestoreTestClient(t, interceptor.Funcs{}, testRestore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
-			stale := getRestore(t, c, "team-a", "r")
+			clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+			c := unittest.NewClient(t, interceptor.Funcs{}, unittest.Restore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
+			stale := unittest.GetRestore(t, c, "team-a", "r")
 			// Another write moves the resourceVersion on: the stale copy's patch conflicts.
 			other := stale.DeepCopy()
 			other.Status.Phase = tt.meanwhile
@@ -339,7 +245,7 @@ func TestRestoreRunEndingRetriesAConflict(t *testing.T) {
 			if err := lifecycle.Restores.EndRun(context.Background(), r.Client, r.APIReader, r.Clock, &r.runs, stale, ending, nil); err != nil {
 				t.Fatalf("endRun = %v", err)
 			}
-			if got := getRestore(t, c, "team-a", "r"); got.Status.Phase != tt.want {
+			if got := unittest.GetRestore(t, c, "team-a", "r"); got.Status.Phase != tt.want {
 				t.Errorf("phase %s, want %s", got.Status.Phase, tt.want)
 			}
 		})
@@ -347,7 +253,7 @@ func TestRestoreRunEndingRetriesAConflict(t *testing.T) {
 }
 
 func TestFailInterruptedRestores(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
 	// The phase each restore had before the step, by namespace/name.
 	before := map[string]cairnv1.RestorePhase{"team-a/r-empty": "", "cairn-system/admin": cairnv1.RestorePhaseInProgress}
 	for _, phase := range cairnv1.AllRestorePhases {
@@ -356,10 +262,10 @@ func TestFailInterruptedRestores(t *testing.T) {
 	var objects []client.Object
 	for key, phase := range before {
 		namespace, name, _ := strings.Cut(key, "/")
-		objects = append(objects, testRestore(namespace, name, 0, phase))
+		objects = append(objects, unittest.Restore(namespace, name, 0, phase))
 	}
-	objects = append(objects, testRestore("team-b", "vanished", 0, cairnv1.RestorePhaseInProgress))
-	c := newRestoreTestClient(t, interceptor.Funcs{
+	objects = append(objects, unittest.Restore("team-b", "vanished", 0, cairnv1.RestorePhaseInProgress))
+	c := unittest.NewClient(t, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			if obj.GetName() == "vanished" { // deleted between the list and the write
 				return apierrors.NewNotFound(schema.GroupResource{Group: cairnv1.GroupVersion.Group, Resource: "restores"}, obj.GetName())
@@ -376,7 +282,7 @@ func TestFailInterruptedRestores(t *testing.T) {
 	}
 	for key, phase := range before {
 		namespace, name, _ := strings.Cut(key, "/")
-		rs := getRestore(t, c, namespace, name)
+		rs := unittest.GetRestore(t, c, namespace, name)
 		switch {
 		case phase == cairnv1.RestorePhaseInProgress:
 			if rs.Status.Phase != cairnv1.RestorePhaseFailed || rs.Status.FailureReason != lifecycle.FailureReasonRestoreRestarted ||
@@ -389,11 +295,11 @@ func TestFailInterruptedRestores(t *testing.T) {
 		}
 	}
 
-	broken := newRestoreTestClient(t, interceptor.Funcs{
+	broken := unittest.NewClient(t, interceptor.Funcs{
 		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
-			return apiUnavailable()
+			return unittest.APIUnavailable()
 		},
-	}, testRestore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
+	}, unittest.Restore("team-a", "r", 0, cairnv1.RestorePhaseInProgress))
 	if err := lifecycle.EndInterruptedRuns(broken, clk, lifecycle.Restores).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "team-a/r") {
 		t.Errorf("the step through a failing API server = %v, want an error naming team-a/r", err)
 	}
@@ -415,15 +321,15 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 		{phase: cairnv1.RestorePhaseFinalizingCancelled, want: cairnv1.RestorePhaseFailed, wantReason: cairnv1.FailureReasonRestoreCancelled},
 	} {
 		t.Run(string(tt.phase), func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-			rs := testRestore("team-a", "r", 0, tt.phase)
+			clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+			rs := unittest.Restore("team-a", "r", 0, tt.phase)
 			rs.Status.Progress, rs.Status.Warnings, rs.Status.Errors = cairnv1.NewRestoreProgress(5, 6), 1, 2
-			c := newRestoreTestClient(t, interceptor.Funcs{}, rs)
+			c := unittest.NewClient(t, interceptor.Funcs{}, rs)
 			r := newRestoreFinalizer(c, clk)
 			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if got.Status.Phase != tt.want || got.Status.FailureReason != tt.wantReason {
 				t.Errorf("phase %s, failureReason %q; want %s, %q", got.Status.Phase, got.Status.FailureReason, tt.want, tt.wantReason)
 			}
@@ -436,7 +342,7 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 				t.Errorf("Cancelled condition %+v, want one: %v", cancelled, wantCancelled)
 			}
 			// The phase change's event is PhaseWatcher's: none from the finalizer itself.
-			if evs := drainEvents(r.Recorder); len(evs) != 0 {
+			if evs := unittest.DrainEvents(r.Recorder); len(evs) != 0 {
 				t.Errorf("events %q, want none", evs)
 			}
 		})
@@ -446,12 +352,12 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 			if _, ok := finalizedRestorePhase(phase); ok {
 				continue
 			}
-			var writes writeCounter
-			c := newRestoreTestClient(t, writes.funcs(interceptor.Funcs{}), testRestore("team-a", "r", 0, phase))
-			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart)).Reconcile(context.Background(), restoreRequest); err != nil {
+			var writes unittest.WriteCounter
+			c := unittest.NewClient(t, writes.Funcs(interceptor.Funcs{}), unittest.Restore("team-a", "r", 0, phase))
+			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch)).Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
-			if n := writes.n.Load(); n != 0 {
+			if n := writes.N.Load(); n != 0 {
 				t.Errorf("%s: %d writes, want none", phase, n)
 			}
 		}
@@ -470,7 +376,7 @@ type restoreFilesFixture struct {
 func newRestoreFilesFixture(t *testing.T) restoreFilesFixture {
 	t.Helper()
 	f := restoreFilesFixture{root: t.TempDir()}
-	f.bsl = restoreTestLocation(f.root)
+	f.bsl = unittest.DefaultLocation(f.root)
 	f.bsl.Spec.ObjectStorage = &cairnv1.ObjectStorage{Prefix: "cluster-a"}
 	layout := storage.Layout{Prefix: "cluster-a"}
 	restoreKeys := func(k storage.RestoreKeys) []string {
@@ -512,8 +418,8 @@ func (f restoreFilesFixture) keys(t *testing.T) []string {
 // deletedRestore is a terminal restore team-a/r being deleted, its files in location loc; it
 // has a second finalizer so that it stays to be looked at.
 func deletedRestore(phase cairnv1.RestorePhase, loc string) *cairnv1.Restore {
-	rs := testRestore("team-a", "r", 0, phase)
-	rs.DeletionTimestamp = &metav1.Time{Time: restoreTestStart.Add(time.Hour)}
+	rs := unittest.Restore("team-a", "r", 0, phase)
+	rs.DeletionTimestamp = &metav1.Time{Time: unittest.Epoch.Add(time.Hour)}
 	rs.Finalizers = []string{cairnv1.RestoreDataFinalizer, "example.com/keep"}
 	rs.Status.StorageLocation = loc
 	return rs
@@ -529,19 +435,19 @@ func TestRestoreFinalizerRemovesOnlyItsFiles(t *testing.T) {
 	for _, phase := range []cairnv1.RestorePhase{cairnv1.RestorePhaseCompleted, cairnv1.RestorePhasePartiallyFailed, cairnv1.RestorePhaseFailed, cairnv1.RestorePhaseFailedValidation} {
 		t.Run(string(phase), func(t *testing.T) {
 			f := newRestoreFilesFixture(t)
-			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(phase, "default"))
-			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
+			c := unittest.NewClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(phase, "default"))
+			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch.Add(2*time.Hour)))
 			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := f.keys(t), sorted(f.others); !reflect.DeepEqual(got, want) {
 				t.Errorf("objects left:\n%s\nwant every object but the restore's own:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if !reflect.DeepEqual(got.Finalizers, []string{"example.com/keep"}) {
 				t.Errorf("finalizers %q, want only the restore-data finalizer removed", got.Finalizers)
 			}
-			if evs := drainEvents(r.Recorder); len(evs) != 1 || evs[0] != "Normal FilesRemoved Removed 4 files of the restore from storage location default" {
+			if evs := unittest.DrainEvents(r.Recorder); len(evs) != 1 || evs[0] != "Normal FilesRemoved Removed 4 files of the restore from storage location default" {
 				t.Errorf("events %q", evs)
 			}
 		})
@@ -589,14 +495,14 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 			if tt.change != nil {
 				tt.change(f.bsl)
 			}
-			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(tt.phase, tt.loc))
-			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
+			c := unittest.NewClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(tt.phase, tt.loc))
+			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch.Add(2*time.Hour)))
 			r.Stores.Wrap = tt.wrap
 			_, err := r.Reconcile(context.Background(), restoreRequest)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Reconcile = %v, want an error: %v", err, tt.wantErr)
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if has := controllerutil.ContainsFinalizer(got, cairnv1.RestoreDataFinalizer); has != tt.wantFinalizer {
 				t.Errorf("finalizers %q: restore-data finalizer kept = %v, want %v", got.Finalizers, has, tt.wantFinalizer)
 			}
@@ -606,7 +512,7 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 			if left := sorted(f.keys(t)); tt.wantFilesLeft && !reflect.DeepEqual(left, sorted(append(append([]string{}, f.mine...), f.others...))) {
 				t.Errorf("objects left %q, want all of them", left)
 			}
-			evs := drainEvents(r.Recorder)
+			evs := unittest.DrainEvents(r.Recorder)
 			switch {
 			case tt.wantEvent == "" && len(evs) != 0:
 				t.Errorf("events %q, want none", evs)
@@ -617,38 +523,38 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 	}
 }
 
-// readyRestore is restore team-a/r of backup b, dequeued at restoreTestStart.
+// readyRestore is restore team-a/r of backup b, dequeued at unittest.Epoch.
 func readyRestore() *cairnv1.Restore {
-	rs := testRestore("team-a", "r", 0, cairnv1.RestorePhaseReadyToStart)
-	entered := metav1.NewTime(restoreTestStart)
+	rs := unittest.Restore("team-a", "r", 0, cairnv1.RestorePhaseReadyToStart)
+	entered := metav1.NewTime(unittest.Epoch)
 	rs.Status.PhaseTransitionTime = &entered
 	rs.Finalizers = []string{cairnv1.RestoreDataFinalizer}
 	return rs
 }
 
 func TestRestoreStartEndsACancelledRestore(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Minute))
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Minute))
 	rs := readyRestore()
 	rs.Spec.Cancel = true
-	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"), rs)
+	c := unittest.NewClient(t, interceptor.Funcs{}, unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("team-a", "b"), rs)
 	r := newRestoreReconciler(c, c, clk)
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 		t.Fatal(err)
 	}
-	got := getRestore(t, c, "team-a", "r")
+	got := unittest.GetRestore(t, c, "team-a", "r")
 	if got.Status.Phase != cairnv1.RestorePhaseFailed || got.Status.FailureReason != cairnv1.FailureReasonRestoreCancelled || got.Status.StartTimestamp != nil {
 		t.Errorf("phase %s, failureReason %q, started %v; want Failed, cancelled, never started", got.Status.Phase, got.Status.FailureReason, got.Status.StartTimestamp)
 	}
 }
 
 func TestRestoreStartWithoutACommitMarker(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Minute))
-	c := newRestoreTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"), readyRestore())
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Minute))
+	c := unittest.NewClient(t, interceptor.Funcs{}, unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("team-a", "b"), readyRestore())
 	r := newRestoreReconciler(c, c, clk)
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 		t.Fatal(err)
 	}
-	got := getRestore(t, c, "team-a", "r")
+	got := unittest.GetRestore(t, c, "team-a", "r")
 	if got.Status.Phase != cairnv1.RestorePhaseFailedValidation || len(got.Status.ValidationErrors) != 1 ||
 		!strings.Contains(got.Status.ValidationErrors[0], "backup b has no commit marker in storage location default") {
 		t.Errorf("phase %s, validationErrors %q; want FailedValidation for the missing commit marker", got.Status.Phase, got.Status.ValidationErrors)
@@ -659,16 +565,16 @@ func TestRestoreStartWithoutACommitMarker(t *testing.T) {
 }
 
 func TestRestoreStartWaitsForStorageThenGivesUp(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Minute))
-	bsl := restoreTestLocation(t.TempDir())
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Minute))
+	bsl := unittest.DefaultLocation(t.TempDir())
 	bsl.Status.Phase = "" // never validated yet
-	c := newRestoreTestClient(t, interceptor.Funcs{}, bsl, restoreTestBackup("team-a", "b"), readyRestore())
+	c := unittest.NewClient(t, interceptor.Funcs{}, bsl, unittest.CompletedBackup("team-a", "b"), readyRestore())
 	r := newRestoreReconciler(c, c, clk)
 	res, err := r.Reconcile(context.Background(), restoreRequest)
 	if err != nil || res.RequeueAfter != lifecycle.StorageWaitRequeue {
 		t.Fatalf("Reconcile = %+v, %v; want a requeue after %s", res, err, lifecycle.StorageWaitRequeue)
 	}
-	got := getRestore(t, c, "team-a", "r")
+	got := unittest.GetRestore(t, c, "team-a", "r")
 	cond := meta.FindStatusCondition(got.Status.Conditions, cairnv1.RestoreConditionStorageReady)
 	if got.Status.Phase != cairnv1.RestorePhaseReadyToStart || cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != cairnv1.ReasonStorageUnavailable {
 		t.Fatalf("phase %s, StorageReady %+v; want ReadyToStart waiting, saying why", got.Status.Phase, cond)
@@ -678,7 +584,7 @@ func TestRestoreStartWaitsForStorageThenGivesUp(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 		t.Fatal(err)
 	}
-	got = getRestore(t, c, "team-a", "r")
+	got = unittest.GetRestore(t, c, "team-a", "r")
 	if got.Status.Phase != cairnv1.RestorePhaseFailed || !strings.Contains(got.Status.FailureReason, "could not start within 1h0m0s") {
 		t.Errorf("after the phase timeout: phase %s, failureReason %q; want Failed (the slot freed)", got.Status.Phase, got.Status.FailureReason)
 	}
@@ -687,15 +593,15 @@ func TestRestoreStartWaitsForStorageThenGivesUp(t *testing.T) {
 // TestRestoreStartTellsTenantsNothingOfTheLocation: a location whose configuration turns out
 // broken when a team's restore opens it is named, not described (docs/storage.md, "What teams see").
 func TestRestoreStartTellsTenantsNothingOfTheLocation(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Minute))
-	bsl := restoreTestLocation(t.TempDir())
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Minute))
+	bsl := unittest.DefaultLocation(t.TempDir())
 	bsl.Spec.Config[cairnv1.ConfigKeyPath] = "srv/secret-share/backups"
-	c := newRestoreTestClient(t, interceptor.Funcs{}, bsl, restoreTestBackup("team-a", "b"), readyRestore())
+	c := unittest.NewClient(t, interceptor.Funcs{}, bsl, unittest.CompletedBackup("team-a", "b"), readyRestore())
 	r := newRestoreReconciler(c, c, clk)
 	if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 		t.Fatal(err)
 	}
-	got := getRestore(t, c, "team-a", "r")
+	got := unittest.GetRestore(t, c, "team-a", "r")
 	if got.Status.Phase != cairnv1.RestorePhaseFailedValidation || len(got.Status.ValidationErrors) != 1 {
 		t.Fatalf("phase %s, validationErrors %q; want FailedValidation", got.Status.Phase, got.Status.ValidationErrors)
 	}
