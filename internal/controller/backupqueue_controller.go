@@ -350,7 +350,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 			if x.EffectivePhase() == cairnv1.RestorePhaseNew {
 				if _, _, cancelled := lifecycle.Restores.Cancellation(x); !cancelled {
 					// Validated as the restore reconciler will validate it again when it starts.
-					facts, backupName, err := restoreValidationFacts(ctx, r.Client, r.Namespace, x)
+					facts, backupName, err := lifecycle.RestoreValidationFacts(ctx, r.Client, r.Namespace, x)
 					if pass.record(ctx, x, err) != nil {
 						continue // not decided on; the next pass tries again
 					}

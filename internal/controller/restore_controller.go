@@ -100,7 +100,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 	if _, _, ok := lifecycle.Restores.Cancellation(rs); ok {
 		return ctrl.Result{}, lifecycle.Restores.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
 	}
-	facts, backupName, err := restoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
+	facts, backupName, err := lifecycle.RestoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
