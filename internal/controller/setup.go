@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -33,6 +34,9 @@ import (
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
+
+// DefaultQueueResyncPeriod is how often the queue is reconciled without any event.
+const DefaultQueueResyncPeriod = queue.DefaultResyncPeriod
 
 // Config is what the reconcilers need from the manager's flags.
 type Config struct {
@@ -242,7 +246,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		kind:          restoreOperations(restoreActions, heldOps),
 	}
 	reconcilers := []namedReconciler{
-		{"queue", &BackupQueueReconciler{
+		{"queue", &queue.Reconciler{
 			Client:             mgr.GetClient(),
 			Namespace:          cfg.Namespace,
 			ConcurrentBackups:  cfg.ConcurrentBackups,
@@ -252,8 +256,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
 			Catalog:            catalog,
-			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
+			RestoreAccess:      queue.RestoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
 			Requesters:         requesters,
+			RemovingData:       RemovingData,
 		}},
 		{"backup", &BackupReconciler{
 			Requesters:        requesters,

@@ -465,24 +465,6 @@ func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r)
 }
 
-// syncNameConflict is the validation error of a new backup, bound for location name, when
-// that location holds a committed backup of the same name that another Backup object made
-// (backupsync.NameConflict, from the sync's catalog); nil when there is none.
-func syncNameConflict(catalog *backupsync.Catalog, b *cairnv1.Backup, name string, locations []cairnv1.BackupStorageLocation) []string {
-	if name == "" {
-		return nil
-	}
-	for i := range locations {
-		if l := &locations[i]; l.Name == name {
-			held := catalog.Holds(name, client.ObjectKeyFromObject(b))
-			if msg := backupsync.NameConflict(b, name, l.Spec.AccessMode, held); msg != "" {
-				return []string{"metadata.name: " + msg}
-			}
-		}
-	}
-	return nil
-}
-
 // dataMissing reports whether sync from storage found the backup's data gone from its
 // location (DataAvailable=False): the deletion reconciler then lets it go without a storage call.
 func dataMissing(b *cairnv1.Backup) bool {

@@ -1,4 +1,4 @@
-package controller
+package queue
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // finalizer removes its files before the object goes), then a cancelled or deleted one →
 // Failed (runKind.endBeforeStart), one that does not validate → FailedValidation with the
 // backup it names. It reports whether the restore left the queue.
-func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
+func (r *Reconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
 	rs := c.restore
 	if rs.EffectivePhase() == cairnv1.RestorePhaseNew && rs.DeletionTimestamp == nil {
 		if err := addFinalizer(ctx, r.Client, rs, cairnv1.RestoreDataFinalizer); err != nil {
@@ -46,10 +46,10 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 	return true, err
 }
 
-// restoreQueueTrigger passes the restore events that can change the queue: creations and
+// restoreTrigger passes the restore events that can change the queue: creations and
 // deletions, phase changes, a cancel, a deletion request, and any update of a New restore (not
 // a running restore's progress).
-func restoreQueueTrigger() predicate.Predicate {
+func restoreTrigger() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return true },
 		DeleteFunc: func(event.DeleteEvent) bool { return true },

@@ -1,4 +1,4 @@
-package controller
+package queue
 
 import (
 	"context"
@@ -24,19 +24,24 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/unittest"
 )
 
-// The restore side of the one queue (BackupQueueReconciler), one pass at a time on the fake
+// The restore side of the one queue (Reconciler), one pass at a time on the fake
 // client.
+
+// openGate lets a queue made by a test run at once.
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
 
 // newRestoreQueue is the queue with concurrent restore slots (0: the default, 1) and one
 // backup slot.
-func newRestoreQueue(c client.Client, clk *clocktesting.FakeClock, concurrent int) *BackupQueueReconciler {
-	return &BackupQueueReconciler{Client: c, Namespace: "cairn-system", ConcurrentBackups: 1, ConcurrentRestores: concurrent,
-		ResyncPeriod: DefaultQueueResyncPeriod, Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
+func newRestoreQueue(c client.Client, clk *clocktesting.FakeClock, concurrent int) *Reconciler {
+	return &Reconciler{Client: c, Namespace: "cairn-system", ConcurrentBackups: 1, ConcurrentRestores: concurrent,
+		ResyncPeriod: DefaultResyncPeriod, Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
 }
 
 // queuePassAfterQuiet runs a pass once the queue has been still for the renumbering's quiet
 // period, so that the positions of those that stay are written.
-func queuePassAfterQuiet(t *testing.T, r *BackupQueueReconciler, clk *clocktesting.FakeClock) {
+func queuePassAfterQuiet(t *testing.T, r *Reconciler, clk *clocktesting.FakeClock) {
 	t.Helper()
 	clk.Step(renumberQuietPeriod)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
@@ -85,8 +90,8 @@ func TestRestoreQueueAdmitsNewRestoresInCreationOrder(t *testing.T) {
 	r := newRestoreQueue(c, clk, 1)
 
 	res, err := r.Reconcile(context.Background(), queueRequest)
-	if err != nil || res.RequeueAfter != DefaultQueueResyncPeriod {
-		t.Fatalf("Reconcile = %+v, %v; want a resync after %s", res, err, DefaultQueueResyncPeriod)
+	if err != nil || res.RequeueAfter != DefaultResyncPeriod {
+		t.Fatalf("Reconcile = %+v, %v; want a resync after %s", res, err, DefaultResyncPeriod)
 	}
 	for i, name := range wantOrder {
 		namespace, n, _ := strings.Cut(name, "/")

@@ -1,4 +1,4 @@
-package controller_test
+package queue_test
 
 import (
 	"context"
@@ -36,6 +36,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/scope"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -704,7 +705,7 @@ func TestQueuePassGoesOnAfterAFailedWrite(t *testing.T) {
 						return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 					},
 				}).Build()
-			r := &controller.BackupQueueReconciler{Client: c, Namespace: OperatorNamespace, ConcurrentBackups: tt.concurrency,
+			r := &queue.Reconciler{Client: c, Namespace: OperatorNamespace, ConcurrentBackups: tt.concurrency,
 				ResyncPeriod: time.Minute, Clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)),
 				Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
 			var logged []string

@@ -1,4 +1,9 @@
-package controller
+// Package queue is the one queue of backups and restores (DESIGN.md sections 3 and 9), the owner
+// of their New and Queued phases: Reconciler. What it shares with other owners is passed in
+// setup.go: the sync reconciler's backupsync.Catalog (the names a new backup may not take), the
+// deletion's rule for a backup whose data is being removed (RemovingData), and whom a backup or
+// restore acts for (requester.Resolver).
+package queue
 
 import (
 	"context"
@@ -37,9 +42,9 @@ import (
 )
 
 const (
-	// DefaultQueueResyncPeriod is how often the queue is reconciled without any event: a safety
+	// DefaultResyncPeriod is how often the queue is reconciled without any event: a safety
 	// net, never the way hand-offs happen.
-	DefaultQueueResyncPeriod = 30 * time.Second
+	DefaultResyncPeriod = 30 * time.Second
 	// renumberQuietPeriod is how long the queue must be still before renumbered positions and
 	// changed wait reasons of backups that stay queued are written, so that a burst of
 	// dequeues costs one renumbering, not one per dequeue.
@@ -63,7 +68,7 @@ const (
 // coalesce and the queue is handled by one thread, whole, without locks.
 var queueRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "backup-queue"}}
 
-// BackupQueueReconciler is the queue of backups and restores (DESIGN.md sections 3 and 9): one
+// Reconciler is the queue of backups and restores (DESIGN.md sections 3 and 9): one
 // line for both kinds. It owns the phases New (and "", but for a backup with the annotation
 // cairn.dev/synced-from, which the sync reconciler owns) and Queued of both: it validates new
 // backups and restores (→ FailedValidation) or queues them (→ Queued, with
@@ -78,7 +83,7 @@ var queueRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: 
 // One failed write (a conflict, a status the API server rejects) never stops a pass: it is
 // logged, the pass goes on with the others, and the pass ends with an error so that the failed
 // write is retried with backoff.
-type BackupQueueReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace (storage locations, administrators' backups).
 	Namespace string
@@ -105,6 +110,10 @@ type BackupQueueReconciler struct {
 	// requester rule applies and with no trustworthy requester fails validation (DESIGN.md
 	// section 15); nil acts for the operator everywhere (tests of other behaviour).
 	Requesters *requester.Resolver
+	// RemovingData is the deletion's rule: whether a backup's data may be being removed from
+	// its location, which then holds that location's deletion lock (DESIGN.md section 3); nil
+	// holds no lock (tests of other behaviour).
+	RemovingData func(*cairnv1.Backup) bool
 
 	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
 	// staleSince (the first such pass since positions were last exact) pace the coalesced
@@ -242,7 +251,7 @@ func kindOf(obj client.Object) queue.Kind {
 }
 
 // Reconcile runs one pass over the whole queue.
-func (r *BackupQueueReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -261,7 +270,7 @@ func (r *BackupQueueReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 
 // fetch reads the backups, restores, namespaces and storage locations, and sorts the backups
 // and restores into the running ones, the backups being deleted, and the queue.
-func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
+func (r *Reconciler) fetch(ctx context.Context) (*queuePass, error) {
 	var backups cairnv1.BackupList
 	if err := r.List(ctx, &backups); err != nil {
 		return nil, err
@@ -295,7 +304,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	for i := range backups.Items {
 		b := &backups.Items[i]
 		byName[client.ObjectKeyFromObject(b)] = b
-		if loc := b.Status.StorageLocation; loc != "" && removingData(b) {
+		if loc := b.Status.StorageLocation; loc != "" && r.removingData(b) {
 			if _, seen := pass.deleting[loc]; !seen {
 				pass.deleting[loc] = lifecycle.ObjectName(b)
 			}
@@ -385,7 +394,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 // start decisions, then (coalesced) the positions and reasons of those that stay. A write that
 // fails is recorded in the pass and the rest goes on; the backup it was for is left alone for
 // the rest of the pass, and the pass returns an error so that it is retried with backoff.
-func (r *BackupQueueReconciler) run(ctx context.Context, pass *queuePass) (ctrl.Result, error) {
+func (r *Reconciler) run(ctx context.Context, pass *queuePass) (ctrl.Result, error) {
 	var order []candidate
 	var entries []queue.Entry
 	for _, c := range pass.waiting {
@@ -479,7 +488,7 @@ type staying struct {
 
 // leave fails a New or Queued backup or restore that was cancelled or deleted, and a New one
 // that does not validate. It reports whether it left the queue.
-func (r *BackupQueueReconciler) leave(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
+func (r *Reconciler) leave(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
 	if c.restore != nil {
 		return r.leaveRestore(ctx, pass, c)
 	}
@@ -514,6 +523,24 @@ func leavesQueue(b *cairnv1.Backup) bool {
 	return cancelled
 }
 
+// syncNameConflict is the validation error of a new backup, bound for location name, when
+// that location holds a committed backup of the same name that another Backup object made
+// (backupsync.NameConflict, from the sync's catalog); nil when there is none.
+func syncNameConflict(catalog *backupsync.Catalog, b *cairnv1.Backup, name string, locations []cairnv1.BackupStorageLocation) []string {
+	if name == "" {
+		return nil
+	}
+	for i := range locations {
+		if l := &locations[i]; l.Name == name {
+			held := catalog.Holds(name, client.ObjectKeyFromObject(b))
+			if msg := backupsync.NameConflict(b, name, l.Spec.AccessMode, held); msg != "" {
+				return []string{"metadata.name: " + msg}
+			}
+		}
+	}
+	return nil
+}
+
 // addFinalizer puts finalizer on a new backup (cairn.dev/backup-data) or restore
 // (cairn.dev/restore-data), before anything can be written for it: deleting the object then
 // waits until its data or files are removed. A conflict is retried by the next pass.
@@ -531,7 +558,7 @@ func addFinalizer(ctx context.Context, c client.Client, obj client.Object, final
 }
 
 // enqueue moves a valid New backup or restore to Queued at position.
-func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c candidate, position int32, d queue.Decision) error {
+func (r *Reconciler) enqueue(ctx context.Context, pass *queuePass, c candidate, position int32, d queue.Decision) error {
 	reason, message := d.Reason, d.Message
 	if d.Start {
 		reason, message = cairnv1.ReasonEnqueued, "Queued; starting now"
@@ -560,7 +587,7 @@ func (r *BackupQueueReconciler) enqueue(ctx context.Context, pass *queuePass, c 
 }
 
 // dequeue moves a Queued backup or restore to ReadyToStart.
-func (r *BackupQueueReconciler) dequeue(ctx context.Context, pass *queuePass, c candidate) error {
+func (r *Reconciler) dequeue(ctx context.Context, pass *queuePass, c candidate) error {
 	now := metav1.NewTime(pass.now)
 	// Condition times have one-second resolution, and so has the wait reported.
 	message := "Dequeued without waiting"
@@ -596,7 +623,7 @@ func (r *BackupQueueReconciler) dequeue(ctx context.Context, pass *queuePass, c 
 // Positions are written in queue order, and an entry moves only to a position above every
 // position stored for the entries ahead of it: when one write fails, that entry keeps its old
 // place, and those behind it wait rather than jump over it.
-func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, stay []staying) ctrl.Result {
+func (r *Reconciler) renumber(ctx context.Context, pass *queuePass, stay []staying) ctrl.Result {
 	dirty := func(s staying) bool {
 		return !s.isNew() && !s.failed && !upToDate(s)
 	}
@@ -638,7 +665,7 @@ func (r *BackupQueueReconciler) renumber(ctx context.Context, pass *queuePass, s
 }
 
 // writePosition writes a staying entry's position and the reason it waits.
-func (r *BackupQueueReconciler) writePosition(ctx context.Context, pass *queuePass, s staying) error {
+func (r *Reconciler) writePosition(ctx context.Context, pass *queuePass, s staying) error {
 	now := metav1.NewTime(pass.now)
 	if rs := s.restore; rs != nil {
 		return r.patchRestoreStatus(ctx, pass, rs, func(st *cairnv1.RestoreStatus) {
@@ -678,7 +705,7 @@ func maxPosition(waiting []candidate) int32 {
 	return highest
 }
 
-func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string) queue.Entry {
+func (r *Reconciler) entry(b *cairnv1.Backup, location string) queue.Entry {
 	return queue.Entry{
 		Kind:       queue.KindBackup,
 		Namespace:  b.Namespace,
@@ -690,7 +717,7 @@ func (r *BackupQueueReconciler) entry(b *cairnv1.Backup, location string) queue.
 
 // restoreEntry is a restore as the queue sees it: the namespaces it may write into, from the
 // backup it reads (nil when unknown).
-func (r *BackupQueueReconciler) restoreEntry(rs *cairnv1.Restore, b *cairnv1.Backup) queue.Entry {
+func (r *Reconciler) restoreEntry(rs *cairnv1.Restore, b *cairnv1.Backup) queue.Entry {
 	return queue.Entry{
 		Kind:       queue.KindRestore,
 		Namespace:  rs.Namespace,
@@ -702,7 +729,7 @@ func (r *BackupQueueReconciler) restoreEntry(rs *cairnv1.Restore, b *cairnv1.Bac
 // lifecycle.PatchBackupStatus writes b's status (the package's lifecycle.PatchBackupStatus) and records the write
 // in the pass. When the write fails, b keeps the status it had, so the rest of the pass sees
 // the backup as the API server does.
-func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
+func (r *Reconciler) patchBackupStatus(ctx context.Context, pass *queuePass, b *cairnv1.Backup, mutate func(*cairnv1.BackupStatus)) error {
 	old := b.Status.DeepCopy()
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, b, mutate); err != nil {
 		b.Status = *old
@@ -716,7 +743,7 @@ func (r *BackupQueueReconciler) patchBackupStatus(ctx context.Context, pass *que
 }
 
 // lifecycle.PatchRestoreStatus is lifecycle.PatchBackupStatus for a restore.
-func (r *BackupQueueReconciler) patchRestoreStatus(ctx context.Context, pass *queuePass, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
+func (r *Reconciler) patchRestoreStatus(ctx context.Context, pass *queuePass, rs *cairnv1.Restore, mutate func(*cairnv1.RestoreStatus)) error {
 	oldPhase := rs.Status.Phase
 	if err := lifecycle.PatchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerQueue, rs, mutate); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -730,7 +757,7 @@ func (r *BackupQueueReconciler) patchRestoreStatus(ctx context.Context, pass *qu
 
 // waitForCache waits until the cache holds each written object at its written resourceVersion
 // or later (or no longer holds it).
-func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []client.Object) error {
+func (r *Reconciler) waitForCache(ctx context.Context, written []client.Object) error {
 	if len(written) == 0 {
 		return nil
 	}
@@ -752,7 +779,7 @@ func (r *BackupQueueReconciler) waitForCache(ctx context.Context, written []clie
 
 // cacheShows reports whether the cache holds obj at its resourceVersion or later, or no longer
 // holds it.
-func (r *BackupQueueReconciler) cacheShows(ctx context.Context, obj client.Object) bool {
+func (r *Reconciler) cacheShows(ctx context.Context, obj client.Object) bool {
 	cached := obj.DeepCopyObject().(client.Object)
 	err := r.Get(ctx, client.ObjectKeyFromObject(obj), cached)
 	if apierrors.IsNotFound(err) {
@@ -767,13 +794,13 @@ func (r *BackupQueueReconciler) cacheShows(ctx context.Context, obj client.Objec
 
 // SetupWithManager registers the queue: every relevant backup, restore and namespace event maps
 // to the one queue request.
-func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toQueue := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{queueRequest}
 	})
 	return lifecycle.Register("backupqueue", ctrl.NewControllerManagedBy(mgr).
-		Watches(&cairnv1.Backup{}, toQueue, builder.WithPredicates(queueTrigger())).
-		Watches(&cairnv1.Restore{}, toQueue, builder.WithPredicates(restoreQueueTrigger())).
+		Watches(&cairnv1.Backup{}, toQueue, builder.WithPredicates(backupTrigger(r.removingData))).
+		Watches(&cairnv1.Restore{}, toQueue, builder.WithPredicates(restoreTrigger())).
 		Watches(&corev1.Namespace{}, toQueue, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
@@ -781,12 +808,17 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r)
 }
 
-// queueTrigger passes the backup events that can change the queue: creations and deletions,
+// removingData is RemovingData, or false when there is none.
+func (r *Reconciler) removingData(b *cairnv1.Backup) bool {
+	return r.RemovingData != nil && r.RemovingData(b)
+}
+
+// backupTrigger passes the backup events that can change the queue: creations and deletions,
 // phase changes (a backup entering Queued, leaving InProgress or ReadyToStart, a deletion
 // ending), a cancel, a deletion request, a backup taking or releasing its location's deletion
 // lock (removingData: also when its deletion comes to wait for a restore), and any update of a
 // New backup.
-func queueTrigger() predicate.Predicate {
+func backupTrigger(removingData func(*cairnv1.Backup) bool) predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
 			b, ok := e.Object.(*cairnv1.Backup)

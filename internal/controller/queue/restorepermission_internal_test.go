@@ -1,4 +1,4 @@
-package controller
+package queue
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func TestRestoreQueueFailsARestoreTheOperatorMayNotCarryOut(t *testing.T) {
 		unittest.CompletedBackup("cairn-system", "b"), unittest.CompletedBackup("team-a", "b"),
 		adminRestore("everywhere", 1, ""), unittest.Restore("team-a", "own", 2, ""))
 	r := newRestoreQueue(c, clk, 1)
-	r.RestoreAccess = restoreAccess(c, r.Namespace, nil)
+	r.RestoreAccess = RestoreAccess(c, r.Namespace, nil)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
 		t.Fatal(err)
 	}
