@@ -25,6 +25,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	backupcontroller "github.com/cairn-backup/cairn/internal/controller/backup"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
@@ -35,8 +36,13 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// DefaultQueueResyncPeriod is how often the queue is reconciled without any event.
-const DefaultQueueResyncPeriod = queue.DefaultResyncPeriod
+// The defaults of Config's durations that belong to the queue and the backup reconciler.
+const (
+	// DefaultQueueResyncPeriod is how often the queue is reconciled without any event.
+	DefaultQueueResyncPeriod = queue.DefaultResyncPeriod
+	// DefaultProgressInterval is how often a running backup's progress is written, at most.
+	DefaultProgressInterval = backup.DefaultProgressInterval
+)
 
 // Config is what the reconcilers need from the manager's flags.
 type Config struct {
@@ -260,7 +266,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Requesters:         requesters,
 			RemovingData:       RemovingData,
 		}},
-		{"backup", &BackupReconciler{
+		{"backup", &backupcontroller.Reconciler{
 			Requesters:        requesters,
 			Client:            mgr.GetClient(),
 			APIReader:         mgr.GetAPIReader(),
@@ -273,7 +279,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			ConcurrentBackups: cfg.ConcurrentBackups,
 			PhaseTimeout:      cfg.PhaseTimeout,
 			DefaultBackupTTL:  cfg.DefaultBackupTTL,
-			logs:              logs,
+			Logs:              logs,
 		}},
 		{backupOps.Name(), backupOps},
 		{"finalizer", &FinalizerReconciler{
