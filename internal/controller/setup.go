@@ -28,6 +28,7 @@ import (
 	backupcontroller "github.com/cairn-backup/cairn/internal/controller/backup"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/queue"
+	restorecontroller "github.com/cairn-backup/cairn/internal/controller/restore"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -310,7 +311,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			BackoffMin: cfg.RetryBackoffMin,
 			BackoffMax: cfg.RetryBackoffMax,
 		}},
-		{"restore", &RestoreReconciler{
+		{"restore", &restorecontroller.Reconciler{
 			Requesters:         requesters,
 			Client:             mgr.GetClient(),
 			APIReader:          mgr.GetAPIReader(),
