@@ -72,7 +72,7 @@ type Reconciler struct {
 		Release(uid types.UID)
 	}
 
-	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
+	// runs is what this process remembers of its runs (lifecycle.RunKind.EndRun, Orphaned).
 	runs lifecycle.Runs[cairnv1.BackupStatus]
 }
 

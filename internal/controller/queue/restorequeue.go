@@ -15,8 +15,8 @@ import (
 
 // leaveRestore is leave for a restore: a New one gets its finalizer first (the restore
 // finalizer removes its files before the object goes), then a cancelled or deleted one →
-// Failed (runKind.endBeforeStart), one that does not validate → FailedValidation with the
-// backup it names. It reports whether the restore left the queue.
+// Failed (lifecycle.RunKind.EndBeforeStart), one that does not validate → FailedValidation
+// with the backup it names. It reports whether the restore left the queue.
 func (r *Reconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
 	rs := c.restore
 	if rs.EffectivePhase() == cairnv1.RestorePhaseNew && rs.DeletionTimestamp == nil {
