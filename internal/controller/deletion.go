@@ -164,12 +164,12 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	return stepFail, messageNoDeletionInProgress
 }
 
-// removingData reports whether a backup's data may be being removed from its location, which
+// RemovingData reports whether a backup's data may be being removed from its location, which
 // holds the queue's deletion lock on that location (DESIGN.md section 3): Deleting, or a
 // terminal backup with a deletion timestamp and the data finalizer, whose first deletion shows
 // Deleting only after deletingShownAfter. Not when nothing of it is removed: it never started,
 // keeps its data, its data is already missing, or it waits for a restore.
-func removingData(b *cairnv1.Backup) bool {
+func RemovingData(b *cairnv1.Backup) bool {
 	in := deletionInputOf(b, time.Time{})
 	return in.Phase == cairnv1.BackupPhaseDeleting ||
 		in.Phase.IsTerminal() && in.Deleted && in.HasData && !in.KeepData && !in.DataMissing && !in.Blocked

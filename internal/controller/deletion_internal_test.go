@@ -159,7 +159,7 @@ func TestRemovingData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := removingData(tt.b); got != tt.want {
+			if got := RemovingData(tt.b); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})

@@ -114,17 +114,6 @@ func decideExpiry(in expiryInput) expiryDecision {
 	return expiryDecision{Action: expiryDelete}
 }
 
-// expirationOf is when a backup starting at start expires: start + spec.ttl, or + defaultTTL
-// when it has none; nil for a ttl of 0, which never expires.
-func expirationOf(b *cairnv1.Backup, start metav1.Time, defaultTTL time.Duration) *metav1.Time {
-	ttl := b.Spec.GetTTL(defaultTTL)
-	if ttl <= 0 {
-		return nil
-	}
-	expiration := metav1.NewTime(start.Add(ttl))
-	return &expiration
-}
-
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch

@@ -25,11 +25,14 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	backupcontroller "github.com/cairn-backup/cairn/internal/controller/backup"
 	synccontroller "github.com/cairn-backup/cairn/internal/controller/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
 	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
+	restorecontroller "github.com/cairn-backup/cairn/internal/controller/restore"
 	"github.com/cairn-backup/cairn/internal/controller/schedule"
 	"github.com/cairn-backup/cairn/internal/controller/storagelocation"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
@@ -37,6 +40,14 @@ import (
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
+)
+
+// The defaults of Config's durations that belong to the queue and the backup reconciler.
+const (
+	// DefaultQueueResyncPeriod is how often the queue is reconciled without any event.
+	DefaultQueueResyncPeriod = queue.DefaultResyncPeriod
+	// DefaultProgressInterval is how often a running backup's progress is written, at most.
+	DefaultProgressInterval = backup.DefaultProgressInterval
 )
 
 // Config is what the reconcilers need from the manager's flags.
@@ -247,7 +258,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		kind:          restoreOperations(restoreActions, heldOps),
 	}
 	reconcilers := []namedReconciler{
-		{"queue", &BackupQueueReconciler{
+		{"queue", &queue.Reconciler{
 			Client:             mgr.GetClient(),
 			Namespace:          cfg.Namespace,
 			ConcurrentBackups:  cfg.ConcurrentBackups,
@@ -257,10 +268,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:           mgr.GetEventRecorder("cairn-queue"),
 			Gate:               recovery,
 			Catalog:            catalog,
-			RestoreAccess:      restoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
+			RestoreAccess:      queue.RestoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
 			Requesters:         requesters,
+			RemovingData:       RemovingData,
 		}},
-		{"backup", &BackupReconciler{
+		{"backup", &backupcontroller.Reconciler{
 			Requesters:        requesters,
 			Client:            mgr.GetClient(),
 			APIReader:         mgr.GetAPIReader(),
@@ -273,7 +285,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			ConcurrentBackups: cfg.ConcurrentBackups,
 			PhaseTimeout:      cfg.PhaseTimeout,
 			DefaultBackupTTL:  cfg.DefaultBackupTTL,
-			logs:              logs,
+			Logs:              logs,
 		}},
 		{backupOps.Name(), backupOps},
 		{"finalizer", &FinalizerReconciler{
@@ -304,7 +316,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			BackoffMin: cfg.RetryBackoffMin,
 			BackoffMax: cfg.RetryBackoffMax,
 		}},
-		{"restore", &RestoreReconciler{
+		{"restore", &restorecontroller.Reconciler{
 			Requesters:         requesters,
 			Client:             mgr.GetClient(),
 			APIReader:          mgr.GetAPIReader(),

@@ -36,6 +36,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	queuecontroller "github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -477,7 +478,7 @@ func BenchmarkQueuePass1000x2000(b *testing.B) {
 	waitQueued(b, cl.c, scaleQueued, 15*time.Minute)
 	waitStatusWritesStop(b, cl.cfg, 2*time.Second, 5*time.Minute)
 
-	r := &controller.BackupQueueReconciler{Client: cl.mgr.GetClient(), Namespace: operatorNamespace, ConcurrentBackups: 1,
+	r := &queuecontroller.Reconciler{Client: cl.mgr.GetClient(), Namespace: operatorNamespace, ConcurrentBackups: 1,
 		ResyncPeriod: time.Hour, Clock: clock.RealClock{}, Recorder: cl.mgr.GetEventRecorder("bench-queue"), Gate: openGate{}}
 	patchesBefore := backupStatusPatches(b, cl.cfg)
 	var passes []time.Duration

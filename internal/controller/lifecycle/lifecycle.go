@@ -161,7 +161,8 @@ func (k *RunKind[O, S, P]) CancelledStatus(obj O, s *S, message string, now meta
 // AfterRun is the phase a run that went through every item goes to (DESIGN.md sections 1 and
 // 9): WaitingForPluginOperations while async operations it started are waited for, else
 // Finalizing; PartiallyFailed in either when something failed. Each kind's run says what
-// waiting and partial mean for it (BackupReconciler.run, restoreEnding).
+// waiting and partial mean for it (the run of internal/controller/backup, restoreEnding in
+// internal/controller/restore).
 func (k *RunKind[O, S, P]) AfterRun(waiting, partial bool) P {
 	switch {
 	case waiting && partial:

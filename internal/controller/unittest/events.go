@@ -1,5 +1,3 @@
-// Package unittest holds what the internal (package-level) tests of several reconciler
-// packages share. It imports no reconciler package, so any of them may use it.
 package unittest
 
 import "k8s.io/client-go/tools/events"

@@ -1,4 +1,4 @@
-package controller
+package queue
 
 import (
 	"context"
@@ -60,10 +60,10 @@ func restoreAccessProblem(review *authorizationv1.SelfSubjectAccessReview) strin
 	return fmt.Sprintf("the operator is not allowed to create the resources a restore creates %s%s: it is installed to back up only (the chart's rbac.mode backupOnly); restoring needs rbac.mode full", where, why)
 }
 
-// restoreAccess is BackupQueueReconciler.RestoreAccess: it asks the API server
+// RestoreAccess is Reconciler.RestoreAccess: it asks the API server
 // restoreAccessReviews' questions with the operator's own identity and returns the first
 // problem restoreAccessProblem finds. requesters says which restores write as their requester.
-func restoreAccess(c client.Client, operatorNamespace string, requesters *requester.Resolver) func(context.Context, *cairnv1.Restore) (string, error) {
+func RestoreAccess(c client.Client, operatorNamespace string, requesters *requester.Resolver) func(context.Context, *cairnv1.Restore) (string, error) {
 	return func(ctx context.Context, rs *cairnv1.Restore) (string, error) {
 		asRequester := requesters != nil && (requesters.Everywhere || rs.Namespace != operatorNamespace)
 		for _, review := range restoreAccessReviews(rs, operatorNamespace, asRequester) {

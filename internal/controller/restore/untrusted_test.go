@@ -1,4 +1,4 @@
-package controller_test
+package restore_test
 
 import (
 	"bytes"

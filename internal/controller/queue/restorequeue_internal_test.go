@@ -1,4 +1,4 @@
-package controller
+package queue
 
 import (
 	"context"
@@ -16,37 +16,32 @@ import (
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
-	"github.com/cairn-backup/cairn/internal/testenv"
+	"github.com/cairn-backup/cairn/internal/controller/unittest"
 )
 
-// The restore side of the one queue (BackupQueueReconciler), one pass at a time on the fake
+// The restore side of the one queue (Reconciler), one pass at a time on the fake
 // client.
+
+// openGate lets a queue made by a test run at once.
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
 
 // newRestoreQueue is the queue with concurrent restore slots (0: the default, 1) and one
 // backup slot.
-func newRestoreQueue(c client.Client, clk *clocktesting.FakeClock, concurrent int) *BackupQueueReconciler {
-	return &BackupQueueReconciler{Client: c, Namespace: "cairn-system", ConcurrentBackups: 1, ConcurrentRestores: concurrent,
-		ResyncPeriod: DefaultQueueResyncPeriod, Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
-}
-
-// newQueueTestClient is newRestoreTestClient with the core types too: the queue lists the
-// cluster's namespaces.
-func newQueueTestClient(t *testing.T, funcs interceptor.Funcs, objects ...client.Object) client.WithWatch {
-	t.Helper()
-	return fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objects...).
-		WithStatusSubresource(&cairnv1.Restore{}, &cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).
-		WithInterceptorFuncs(funcs).Build()
+func newRestoreQueue(c client.Client, clk *clocktesting.FakeClock, concurrent int) *Reconciler {
+	return &Reconciler{Client: c, Namespace: "cairn-system", ConcurrentBackups: 1, ConcurrentRestores: concurrent,
+		ResyncPeriod: DefaultResyncPeriod, Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}}
 }
 
 // queuePassAfterQuiet runs a pass once the queue has been still for the renumbering's quiet
 // period, so that the positions of those that stay are written.
-func queuePassAfterQuiet(t *testing.T, r *BackupQueueReconciler, clk *clocktesting.FakeClock) {
+func queuePassAfterQuiet(t *testing.T, r *Reconciler, clk *clocktesting.FakeClock) {
 	t.Helper()
 	clk.Step(renumberQuietPeriod)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
@@ -55,9 +50,9 @@ func queuePassAfterQuiet(t *testing.T, r *BackupQueueReconciler, clk *clocktesti
 }
 
 // adminRestore is restore cairn-system/name of backup b into the namespace of the same name,
-// created minutes after restoreTestStart, in phase.
+// created minutes after unittest.Epoch, in phase.
 func adminRestore(name string, minutes int, phase cairnv1.RestorePhase) *cairnv1.Restore {
-	rs := testRestore("cairn-system", name, minutes, phase)
+	rs := unittest.Restore("cairn-system", name, minutes, phase)
 	rs.Spec.IncludedNamespaces = []string{name}
 	return rs
 }
@@ -78,29 +73,29 @@ func restoreQueuedCondition(rs *cairnv1.Restore) *metav1.Condition {
 // Queued in creation order (ties by namespace/name), positions 1..n, while the one restore slot
 // is taken; a second pass writes nothing.
 func TestRestoreQueueAdmitsNewRestoresInCreationOrder(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
 	running := adminRestore("running", 0, cairnv1.RestorePhaseInProgress)
 	restores := []*cairnv1.Restore{
-		testRestore("team-a", "c", 1, ""), adminRestore("a", 2, cairnv1.RestorePhaseNew),
-		testRestore("team-b", "b", 3, ""), testRestore("team-d", "d", 4, ""), adminRestore("e", 4, ""),
+		unittest.Restore("team-a", "c", 1, ""), adminRestore("a", 2, cairnv1.RestorePhaseNew),
+		unittest.Restore("team-b", "b", 3, ""), unittest.Restore("team-d", "d", 4, ""), adminRestore("e", 4, ""),
 	}
 	wantOrder := []string{"team-a/c", "cairn-system/a", "team-b/b", "cairn-system/e", "team-d/d"}
-	objects := []client.Object{restoreTestLocation(t.TempDir()), restoreTestBackup("cairn-system", "b"), restoreTestBackup("team-a", "b"),
-		restoreTestBackup("team-b", "b"), restoreTestBackup("team-d", "b"), running}
+	objects := []client.Object{unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("cairn-system", "b"), unittest.CompletedBackup("team-a", "b"),
+		unittest.CompletedBackup("team-b", "b"), unittest.CompletedBackup("team-d", "b"), running}
 	for _, rs := range restores {
 		objects = append(objects, rs)
 	}
-	var writes writeCounter
-	c := newQueueTestClient(t, writes.funcs(interceptor.Funcs{}), objects...)
+	var writes unittest.WriteCounter
+	c := unittest.NewClient(t, writes.Funcs(interceptor.Funcs{}), objects...)
 	r := newRestoreQueue(c, clk, 1)
 
 	res, err := r.Reconcile(context.Background(), queueRequest)
-	if err != nil || res.RequeueAfter != DefaultQueueResyncPeriod {
-		t.Fatalf("Reconcile = %+v, %v; want a resync after %s", res, err, DefaultQueueResyncPeriod)
+	if err != nil || res.RequeueAfter != DefaultResyncPeriod {
+		t.Fatalf("Reconcile = %+v, %v; want a resync after %s", res, err, DefaultResyncPeriod)
 	}
 	for i, name := range wantOrder {
 		namespace, n, _ := strings.Cut(name, "/")
-		rs := getRestore(t, c, namespace, n)
+		rs := unittest.GetRestore(t, c, namespace, n)
 		if rs.Status.Phase != cairnv1.RestorePhaseQueued || rs.Status.QueuePosition != int32(i+1) {
 			t.Errorf("%s: phase %s at position %d, want Queued at %d", name, rs.Status.Phase, rs.Status.QueuePosition, i+1)
 		}
@@ -116,19 +111,19 @@ func TestRestoreQueueAdmitsNewRestoresInCreationOrder(t *testing.T) {
 			t.Errorf("%s: Queued condition %+v, want True, restore concurrency limit 1 reached", name, cond)
 		}
 	}
-	if got := getRestore(t, c, "cairn-system", "running"); got.Status.Phase != cairnv1.RestorePhaseInProgress || len(got.Finalizers) != 0 {
+	if got := unittest.GetRestore(t, c, "cairn-system", "running"); got.Status.Phase != cairnv1.RestorePhaseInProgress || len(got.Finalizers) != 0 {
 		t.Errorf("the running restore was touched: phase %s, finalizers %q", got.Status.Phase, got.Finalizers)
 	}
 	// The phase change's event is PhaseWatcher's, not the queue's: no second one.
-	if evs := drainEvents(r.Recorder); len(evs) != 0 {
+	if evs := unittest.DrainEvents(r.Recorder); len(evs) != 0 {
 		t.Errorf("events %q, want none from the queue itself", evs)
 	}
 
-	writes.n.Store(0)
+	writes.N.Store(0)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
 		t.Fatal(err)
 	}
-	if n := writes.n.Load(); n != 0 {
+	if n := writes.N.Load(); n != 0 {
 		t.Errorf("a second pass over an unchanged queue made %d writes, want none", n)
 	}
 }
@@ -137,12 +132,12 @@ func TestRestoreQueueAdmitsNewRestoresInCreationOrder(t *testing.T) {
 // order (not creation order) while fewer than ConcurrentRestores are ReadyToStart or
 // InProgress; the rest are renumbered 1..n.
 func TestRestoreQueueDequeuesAtMostConcurrentRestores(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-	objects := []client.Object{restoreTestLocation(t.TempDir()), restoreTestBackup("cairn-system", "b"),
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+	objects := []client.Object{unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("cairn-system", "b"),
 		adminRestore("running", 0, cairnv1.RestorePhaseInProgress),
 		queuedAdminRestore("q-x", 1, 3), queuedAdminRestore("q-y", 2, 1), queuedAdminRestore("q-z", 3, 2),
 		adminRestore("new", 4, "")}
-	c := newQueueTestClient(t, interceptor.Funcs{}, objects...)
+	c := unittest.NewClient(t, interceptor.Funcs{}, objects...)
 	r := newRestoreQueue(c, clk, 2)
 
 	check := func(step string, wantReady []string, wantQueued []string) {
@@ -197,7 +192,7 @@ func TestRestoreQueueDequeuesAtMostConcurrentRestores(t *testing.T) {
 	check("first pass", []string{"q-y"}, []string{"q-z", "q-x", "new"})
 
 	// The running restore ends: the next in line takes its slot.
-	done := getRestore(t, c, "cairn-system", "running")
+	done := unittest.GetRestore(t, c, "cairn-system", "running")
 	done.Status.Phase = cairnv1.RestorePhaseCompleted
 	if err := c.Status().Update(context.Background(), done); err != nil {
 		t.Fatal(err)
@@ -210,15 +205,15 @@ func TestRestoreQueueDequeuesAtMostConcurrentRestores(t *testing.T) {
 }
 
 func TestRestoreQueueUsesOneSlotWhenConcurrencyIsUnset(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-	c := newQueueTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()), restoreTestBackup("cairn-system", "b"),
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+	c := unittest.NewClient(t, interceptor.Funcs{}, unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("cairn-system", "b"),
 		adminRestore("first", 1, ""), adminRestore("second", 2, ""))
 	r := newRestoreQueue(c, clk, 0)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
 		t.Fatal(err)
 	}
 	queuePassAfterQuiet(t, r, clk)
-	first, second := getRestore(t, c, "cairn-system", "first"), getRestore(t, c, "cairn-system", "second")
+	first, second := unittest.GetRestore(t, c, "cairn-system", "first"), unittest.GetRestore(t, c, "cairn-system", "second")
 	if first.Status.Phase != cairnv1.RestorePhaseReadyToStart || second.Status.Phase != cairnv1.RestorePhaseQueued || second.Status.QueuePosition != 1 {
 		t.Errorf("first %s, second %s at %d; want ReadyToStart, and Queued at 1", first.Status.Phase, second.Status.Phase, second.Status.QueuePosition)
 	}
@@ -230,21 +225,21 @@ func TestRestoreQueueUsesOneSlotWhenConcurrencyIsUnset(t *testing.T) {
 // TestRestoreQueueEndsCancelledAndDeletedRestores: a New or Queued restore cancelled or deleted
 // ends Failed with the failureReason, out of the line; the rest are renumbered.
 func TestRestoreQueueEndsCancelledAndDeletedRestores(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-	deleted := metav1.NewTime(restoreTestStart.Add(30 * time.Minute))
-	newCancelled := testRestore("team-a", "new-cancelled", 1, "")
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+	deleted := metav1.NewTime(unittest.Epoch.Add(30 * time.Minute))
+	newCancelled := unittest.Restore("team-a", "new-cancelled", 1, "")
 	newCancelled.Spec.Cancel = true
-	queuedCancelled := queuedRestore("queued-cancelled", 2, 1)
+	queuedCancelled := unittest.QueuedRestore("queued-cancelled", 2, 1)
 	queuedCancelled.Spec.Cancel = true
 	queuedCancelled.Status.Conditions = []metav1.Condition{{Type: cairnv1.RestoreConditionQueued, Status: metav1.ConditionTrue,
 		Reason: cairnv1.ReasonWaitingForConcurrencySlot, Message: "waiting", LastTransitionTime: deleted}}
-	newDeleted := testRestore("team-a", "new-deleted", 3, cairnv1.RestorePhaseNew)
+	newDeleted := unittest.Restore("team-a", "new-deleted", 3, cairnv1.RestorePhaseNew)
 	newDeleted.DeletionTimestamp, newDeleted.Finalizers = &deleted, []string{cairnv1.RestoreDataFinalizer}
-	queuedDeleted := queuedRestore("queued-deleted", 4, 2)
+	queuedDeleted := unittest.QueuedRestore("queued-deleted", 4, 2)
 	queuedDeleted.DeletionTimestamp = &deleted
-	kept := queuedRestore("queued-kept", 5, 3)
-	c := newQueueTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()), restoreTestBackup("team-a", "b"),
-		testRestore("cairn-system", "running", 0, cairnv1.RestorePhaseInProgress), newCancelled, queuedCancelled, newDeleted, queuedDeleted, kept)
+	kept := unittest.QueuedRestore("queued-kept", 5, 3)
+	c := unittest.NewClient(t, interceptor.Funcs{}, unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("team-a", "b"),
+		unittest.Restore("cairn-system", "running", 0, cairnv1.RestorePhaseInProgress), newCancelled, queuedCancelled, newDeleted, queuedDeleted, kept)
 	r := newRestoreQueue(c, clk, 1)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
 		t.Fatal(err)
@@ -258,7 +253,7 @@ func TestRestoreQueueEndsCancelledAndDeletedRestores(t *testing.T) {
 		{"new-deleted", lifecycle.FailureReasonRestoreDeleted},
 		{"queued-deleted", lifecycle.FailureReasonRestoreDeleted},
 	} {
-		rs := getRestore(t, c, "team-a", tt.name)
+		rs := unittest.GetRestore(t, c, "team-a", tt.name)
 		if rs.Status.Phase != cairnv1.RestorePhaseFailed || rs.Status.FailureReason != tt.want || rs.Status.QueuePosition != 0 {
 			t.Errorf("%s: phase %s, failureReason %q, position %d; want Failed, %q, 0", tt.name, rs.Status.Phase, rs.Status.FailureReason, rs.Status.QueuePosition, tt.want)
 		}
@@ -274,11 +269,11 @@ func TestRestoreQueueEndsCancelledAndDeletedRestores(t *testing.T) {
 		}
 	}
 	queuePassAfterQuiet(t, r, clk)
-	if rs := getRestore(t, c, "team-a", "queued-kept"); rs.Status.Phase != cairnv1.RestorePhaseQueued || rs.Status.QueuePosition != 1 {
+	if rs := unittest.GetRestore(t, c, "team-a", "queued-kept"); rs.Status.Phase != cairnv1.RestorePhaseQueued || rs.Status.QueuePosition != 1 {
 		t.Errorf("queued-kept: phase %s at %d, want Queued at 1 (renumbered)", rs.Status.Phase, rs.Status.QueuePosition)
 	}
 	cancelled := 0
-	for _, e := range drainEvents(r.Recorder) {
+	for _, e := range unittest.DrainEvents(r.Recorder) {
 		if strings.HasPrefix(e, "Normal Cancelled ") && strings.Contains(e, "before it started: nothing was restored") {
 			cancelled++
 		}
@@ -292,35 +287,35 @@ func TestRestoreQueueEndsCancelledAndDeletedRestores(t *testing.T) {
 // messages; a backup of another namespace is not found; a schedule resolves to its newest
 // Completed backup in the restore's namespace.
 func TestRestoreQueueValidation(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-	manyBad := testRestore("team-a", "many-bad", 1, "")
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+	manyBad := unittest.Restore("team-a", "many-bad", 1, "")
 	manyBad.Spec.BackupName = "gone"
 	manyBad.Spec.IncludedResources = []string{strings.Repeat("X", 2000)}
 	for i := range 24 {
 		manyBad.Spec.IncludedResources = append(manyBad.Spec.IncludedResources, fmt.Sprintf("Bad%d", i))
 	}
-	elsewhere := testRestore("team-a", "elsewhere", 2, "")
+	elsewhere := unittest.Restore("team-a", "elsewhere", 2, "")
 	elsewhere.Spec.BackupName = "only-in-team-b"
-	scheduled := testRestore("team-a", "scheduled", 3, "")
+	scheduled := unittest.Restore("team-a", "scheduled", 3, "")
 	scheduled.Spec = cairnv1.RestoreSpec{ScheduleName: "nightly"}
-	noSchedule := testRestore("team-a", "no-schedule", 4, "")
+	noSchedule := unittest.Restore("team-a", "no-schedule", 4, "")
 	noSchedule.Spec = cairnv1.RestoreSpec{ScheduleName: "weekly"}
 	scheduleBackup := func(namespace, name, schedule string, phase cairnv1.BackupPhase, hours int) *cairnv1.Backup {
-		b := restoreTestBackup(namespace, name)
+		b := unittest.CompletedBackup(namespace, name)
 		b.Labels = map[string]string{cairnv1.ScheduleNameLabel: schedule}
-		b.CreationTimestamp = metav1.NewTime(restoreTestStart.Add(time.Duration(hours) * time.Hour))
+		b.CreationTimestamp = metav1.NewTime(unittest.Epoch.Add(time.Duration(hours) * time.Hour))
 		b.Status.Phase = phase
 		return b
 	}
-	c := newQueueTestClient(t, interceptor.Funcs{}, restoreTestLocation(t.TempDir()),
-		restoreTestBackup("team-b", "only-in-team-b"),
+	c := unittest.NewClient(t, interceptor.Funcs{}, unittest.DefaultLocation(t.TempDir()),
+		unittest.CompletedBackup("team-b", "only-in-team-b"),
 		scheduleBackup("team-a", "nightly-1", "nightly", cairnv1.BackupPhaseCompleted, 1),
 		scheduleBackup("team-a", "nightly-2", "nightly", cairnv1.BackupPhaseCompleted, 2),
 		scheduleBackup("team-a", "nightly-3", "nightly", cairnv1.BackupPhasePartiallyFailed, 3),
 		scheduleBackup("team-a", "hourly-4", "hourly", cairnv1.BackupPhaseCompleted, 4),
 		scheduleBackup("team-b", "nightly-5", "nightly", cairnv1.BackupPhaseCompleted, 5),
 		scheduleBackup("team-a", "weekly-6", "weekly", cairnv1.BackupPhaseFailed, 6),
-		testRestore("cairn-system", "running", 0, cairnv1.RestorePhaseInProgress),
+		unittest.Restore("cairn-system", "running", 0, cairnv1.RestorePhaseInProgress),
 		manyBad, elsewhere, scheduled, noSchedule)
 	r := newRestoreQueue(c, clk, 1)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
@@ -329,7 +324,7 @@ func TestRestoreQueueValidation(t *testing.T) {
 
 	failed := func(name string) *cairnv1.Restore {
 		t.Helper()
-		rs := getRestore(t, c, "team-a", name)
+		rs := unittest.GetRestore(t, c, "team-a", name)
 		if rs.Status.Phase != cairnv1.RestorePhaseFailedValidation || rs.Status.QueuePosition != 0 {
 			t.Errorf("%s: phase %s at %d, want FailedValidation", name, rs.Status.Phase, rs.Status.QueuePosition)
 		}
@@ -365,13 +360,13 @@ func TestRestoreQueueValidation(t *testing.T) {
 		t.Errorf("no-schedule: validationErrors %q", rs.Status.ValidationErrors)
 	}
 
-	rs = getRestore(t, c, "team-a", "scheduled")
+	rs = unittest.GetRestore(t, c, "team-a", "scheduled")
 	if rs.Status.Phase != cairnv1.RestorePhaseQueued || rs.Status.QueuePosition != 1 || rs.Status.BackupName != "nightly-2" || len(rs.Status.ValidationErrors) != 0 {
 		t.Errorf("scheduled: phase %s at %d, backupName %q, validationErrors %q; want Queued at 1 restoring nightly-2",
 			rs.Status.Phase, rs.Status.QueuePosition, rs.Status.BackupName, rs.Status.ValidationErrors)
 	}
 	// The phase change's event (FailedValidation, with the messages) is PhaseWatcher's.
-	for _, e := range drainEvents(r.Recorder) {
+	for _, e := range unittest.DrainEvents(r.Recorder) {
 		if strings.Contains(e, "FailedValidation") {
 			t.Errorf("event %q from the queue itself, want none", e)
 		}
@@ -390,7 +385,7 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 		{name: "the status write fails", wantFinalizer: true, funcs: func(fail *atomic.Bool) interceptor.Funcs {
 			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 				if fail.Load() && obj.GetName() == "a" {
-					return apiUnavailable()
+					return unittest.APIUnavailable()
 				}
 				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 			}}
@@ -398,7 +393,7 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 		{name: "the status write fails once", wantFinalizer: true, funcs: func(fail *atomic.Bool) interceptor.Funcs {
 			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 				if obj.GetName() == "a" && fail.CompareAndSwap(true, false) {
-					return apiUnavailable()
+					return unittest.APIUnavailable()
 				}
 				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 			}}
@@ -406,30 +401,30 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 		{name: "adding the finalizer fails", funcs: func(fail *atomic.Bool) interceptor.Funcs {
 			return interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 				if fail.Load() && obj.GetName() == "a" {
-					return apiUnavailable()
+					return unittest.APIUnavailable()
 				}
 				return c.Patch(ctx, obj, p, opts...)
 			}}
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
+			clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
 			var fail atomic.Bool
 			fail.Store(true)
-			c := newQueueTestClient(t, tt.funcs(&fail), restoreTestLocation(t.TempDir()), restoreTestBackup("cairn-system", "b"),
+			c := unittest.NewClient(t, tt.funcs(&fail), unittest.DefaultLocation(t.TempDir()), unittest.CompletedBackup("cairn-system", "b"),
 				adminRestore("a", 1, ""), adminRestore("b", 2, ""), adminRestore("c", 3, ""))
 			r := newRestoreQueue(c, clk, 1)
 			if _, err := r.Reconcile(context.Background(), queueRequest); err == nil {
 				t.Error("Reconcile = nil, want the failed write's error (for a retry)")
 			}
-			a, b := getRestore(t, c, "cairn-system", "a"), getRestore(t, c, "cairn-system", "b")
+			a, b := unittest.GetRestore(t, c, "cairn-system", "a"), unittest.GetRestore(t, c, "cairn-system", "b")
 			if a.Status.Phase != "" || controllerutil.ContainsFinalizer(a, cairnv1.RestoreDataFinalizer) != tt.wantFinalizer {
 				t.Errorf("a: phase %q, finalizers %q; want it left New for the next pass", a.Status.Phase, a.Finalizers)
 			}
 			if b.Status.Phase != cairnv1.RestorePhaseReadyToStart {
 				t.Errorf("b: phase %s, want ReadyToStart (the free slot)", b.Status.Phase)
 			}
-			if cc := getRestore(t, c, "cairn-system", "c"); cc.Status.Phase != cairnv1.RestorePhaseQueued {
+			if cc := unittest.GetRestore(t, c, "cairn-system", "c"); cc.Status.Phase != cairnv1.RestorePhaseQueued {
 				t.Errorf("c: phase %s, want Queued (behind b)", cc.Status.Phase)
 			}
 
@@ -438,7 +433,7 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 				t.Fatal(err)
 			}
 			queuePassAfterQuiet(t, r, clk)
-			a, cc := getRestore(t, c, "cairn-system", "a"), getRestore(t, c, "cairn-system", "c")
+			a, cc := unittest.GetRestore(t, c, "cairn-system", "a"), unittest.GetRestore(t, c, "cairn-system", "c")
 			if a.Status.Phase != cairnv1.RestorePhaseQueued || a.Status.QueuePosition != 2 || cc.Status.QueuePosition != 1 {
 				t.Errorf("next pass: a %s at %d, c at %d; want a Queued behind c", a.Status.Phase, a.Status.QueuePosition, cc.Status.QueuePosition)
 			}
@@ -450,10 +445,10 @@ func TestRestoreQueueOneFailedWriteDoesNotStopThePass(t *testing.T) {
 // creation order, positions 1..n across the kinds; each waits for the first running or queued
 // entry of either kind that touches its namespaces, else for a slot of its own kind.
 func TestQueueOneLineForBackupsAndRestores(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
 	backup := func(name string, minutes int, phase cairnv1.BackupPhase, namespaces ...string) *cairnv1.Backup {
 		return &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cairn-system", UID: types.UID("uid-backup-" + name), Generation: 1,
-			CreationTimestamp: metav1.NewTime(restoreTestStart.Add(time.Duration(minutes) * time.Minute))},
+			CreationTimestamp: metav1.NewTime(unittest.Epoch.Add(time.Duration(minutes) * time.Minute))},
 			Spec: cairnv1.BackupSpec{IncludedNamespaces: namespaces}, Status: cairnv1.BackupStatus{Phase: phase, StorageLocation: "default"}}
 	}
 	into := func(rs *cairnv1.Restore, mapping map[string]cairnv1.NamespaceName) *cairnv1.Restore {
@@ -462,17 +457,17 @@ func TestQueueOneLineForBackupsAndRestores(t *testing.T) {
 	}
 	// The backup the admin restores read holds shop and db.
 	read := backup("b", 0, cairnv1.BackupPhaseCompleted, "shop", "db")
-	objects := []client.Object{restoreTestLocation(t.TempDir()), read,
+	objects := []client.Object{unittest.DefaultLocation(t.TempDir()), read,
 		backup("running-backup", 0, cairnv1.BackupPhaseInProgress, "shop"),
-		testRestore("cairn-system", "restore-shop", 1, ""), // shop, db: overlaps running-backup
-		backup("backup-db", 2, "", "db"),                   // overlaps restore-shop, queued ahead
-		into(testRestore("cairn-system", "restore-copy", 3, ""), map[string]cairnv1.NamespaceName{"shop": "copy", "db": "copy-db"}), // starts
-		into(testRestore("cairn-system", "restore-other", 4, ""), map[string]cairnv1.NamespaceName{"shop": "other", "db": "other-db"}),
+		unittest.Restore("cairn-system", "restore-shop", 1, ""), // shop, db: overlaps running-backup
+		backup("backup-db", 2, "", "db"),                        // overlaps restore-shop, queued ahead
+		into(unittest.Restore("cairn-system", "restore-copy", 3, ""), map[string]cairnv1.NamespaceName{"shop": "copy", "db": "copy-db"}), // starts
+		into(unittest.Restore("cairn-system", "restore-other", 4, ""), map[string]cairnv1.NamespaceName{"shop": "other", "db": "other-db"}),
 		backup("backup-copy", 5, "", "copy"),
 		backup("backup-free", 6, "", "free"),
 		backup("backup-late", 7, "", "late"),
 	}
-	c := newQueueTestClient(t, interceptor.Funcs{}, objects...)
+	c := unittest.NewClient(t, interceptor.Funcs{}, objects...)
 	r := newRestoreQueue(c, clk, 1)
 	r.ConcurrentBackups = 2
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {

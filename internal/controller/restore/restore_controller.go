@@ -1,4 +1,8 @@
-package controller
+// Package restore holds Reconciler, which runs restores: the owner of a restore's ReadyToStart
+// and InProgress phases (DESIGN.md section 9). The run itself is internal/restore's; the async
+// operations of a restore with nowhere to store them are handed to the restore operations
+// reconciler through Operations, passed in setup.go.
+package restore
 
 import (
 	"context"
@@ -33,14 +37,14 @@ import (
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
-// RestoreReconciler runs restores (DESIGN.md section 9). It owns ReadyToStart and InProgress:
+// Reconciler runs restores (DESIGN.md section 9). It owns ReadyToStart and InProgress:
 // it checks the restore again now (restore.Validate, the location reachable, the backup's commit
 // marker in storage → FailedValidation), picks where the restore's files go, moves it to
 // InProgress and runs it (internal/restore: the run owns the archive, its worker pool and the
 // files end to end), and writes how it ended: Finalizing, FinalizingPartiallyFailed when items
 // failed, Failed on a fatal error. The run lasts as long as the reconcile
 // (MaxConcurrentReconciles = --concurrent-restores).
-type RestoreReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads around the cache, where a stale phase would mislead.
 	APIReader client.Reader
@@ -66,7 +70,7 @@ type RestoreReconciler struct {
 		Hold(uid types.UID, ops []backup.Operation)
 	}
 
-	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
+	// runs is what this process remembers of its runs (lifecycle.RunKind.EndRun, Orphaned).
 	runs lifecycle.Runs[cairnv1.RestoreStatus]
 }
 
@@ -76,7 +80,7 @@ type RestoreReconciler struct {
 
 // Reconcile starts a ReadyToStart restore and runs it; it fails an InProgress restore that no
 // longer runs anywhere.
-func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -96,11 +100,11 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // start moves a ReadyToStart restore on: cancelled or deleted → Failed; a problem with its
 // spec, backup or location → FailedValidation; storage not reachable → a StorageReady=False
 // condition, and Failed once that lasted --phase-timeout; else InProgress, and runs it.
-func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Result, error) {
 	if _, _, ok := lifecycle.Restores.Cancellation(rs); ok {
 		return ctrl.Result{}, lifecycle.Restores.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerRestore, rs)
 	}
-	facts, backupName, err := restoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
+	facts, backupName, err := lifecycle.RestoreValidationFacts(ctx, r.APIReader, r.Namespace, rs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -175,7 +179,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctr
 // backup is committed there, and picks where the restore's files go: the backup's location
 // when it is ReadWrite, else the default location when it is ReadWrite and Available, else
 // nowhere. problem is a reason the restore cannot run; err a failure that may pass.
-func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore, facts restore.ValidationFacts) (source, files *location.Store, filesLocation string, problem, err error) {
+func (r *Reconciler) openStores(ctx context.Context, rs *cairnv1.Restore, facts restore.ValidationFacts) (source, files *location.Store, filesLocation string, problem, err error) {
 	b := facts.Backup
 	var bsl *cairnv1.BackupStorageLocation
 	for i := range facts.Locations {
@@ -218,7 +222,7 @@ func (r *RestoreReconciler) openStores(ctx context.Context, rs *cairnv1.Restore,
 }
 
 // run runs the restore and writes how it ended.
-func (r *RestoreReconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store, writer dynamic.Interface) error {
+func (r *Reconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *cairnv1.Backup, source, files *location.Store, writer dynamic.Interface) error {
 	var mu sync.Mutex // the progress and namespace-wait writes come from the run's goroutines
 	live := rs.DeepCopy()
 	write := func(mutate func(*cairnv1.RestoreStatus)) {
@@ -322,7 +326,7 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 
 // SetupWithManager registers the reconciler for restores in its phases, and the watch that
 // cancels a running restore's context when it shows spec.cancel or a deletion timestamp.
-func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.PhaseTimeout <= 0 {
 		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
 	}

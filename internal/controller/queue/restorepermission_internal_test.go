@@ -1,4 +1,4 @@
-package controller
+package queue
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/unittest"
 )
 
 func TestRestoreAccessReviews(t *testing.T) {
@@ -30,7 +31,7 @@ func TestRestoreAccessReviews(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reviews := restoreAccessReviews(testRestore(tt.namespace, "r", 0, ""), "cairn-system", tt.asRequester)
+			reviews := restoreAccessReviews(unittest.Restore(tt.namespace, "r", 0, ""), "cairn-system", tt.asRequester)
 			if len(reviews) != len(tt.want) {
 				t.Fatalf("%d reviews, want %d", len(reviews), len(tt.want))
 			}
@@ -91,7 +92,7 @@ func TestRestoreAccessProblem(t *testing.T) {
 // SelfSubjectAccessReview; a new restore the operator may not carry out is FailedValidation
 // with the reason, one it may carry out is queued.
 func TestRestoreQueueFailsARestoreTheOperatorMayNotCarryOut(t *testing.T) {
-	clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
+	clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
 	// The operator may create in team-a only, as a Role there would let it.
 	authorizer := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 		review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
@@ -101,22 +102,22 @@ func TestRestoreQueueFailsARestoreTheOperatorMayNotCarryOut(t *testing.T) {
 		review.Status.Allowed = review.Spec.ResourceAttributes.Namespace == "team-a"
 		return nil
 	}}
-	c := newQueueTestClient(t, authorizer, restoreTestLocation(t.TempDir()),
-		restoreTestBackup("cairn-system", "b"), restoreTestBackup("team-a", "b"),
-		adminRestore("everywhere", 1, ""), testRestore("team-a", "own", 2, ""))
+	c := unittest.NewClient(t, authorizer, unittest.DefaultLocation(t.TempDir()),
+		unittest.CompletedBackup("cairn-system", "b"), unittest.CompletedBackup("team-a", "b"),
+		adminRestore("everywhere", 1, ""), unittest.Restore("team-a", "own", 2, ""))
 	r := newRestoreQueue(c, clk, 1)
-	r.RestoreAccess = restoreAccess(c, r.Namespace, nil)
+	r.RestoreAccess = RestoreAccess(c, r.Namespace, nil)
 	if _, err := r.Reconcile(context.Background(), queueRequest); err != nil {
 		t.Fatal(err)
 	}
 
-	rs := getRestore(t, c, "cairn-system", "everywhere")
+	rs := unittest.GetRestore(t, c, "cairn-system", "everywhere")
 	if rs.Status.Phase != cairnv1.RestorePhaseFailedValidation || len(rs.Status.ValidationErrors) != 1 ||
 		!strings.Contains(rs.Status.ValidationErrors[0], "rbac.mode backupOnly") {
 		t.Errorf("everywhere: phase %s, validationErrors %q; want FailedValidation saying the operator may only back up",
 			rs.Status.Phase, rs.Status.ValidationErrors)
 	}
-	rs = getRestore(t, c, "team-a", "own")
+	rs = unittest.GetRestore(t, c, "team-a", "own")
 	if rs.Status.Phase == cairnv1.RestorePhaseFailedValidation {
 		t.Errorf("own: FailedValidation %q, want it queued", rs.Status.ValidationErrors)
 	}

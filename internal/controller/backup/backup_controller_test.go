@@ -1,4 +1,4 @@
-package controller_test
+package backup_test
 
 import (
 	"bytes"

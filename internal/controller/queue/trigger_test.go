@@ -1,4 +1,4 @@
-package controller
+package queue_test
 
 import (
 	"testing"
@@ -8,8 +8,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/queue"
 )
 
+// TestQueueTrigger: the backup updates that wake the queue, with the deletion's rule for a
+// location's deletion lock as setup.go passes it.
 func TestQueueTrigger(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC))
 	backup := func(phase cairnv1.BackupPhase, edit func(*cairnv1.Backup)) *cairnv1.Backup {
@@ -48,7 +52,7 @@ func TestQueueTrigger(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := queueTrigger().Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.cur}); got != tt.want {
+			if got := queue.BackupTrigger(controller.RemovingData).Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.cur}); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})

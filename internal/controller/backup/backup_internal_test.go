@@ -1,4 +1,4 @@
-package controller
+package backup
 
 import (
 	"context"
@@ -20,7 +20,13 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
+
+// openGate lets a reconciler made by a test run at once.
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
 
 // readyToStart is a backup the queue dequeued at entered, for location loc.
 func readyToStart(namespace string, spec cairnv1.BackupSpec, loc string, entered time.Time) *cairnv1.Backup {
@@ -32,12 +38,12 @@ func readyToStart(namespace string, spec cairnv1.BackupSpec, loc string, entered
 	}
 }
 
-func newBackupReconciler(t *testing.T, clk *clocktesting.FakeClock, funcs interceptor.Funcs, objects ...client.Object) (*BackupReconciler, client.Client) {
+func newBackupReconciler(t *testing.T, clk *clocktesting.FakeClock, funcs interceptor.Funcs, objects ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objects...).
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objects...).
 		WithStatusSubresource(&cairnv1.Backup{}).WithInterceptorFuncs(funcs).Build()
-	r := &BackupReconciler{Client: c, APIReader: c, Namespace: "cairn-system", Stores: stores.Stores{Client: c, Namespace: "cairn-system"},
-		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, logs: &lifecycle.LogUploads{}}
+	r := &Reconciler{Client: c, APIReader: c, Namespace: "cairn-system", Stores: stores.Stores{Client: c, Namespace: "cairn-system"},
+		Clock: clk, Recorder: events.NewFakeRecorder(100), Gate: openGate{}, PhaseTimeout: time.Hour, Logs: &lifecycle.LogUploads{}}
 	return r, c
 }
 
@@ -175,6 +181,32 @@ func TestStartTellsTenantsNothingOfTheLocation(t *testing.T) {
 			}
 			if hides := !strings.Contains(msg, "10.1.2.3") && !strings.Contains(msg, "s3-creds"); hides != tt.wantHides {
 				t.Errorf("validationErrors = %q: hides the location's details = %v, want %v", msg, hides, tt.wantHides)
+			}
+		})
+	}
+}
+
+func TestExpirationOf(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
+	ttl := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	tests := []struct {
+		name       string
+		ttl        *metav1.Duration
+		defaultTTL time.Duration
+		want       *time.Time
+	}{
+		{name: "ttl set", ttl: ttl(3 * time.Second), defaultTTL: 720 * time.Hour, want: new(start.Add(3 * time.Second))},
+		{name: "no ttl: the default", defaultTTL: 24 * time.Hour, want: new(start.Add(24 * time.Hour))},
+		{name: "ttl 0s: never", ttl: ttl(0), defaultTTL: 720 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := expirationOf(&cairnv1.Backup{Spec: cairnv1.BackupSpec{TTL: tt.ttl}}, start, tt.defaultTTL)
+			switch {
+			case tt.want == nil && got != nil:
+				t.Errorf("got %s, want no expiration", got)
+			case tt.want != nil && (got == nil || !got.Time.Equal(*tt.want)):
+				t.Errorf("got %v, want %s", got, tt.want)
 			}
 		})
 	}

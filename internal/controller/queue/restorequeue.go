@@ -1,12 +1,9 @@
-package controller
+package queue
 
 import (
 	"context"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -14,14 +11,13 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
-	"github.com/cairn-backup/cairn/internal/restore"
 )
 
 // leaveRestore is leave for a restore: a New one gets its finalizer first (the restore
 // finalizer removes its files before the object goes), then a cancelled or deleted one →
-// Failed (runKind.endBeforeStart), one that does not validate → FailedValidation with the
-// backup it names. It reports whether the restore left the queue.
-func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
+// Failed (lifecycle.RunKind.EndBeforeStart), one that does not validate → FailedValidation
+// with the backup it names. It reports whether the restore left the queue.
+func (r *Reconciler) leaveRestore(ctx context.Context, pass *queuePass, c candidate) (bool, error) {
 	rs := c.restore
 	if rs.EffectivePhase() == cairnv1.RestorePhaseNew && rs.DeletionTimestamp == nil {
 		if err := addFinalizer(ctx, r.Client, rs, cairnv1.RestoreDataFinalizer); err != nil {
@@ -50,44 +46,10 @@ func (r *BackupQueueReconciler) leaveRestore(ctx context.Context, pass *queuePas
 	return true, err
 }
 
-// restoreValidationFacts fetches what restore.Validate needs: the restore's backup (by name,
-// or the newest Completed one of its schedule) and the storage locations. backupName is the
-// backup the restore reads ("" when a schedule has none).
-func restoreValidationFacts(ctx context.Context, c client.Reader, operatorNamespace string, rs *cairnv1.Restore) (facts restore.ValidationFacts, backupName string, err error) {
-	if rs.Spec.ScheduleName != "" {
-		var backups cairnv1.BackupList
-		if err := c.List(ctx, &backups, client.InNamespace(rs.Namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: rs.Spec.ScheduleName}); err != nil {
-			return facts, "", err
-		}
-		facts.Backup = restore.NewestScheduleBackup(backups.Items)
-	} else {
-		var b cairnv1.Backup
-		err := c.Get(ctx, types.NamespacedName{Namespace: rs.Namespace, Name: rs.Spec.BackupName}, &b)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return facts, "", err
-		default:
-			facts.Backup = &b
-		}
-	}
-	if facts.Backup != nil {
-		backupName = facts.Backup.Name
-	} else {
-		backupName = rs.Spec.BackupName
-	}
-	var locations cairnv1.BackupStorageLocationList
-	if err := c.List(ctx, &locations, client.InNamespace(operatorNamespace)); err != nil {
-		return facts, "", err
-	}
-	facts.Locations = locations.Items
-	return facts, backupName, nil
-}
-
-// restoreQueueTrigger passes the restore events that can change the queue: creations and
+// restoreTrigger passes the restore events that can change the queue: creations and
 // deletions, phase changes, a cancel, a deletion request, and any update of a New restore (not
 // a running restore's progress).
-func restoreQueueTrigger() predicate.Predicate {
+func restoreTrigger() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return true },
 		DeleteFunc: func(event.DeleteEvent) bool { return true },

@@ -1,4 +1,7 @@
-package controller
+// Package backup holds Reconciler, which runs backups: the owner of a backup's ReadyToStart and
+// InProgress phases (DESIGN.md section 4). The run itself is internal/backup's; what it shares
+// with the finalizer (the cancelled runs whose log upload is in flight) is passed in setup.go.
+package backup
 
 import (
 	"context"
@@ -12,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,10 +36,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// DefaultProgressInterval is how often a running backup's progress is written, at most.
-const DefaultProgressInterval = backup.DefaultProgressInterval
-
-// BackupReconciler runs backups (DESIGN.md section 4). It owns ReadyToStart and InProgress: it
+// Reconciler runs backups (DESIGN.md section 4). It owns ReadyToStart and InProgress: it
 // checks the storage location and the tenancy rule again (→ FailedValidation), moves the backup
 // to InProgress and starts its run (internal/backup: the run owns its discovery, worker pool,
 // archive, side files, log and progress end to end), observes how the run ended and writes it:
@@ -43,7 +44,7 @@ const DefaultProgressInterval = backup.DefaultProgressInterval
 // Finalizing[PartiallyFailed]; FinalizingCancelled when cancelled; Failed on a fatal error. The
 // run lasts as long as the reconcile (MaxConcurrentReconciles = --concurrent-backups); a cancel
 // reaches it through a watch event, which cancels its context.
-type BackupReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads around the cache, where a stale phase would mislead.
 	APIReader client.Reader
@@ -64,10 +65,14 @@ type BackupReconciler struct {
 	PhaseTimeout time.Duration
 	// DefaultBackupTTL is the ttl of a backup without spec.ttl (--default-backup-ttl).
 	DefaultBackupTTL time.Duration
-	// logs is shared with the finalizer: the cancelled runs whose log upload is in flight.
-	logs *lifecycle.LogUploads
+	// Logs is told while a cancelled run's log upload is in flight, so that the finalizer
+	// appends to that log only after it: setup.go passes both the same lifecycle.LogUploads.
+	Logs interface {
+		Hold(uid types.UID)
+		Release(uid types.UID)
+	}
 
-	// runs is what this process remembers of its runs (runKind.endRun, runKind.orphaned).
+	// runs is what this process remembers of its runs (lifecycle.RunKind.EndRun, Orphaned).
 	runs lifecycle.Runs[cairnv1.BackupStatus]
 }
 
@@ -77,7 +82,7 @@ type BackupReconciler struct {
 
 // Reconcile starts a ReadyToStart backup and runs it; it fails an InProgress backup that no
 // longer runs anywhere.
-func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -97,7 +102,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // start moves a ReadyToStart backup on: cancelled → Failed; bad location or tenancy →
 // FailedValidation; storage not reachable → a StorageReady=False condition saying why, and
 // Failed once that lasted --phase-timeout (the slot is freed); else InProgress, and runs it.
-func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
 	if _, _, ok := lifecycle.Backups.Cancellation(b); ok {
 		return ctrl.Result{}, lifecycle.Backups.EndBeforeStart(ctx, r.Client, r.Clock, r.Recorder, phases.OwnerBackup, b)
@@ -170,7 +175,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 // configuration is wrong, or it already holds a committed backup of that namespace and name
 // made by another Backup object (one deleted with cairn.dev/keep-data, or another cluster's),
 // which writing would overwrite. err is a failure that may pass.
-func (r *BackupReconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) (store *location.Store, problem, err error) {
+func (r *Reconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation) (store *location.Store, problem, err error) {
 	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
 	store, err = r.Stores.Open(ctx, bsl)
@@ -196,7 +201,7 @@ func (r *BackupReconciler) openFor(ctx context.Context, b *cairnv1.Backup, bsl *
 // usableLocation finds the backup's storage location. problem says what keeps it from being
 // used (lifecycle.ErrLocationNotValidated for a location still waiting for its first validation); err is a
 // failure to read.
-func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup) (bsl *cairnv1.BackupStorageLocation, problem, err error) {
+func (r *Reconciler) usableLocation(ctx context.Context, b *cairnv1.Backup) (bsl *cairnv1.BackupStorageLocation, problem, err error) {
 	var locations cairnv1.BackupStorageLocationList
 	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
 		return nil, nil, err
@@ -221,7 +226,7 @@ func (r *BackupReconciler) usableLocation(ctx context.Context, b *cairnv1.Backup
 
 // run runs an InProgress backup to the end of InProgress and writes how it ended. runCtx is
 // the run's own context, which a cancel ends; every write here uses ctx.
-func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store, actAs *authenticationv1.UserInfo) error {
+func (r *Reconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *cairnv1.BackupStorageLocation, store *location.Store, actAs *authenticationv1.UserInfo) error {
 	req := backup.Request{
 		Backup: b.DeepCopy(), OperatorNamespace: r.Namespace, LocationName: bsl.Name,
 		Store: store, Keys: store.Layout.Backup(b.Namespace, b.Name),
@@ -270,9 +275,9 @@ func (r *BackupReconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, b
 // run finish what it leaves for after: its operations cancelled and its log uploaded (each call
 // bounded). The finalizer, which removes the data meanwhile, appends to that log only once the
 // upload is over.
-func (r *BackupReconciler) endCancelledRun(ctx context.Context, b *cairnv1.Backup, res *backup.Result, write func(*cairnv1.BackupStatus)) error {
-	r.logs.Hold(b.UID)
-	defer r.logs.Release(b.UID)
+func (r *Reconciler) endCancelledRun(ctx context.Context, b *cairnv1.Backup, res *backup.Result, write func(*cairnv1.BackupStatus)) error {
+	r.Logs.Hold(b.UID)
+	defer r.Logs.Release(b.UID)
 	err := lifecycle.Backups.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, b, write, nil)
 	reason, failureReason := lifecycle.Backups.StopReasons(b)
 	if err == nil {
@@ -287,7 +292,7 @@ func (r *BackupReconciler) endCancelledRun(ctx context.Context, b *cairnv1.Backu
 
 // writeProgress writes a running backup's progress; the run calls it at most once per
 // progress interval. A failed write is only logged: the next one carries newer counts.
-func (r *BackupReconciler) writeProgress(ctx context.Context, b *cairnv1.Backup, done, total int64) {
+func (r *Reconciler) writeProgress(ctx context.Context, b *cairnv1.Backup, done, total int64) {
 	current := b.DeepCopy()
 	patch := client.MergeFrom(current.DeepCopy())
 	current.Status.Progress = cairnv1.NewBackupProgress(done, total)
@@ -296,12 +301,23 @@ func (r *BackupReconciler) writeProgress(ctx context.Context, b *cairnv1.Backup,
 	}
 }
 
+// expirationOf is when a backup starting at start expires: start + spec.ttl, or + defaultTTL
+// when it has none; nil for a ttl of 0, which never expires.
+func expirationOf(b *cairnv1.Backup, start metav1.Time, defaultTTL time.Duration) *metav1.Time {
+	ttl := b.Spec.GetTTL(defaultTTL)
+	if ttl <= 0 {
+		return nil
+	}
+	expiration := metav1.NewTime(start.Add(ttl))
+	return &expiration
+}
+
 // SetupWithManager registers the reconciler for backups in its phases, and a watch that
 // cancels a running backup's context the moment the backup shows spec.cancel or a deletion
 // timestamp (the reconcile is busy running it, so its own events cannot reach it).
-func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.logs == nil {
-		r.logs = &lifecycle.LogUploads{}
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Logs == nil {
+		r.Logs = &lifecycle.LogUploads{}
 	}
 	if r.PhaseTimeout <= 0 {
 		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
