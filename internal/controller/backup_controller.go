@@ -22,6 +22,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/controller/expiry"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
@@ -150,7 +151,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 
 	runCtx, done := r.runs.Track(ctx, b.UID)
 	defer done()
-	expiration := expirationOf(b, now, r.DefaultBackupTTL)
+	expiration := expiry.Expiration(b, now, r.DefaultBackupTTL)
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now

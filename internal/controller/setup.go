@@ -25,6 +25,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/expiry"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
@@ -338,7 +339,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
 		}},
-		{"gc", &GCReconciler{
+		{"gc", &expiry.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			Clock:     cfg.Clock,

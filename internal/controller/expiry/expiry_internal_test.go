@@ -1,4 +1,4 @@
-package controller
+package expiry
 
 import (
 	"strings"
@@ -65,7 +65,7 @@ func TestDecideExpiry(t *testing.T) {
 	}
 }
 
-func TestExpirationOf(t *testing.T) {
+func TestExpiration(t *testing.T) {
 	start := metav1.NewTime(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
 	ttl := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	tests := []struct {
@@ -80,7 +80,7 @@ func TestExpirationOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := expirationOf(&cairnv1.Backup{Spec: cairnv1.BackupSpec{TTL: tt.ttl}}, start, tt.defaultTTL)
+			got := Expiration(&cairnv1.Backup{Spec: cairnv1.BackupSpec{TTL: tt.ttl}}, start, tt.defaultTTL)
 			switch {
 			case tt.want == nil && got != nil:
 				t.Errorf("got %s, want no expiration", got)
