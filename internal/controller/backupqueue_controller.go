@@ -29,6 +29,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/deletion"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/queue"
@@ -295,7 +296,7 @@ func (r *BackupQueueReconciler) fetch(ctx context.Context) (*queuePass, error) {
 	for i := range backups.Items {
 		b := &backups.Items[i]
 		byName[client.ObjectKeyFromObject(b)] = b
-		if loc := b.Status.StorageLocation; loc != "" && removingData(b) {
+		if loc := b.Status.StorageLocation; loc != "" && deletion.RemovingData(b) {
 			if _, seen := pass.deleting[loc]; !seen {
 				pass.deleting[loc] = lifecycle.ObjectName(b)
 			}
@@ -784,8 +785,8 @@ func (r *BackupQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // queueTrigger passes the backup events that can change the queue: creations and deletions,
 // phase changes (a backup entering Queued, leaving InProgress or ReadyToStart, a deletion
 // ending), a cancel, a deletion request, a backup taking or releasing its location's deletion
-// lock (removingData: also when its deletion comes to wait for a restore), and any update of a
-// New backup.
+// lock (deletion.RemovingData: also when its deletion comes to wait for a restore), and any
+// update of a New backup.
 func queueTrigger() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
@@ -802,7 +803,7 @@ func queueTrigger() predicate.Predicate {
 			return old.Status.Phase != cur.Status.Phase ||
 				old.Spec.Cancel != cur.Spec.Cancel ||
 				(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
-				removingData(old) != removingData(cur) ||
+				deletion.RemovingData(old) != deletion.RemovingData(cur) ||
 				cur.EffectivePhase() == cairnv1.BackupPhaseNew
 		},
 		GenericFunc: func(event.GenericEvent) bool { return true },

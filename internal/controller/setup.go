@@ -25,6 +25,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/deletion"
 	"github.com/cairn-backup/cairn/internal/controller/expiry"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
@@ -290,7 +291,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 
 			MaxArchiveEntrySize: cfg.MaxArchiveEntrySize,
 		}},
-		{"deletion", &DeletionReconciler{
+		{"deletion", &deletion.Reconciler{
 			Client:     mgr.GetClient(),
 			Dynamic:    dyn,
 			Stores:     st,

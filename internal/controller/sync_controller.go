@@ -482,10 +482,3 @@ func syncNameConflict(catalog *backupsync.Catalog, b *cairnv1.Backup, name strin
 	}
 	return nil
 }
-
-// dataMissing reports whether sync from storage found the backup's data gone from its
-// location (DataAvailable=False): the deletion reconciler then lets it go without a storage call.
-func dataMissing(b *cairnv1.Backup) bool {
-	_, missing := backupsync.DataMissing(b)
-	return missing
-}

@@ -1,4 +1,8 @@
-package controller
+// Package deletion removes the data of deleted backups: the deletion reconciler, owner of
+// Deleting and DeletionFailed (DESIGN.md sections 1 and 6). Its decisions (nextDeletionStep,
+// RemovingData) are pure functions of the backup and of what this process remembers of its
+// deletions; RemovingData is also the queue's deletion lock on a location (DESIGN.md section 3).
+package deletion
 
 import (
 	"context"
@@ -13,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 )
 
@@ -164,12 +169,12 @@ func nextDeletionStep(in deletionInput) (deletionStep, string) {
 	return stepFail, messageNoDeletionInProgress
 }
 
-// removingData reports whether a backup's data may be being removed from its location, which
+// RemovingData reports whether a backup's data may be being removed from its location, which
 // holds the queue's deletion lock on that location (DESIGN.md section 3): Deleting, or a
 // terminal backup with a deletion timestamp and the data finalizer, whose first deletion shows
 // Deleting only after deletingShownAfter. Not when nothing of it is removed: it never started,
 // keeps its data, its data is already missing, or it waits for a restore.
-func removingData(b *cairnv1.Backup) bool {
+func RemovingData(b *cairnv1.Backup) bool {
 	in := deletionInputOf(b, time.Time{})
 	return in.Phase == cairnv1.BackupPhaseDeleting ||
 		in.Phase.IsTerminal() && in.Deleted && in.HasData && !in.KeepData && !in.DataMissing && !in.Blocked
@@ -178,12 +183,13 @@ func removingData(b *cairnv1.Backup) bool {
 // deletionInputOf is what the backup itself says for nextDeletionStep, at now; the deletion
 // record and the restore reading it are the reconciler's to add.
 func deletionInputOf(b *cairnv1.Backup, now time.Time) deletionInput {
+	_, dataMissing := backupsync.DataMissing(b)
 	return deletionInput{
 		Phase:       b.Status.Phase,
 		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer),
 		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
 		HasData:     b.Status.StartTimestamp != nil,
-		DataMissing: dataMissing(b), // sync from storage: the data is gone, nothing to delete
+		DataMissing: dataMissing, // sync from storage: the data is gone, nothing to delete
 		NextAttempt: b.Status.NextDeletionAttempt,
 		Blocked:     meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked),
 		Now:         now,
