@@ -28,6 +28,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/deletion"
 	"github.com/cairn-backup/cairn/internal/controller/expiry"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -59,7 +60,7 @@ type Config struct {
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
-	// DefaultItemOperationSyncFrequency.
+	// operations.DefaultSyncFrequency.
 	ItemOperationSyncFrequency time.Duration
 	// ProgressInterval is how often a running backup's progress is written, at most; 0 means
 	// DefaultProgressInterval.
@@ -145,7 +146,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.ItemOperationSyncFrequency <= 0 {
-		cfg.ItemOperationSyncFrequency = DefaultItemOperationSyncFrequency
+		cfg.ItemOperationSyncFrequency = operations.DefaultSyncFrequency
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
@@ -197,8 +198,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	logs := &lifecycle.LogUploads{}
 	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
 	// The operations of restores that have no location for their files: handed over from the
-	// restore reconciler to the restore operations reconciler (heldOperations says why).
-	heldOps := &heldOperations{}
+	// restore reconciler to the restore operations reconciler (operations.Held says why).
+	heldOps := &operations.Held{}
 	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout, MaxEntrySize: cfg.MaxArchiveEntrySize}
@@ -223,7 +224,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	backupCancelWarning, restoreCancelWarning := newCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
 	// One operations reconciler, with each kind's adapter, set up under each kind's name.
-	backupOps := &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
+	backupOps := &operations.Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
 		Client:        mgr.GetClient(),
 		Stores:        st,
 		Clock:         cfg.Clock,
@@ -231,9 +232,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Gate:          recovery,
 		SyncFrequency: cfg.ItemOperationSyncFrequency,
 		PhaseTimeout:  cfg.PhaseTimeout,
-		kind:          backupOperations(registry),
+		Kind:          operations.Backups(registry),
 	}
-	restoreOps := &OperationsReconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
+	restoreOps := &operations.Reconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
 		Client:        mgr.GetClient(),
 		Stores:        st,
 		Clock:         cfg.Clock,
@@ -241,7 +242,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Gate:          recovery,
 		SyncFrequency: cfg.ItemOperationSyncFrequency,
 		PhaseTimeout:  cfg.PhaseTimeout,
-		kind:          restoreOperations(restoreActions, heldOps),
+		Kind:          operations.Restores(restoreActions, heldOps),
 	}
 	reconcilers := []namedReconciler{
 		{"queue", &BackupQueueReconciler{

@@ -1,4 +1,4 @@
-package controller_test
+package operations_test
 
 import (
 	"context"
@@ -38,6 +38,8 @@ import (
 var (
 	volumeSnapshotGVK        = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshot"}
 	volumeSnapshotContentGVK = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshotContent"}
+	pvcGVK                   = schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
+	nsGVK                    = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 )
 
 // slowRestoreAction takes 50 ms over each ConfigMap restored into a namespace whose name begins
