@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/deletion"
 	"github.com/cairn-backup/cairn/internal/controller/expiry"
+	"github.com/cairn-backup/cairn/internal/controller/finalizer"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
@@ -195,6 +196,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Discovery: disco, Workers: cfg.ItemBlockWorkerCount,
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
+	// The cancelled runs whose log upload is in flight: the backup reconciler holds them, the
+	// finalizer waits for them before it appends to that log (finalizer.LogUploads).
 	logs := &lifecycle.LogUploads{}
 	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
 	// The operations of restores that have no location for their files: handed over from the
@@ -274,7 +277,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			logs:              logs,
 		}},
 		{backupOps.Name(), backupOps},
-		{"finalizer", &FinalizerReconciler{
+		{"finalizer", &finalizer.BackupReconciler{
 			Client:            mgr.GetClient(),
 			Namespace:         cfg.Namespace,
 			Runner:            runner,
@@ -288,7 +291,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			CleanupBackoffMin: cfg.RetryBackoffMin,
 			CleanupBackoffMax: cfg.RetryBackoffMax,
 			PhaseTimeout:      cfg.PhaseTimeout,
-			logs:              logs,
+			Logs:              logs,
 
 			MaxArchiveEntrySize: cfg.MaxArchiveEntrySize,
 		}},
@@ -317,7 +320,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Operations:         heldOps,
 		}},
 		{restoreOps.Name(), restoreOps},
-		{"restorefinalizer", &RestoreFinalizerReconciler{
+		{"restorefinalizer", &finalizer.RestoreReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			Stores:    st,
