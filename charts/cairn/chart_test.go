@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -152,7 +152,7 @@ func addChartObjects(t *testing.T, doc []byte, namespace string, docs map[string
 	if err := yaml.UnmarshalStrict(doc, &cm); err != nil {
 		t.Fatal(err)
 	}
-	objects, err := controller.DecodeChartObjects(cm.Data[controller.ChartObjectsKey], namespace)
+	objects, err := chartobjects.Decode(cm.Data[chartobjects.ConfigMapKey], namespace)
 	if err != nil {
 		t.Fatalf("ConfigMap %s: the manager refuses its objects: %v", cm.Name, err)
 	}

@@ -15,6 +15,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
@@ -104,7 +105,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Where restores unpack their backup's archive while they run (default: the system's temporary directory); it needs room for the largest archive, uncompressed.")
 	fs.DurationVar(&o.defaultBackupTTL, "default-backup-ttl", cairnv1.DefaultBackupTTL,
 		"How long a backup without spec.ttl is kept before it expires and is deleted (a backup's ttl: 0s keeps it forever).")
-	fs.DurationVar(&o.backupSyncPeriod, "backup-sync-period", controller.DefaultBackupSyncPeriod,
+	fs.DurationVar(&o.backupSyncPeriod, "backup-sync-period", backupsync.DefaultPeriod,
 		"How often the committed backups of a storage location without spec.backupSyncPeriod are synced into the cluster (0s: never).")
 	fs.StringVar(&o.downloadAddr, "download-bind-address", ":8086",
 		"Address of the download server that serves filesystem locations' files to signed DownloadRequest URLs; 0 disables it.")

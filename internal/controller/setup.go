@@ -25,13 +25,18 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
+	synccontroller "github.com/cairn-backup/cairn/internal/controller/backupsync"
+	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
 	"github.com/cairn-backup/cairn/internal/controller/deletion"
+	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/controller/expiry"
 	"github.com/cairn-backup/cairn/internal/controller/finalizer"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/operations"
+	"github.com/cairn-backup/cairn/internal/controller/readiness"
+	"github.com/cairn-backup/cairn/internal/controller/schedule"
+	"github.com/cairn-backup/cairn/internal/controller/storagelocation"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
-	"github.com/cairn-backup/cairn/internal/download"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -101,7 +106,7 @@ type Config struct {
 	// means cairnv1.DefaultBackupTTL.
 	DefaultBackupTTL time.Duration
 	// BackupSyncPeriod is how often a location without spec.backupSyncPeriod is synced from
-	// storage (--backup-sync-period): 0 never; nil means DefaultBackupSyncPeriod.
+	// storage (--backup-sync-period): 0 never; nil means the sync reconciler's DefaultPeriod.
 	BackupSyncPeriod *time.Duration
 	// DownloadBindAddress is where the download server for filesystem locations listens
 	// (--download-bind-address); "" or "0" runs none.
@@ -112,7 +117,7 @@ type Config struct {
 	// DownloadSigningKey signs the download server's URLs (--download-signing-key-file); nil
 	// means a random key of this process.
 	DownloadSigningKey []byte
-	// DownloadRequestTTL is how long a download URL works; 0 means DefaultDownloadRequestTTL.
+	// DownloadRequestTTL is how long a download URL works; 0 means download.DefaultRequestTTL.
 	DownloadRequestTTL time.Duration
 	// ChartObjects names the ConfigMap of the chart's storage locations and schedules, in
 	// Namespace (--chart-objects); "" means none.
@@ -174,9 +179,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Backups),
 		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Restores),
 	}
-	var chartObjects *ChartObjectsReconciler
+	var chartObjects *chartobjects.Reconciler
 	if cfg.ChartObjects != "" && (len(cfg.Controllers) == 0 || slices.Contains(cfg.Controllers, "chartobjects")) {
-		chartObjects = &ChartObjectsReconciler{
+		chartObjects = &chartobjects.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			ConfigMap: cfg.ChartObjects,
@@ -209,11 +214,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	// The names committed in each location that no backup of the cluster stands for: the sync
 	// writes them, the queue checks new backups against them.
 	catalog := &backupsync.Catalog{}
-	syncPeriod := DefaultBackupSyncPeriod
+	syncPeriod := synccontroller.DefaultPeriod
 	if cfg.BackupSyncPeriod != nil {
 		syncPeriod = *cfg.BackupSyncPeriod
 	}
-	signer, downloadBase, err := startDownloadServer(mgr, cfg, st)
+	signer, downloadBase, err := download.StartServer(mgr, cfg.DownloadBindAddress, cfg.DownloadURLBase, cfg.DownloadSigningKey, cfg.Clock, st)
 	if err != nil {
 		return err
 	}
@@ -225,7 +230,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
 		Clock: cfg.Clock,
 	}
-	backupCancelWarning, restoreCancelWarning := newCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
+	backupCancelWarning, restoreCancelWarning := readiness.NewCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
 	// One operations reconciler, with each kind's adapter, set up under each kind's name.
 	backupOps := &operations.Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
 		Client:        mgr.GetClient(),
@@ -330,14 +335,14 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}},
 		{backupCancelWarning.Name, backupCancelWarning},
 		{restoreCancelWarning.Name, restoreCancelWarning},
-		{"schedule", &ScheduleReconciler{
+		{"schedule", &schedule.Reconciler{
 			Requesters: requesters,
 			Client:     mgr.GetClient(),
 			Namespace:  cfg.Namespace,
 			Clock:      cfg.Clock,
 			Recorder:   mgr.GetEventRecorder("cairn-schedule"),
 		}},
-		{"storagelocation", &BackupStorageLocationReconciler{
+		{"storagelocation", &storagelocation.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			Stores:    st,
@@ -351,7 +356,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Recorder:  mgr.GetEventRecorder("cairn-gc"),
 			Gate:      recovery,
 		}},
-		{"sync", &SyncReconciler{
+		{"sync", &synccontroller.Reconciler{
 			Client:        mgr.GetClient(),
 			Namespace:     cfg.Namespace,
 			DefaultPeriod: syncPeriod,
@@ -361,7 +366,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Gate:          recovery,
 			Catalog:       catalog,
 		}},
-		{"downloadrequest", &DownloadRequestReconciler{
+		{"downloadrequest", &download.Reconciler{
 			Requesters:   requesters,
 			Client:       mgr.GetClient(),
 			Namespace:    cfg.Namespace,
@@ -371,8 +376,8 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			TTL:          cfg.DownloadRequestTTL,
 			Stores:       st,
 		}},
-		{"readiness", newReadinessReconcilers(mgr.GetClient(), cfg.Clock)},
-		{"phaseevents", &PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
+		{"readiness", readiness.NewReconcilers(mgr.GetClient(), cfg.Clock)},
+		{"phaseevents", &readiness.PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
 	}
 	if chartObjects != nil {
 		reconcilers = append(reconcilers, namedReconciler{"chartobjects", chartObjects})
@@ -388,36 +393,6 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	return nil
-}
-
-// startDownloadServer binds the download server when cfg asks for one and adds it to mgr,
-// which serves on every replica; it returns the signer of its URLs and the base clients reach
-// it by (nil and "" without a server). Without cfg.DownloadSigningKey the key is new in every
-// process: a URL works only on the replica that signed it, until it restarts.
-func startDownloadServer(mgr ctrl.Manager, cfg Config, st stores.Stores) (*download.Signer, string, error) {
-	if cfg.DownloadBindAddress == "" || cfg.DownloadBindAddress == "0" {
-		return nil, "", nil
-	}
-	var signer *download.Signer
-	var err error
-	if cfg.DownloadSigningKey != nil {
-		signer, err = download.NewSigner(cfg.DownloadSigningKey)
-	} else {
-		signer, err = download.NewRandomSigner()
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	srv, err := download.Listen(cfg.DownloadBindAddress, cfg.DownloadURLBase)
-	if err != nil {
-		return nil, "", err
-	}
-	srv.Signer, srv.Open, srv.Clock = signer, st.OpenForDownload, cfg.Clock
-	srv.Log = mgr.GetLogger().WithName("download")
-	if err := mgr.Add(srv); err != nil {
-		return nil, "", fmt.Errorf("adding the download server: %w", err)
-	}
-	return signer, srv.Base(), nil
 }
 
 // CacheOptions limits the manager's cache to what Cairn reads: storage locations and Secrets

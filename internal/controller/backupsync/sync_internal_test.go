@@ -1,4 +1,4 @@
-package controller
+package backupsync
 
 import (
 	"context"
@@ -26,7 +26,13 @@ import (
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
+
+// openGate is a startup recovery that has already run.
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
 
 // A synced backup whose status the API server refuses (a marker Cairn did not write) ends in
 // FailedValidation saying why, and the pass goes on with the others to its end.
@@ -54,10 +60,7 @@ func TestSyncPassGoesOnWhenAStatusIsRefused(t *testing.T) {
 			Config: map[string]string{cairnv1.ConfigKeyPath: dir}, BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}},
 		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
 	team := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
-	scheme := testScheme(t)
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testenv.Scheme()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bsl, team).
 		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -69,7 +72,7 @@ func TestSyncPassGoesOnWhenAStatusIsRefused(t *testing.T) {
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()
-	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
+	r := &Reconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
 		Stores: stores.Stores{Client: c, Namespace: "cairn-system"}, Clock: clk, Recorder: events.NewFakeRecorder(100),
 		Gate: openGate{}, Catalog: &backupsync.Catalog{}}
 
@@ -138,15 +141,12 @@ func TestSyncPassSkipsAMarkerItCannotRead(t *testing.T) {
 		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, AccessMode: cairnv1.AccessModeReadOnly,
 			Config: map[string]string{cairnv1.ConfigKeyPath: dir}, BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}},
 		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
-	scheme := testScheme(t)
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testenv.Scheme()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bsl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}).
 		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).Build()
 	recorder := events.NewFakeRecorder(100)
 	locked := storage.Layout{}.Backup("team", "locked").Metadata
-	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
+	r := &Reconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
 		Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 			return lockedStore{ObjectStore: s, locked: locked}
 		}}, Clock: clk, Recorder: recorder, Gate: openGate{}, Catalog: &backupsync.Catalog{}}
@@ -204,7 +204,7 @@ func (s listingStore) ListFunc(ctx context.Context, prefix string, fn func(strin
 
 // syncOneMarker is a read-only location "dr" holding the marker of team/fine, a fake client
 // with it and namespace team, and a reconciler whose stores are wrapped by wrap.
-func syncOneMarker(t *testing.T, timeout time.Duration, wrap func(storage.ObjectStore) storage.ObjectStore) (*SyncReconciler, client.Client, *cairnv1.BackupStorageLocation, *events.FakeRecorder) {
+func syncOneMarker(t *testing.T, timeout time.Duration, wrap func(storage.ObjectStore) storage.ObjectStore) (*Reconciler, client.Client, *cairnv1.BackupStorageLocation, *events.FakeRecorder) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
@@ -224,14 +224,11 @@ func syncOneMarker(t *testing.T, timeout time.Duration, wrap func(storage.Object
 		Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, AccessMode: cairnv1.AccessModeReadOnly,
 			Config: map[string]string{cairnv1.ConfigKeyPath: dir}, BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}},
 		Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
-	scheme := testScheme(t)
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testenv.Scheme()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bsl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}).
 		WithStatusSubresource(&cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).Build()
 	recorder := events.NewFakeRecorder(100)
-	r := &SyncReconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
+	r := &Reconciler{Client: c, Namespace: "cairn-system", DefaultPeriod: time.Minute,
 		Stores: stores.Stores{Client: c, Namespace: "cairn-system", Timeout: timeout, Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 			return wrap(s)
 		}}, Clock: clk, Recorder: recorder, Gate: openGate{}, Catalog: &backupsync.Catalog{}}

@@ -1,4 +1,4 @@
-package controller_test
+package storagelocation_test
 
 import (
 	"fmt"
@@ -23,15 +23,6 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
-
-func s3Spec(server *testenv.S3Server, bucket, secret string) cairnv1.BackupStorageLocationSpec {
-	return cairnv1.BackupStorageLocationSpec{
-		Provider:      cairnv1.StorageProviderS3,
-		ObjectStorage: &cairnv1.ObjectStorage{Bucket: bucket, Prefix: "cluster-a"},
-		Config:        map[string]string{"endpoint": server.Endpoint(), "region": "us-east-1", "forcePathStyle": "true"},
-		Credential:    &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "cloud"},
-	}
-}
 
 var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 	BeforeAll(func() {
@@ -111,28 +102,28 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 
 		It("marks a good location Available", func() {
 			CreateCredentialSecret("s3-good", server.CredentialsFile())
-			bsl := CreateLocation(s3Spec(server, "backups", "s3-good"))
+			bsl := CreateLocation(S3Spec(server, "backups", "s3-good"))
 			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseAvailable, "")
 		})
 
 		It("says when the bucket is missing", func() {
 			CreateCredentialSecret("s3-missing-bucket", server.CredentialsFile())
-			bsl := CreateLocation(s3Spec(server, "nope", "s3-missing-bucket"))
+			bsl := CreateLocation(S3Spec(server, "nope", "s3-missing-bucket"))
 			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `bucket "nope" does not exist`)
 		})
 
 		It("says when the endpoint is unreachable", func() {
 			CreateCredentialSecret("s3-down", server.CredentialsFile())
 			server.Stop()
-			bsl := CreateLocation(s3Spec(server, "backups", "s3-down"))
+			bsl := CreateLocation(S3Spec(server, "backups", "s3-down"))
 			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "cannot reach the s3 endpoint "+server.Endpoint())
 		})
 
 		It("says when the credential secret is missing or malformed", func() {
-			bsl := CreateLocation(s3Spec(server, "backups", "no-such-secret"))
+			bsl := CreateLocation(S3Spec(server, "backups", "no-such-secret"))
 			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, "credential secret cairn-system/no-such-secret does not exist")
 			CreateCredentialSecret("s3-malformed", "[default]\naws_access_key_id = x\n")
-			spec2 := s3Spec(server, "backups", "s3-malformed")
+			spec2 := S3Spec(server, "backups", "s3-malformed")
 			spec2.ObjectStorage.Prefix = "second" // its own prefix: locations that nest are refused
 			bsl2 := CreateLocation(spec2)
 			EventuallyLocation(bsl2, cairnv1.StorageLocationPhaseUnavailable, "has no aws_secret_access_key")
@@ -141,7 +132,7 @@ var _ = Describe("BackupStorageLocation reconciler", Ordered, func() {
 		It("says access denied for wrong credentials, picks up rotated ones without a restart, and never shows them", func() {
 			const wrongSecret = "definitely-not-the-secret-0123456789"
 			secret := CreateCredentialSecret("s3-rotated", fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", server.AccessKey, wrongSecret))
-			bsl := CreateLocation(s3Spec(server, "backups", "s3-rotated"))
+			bsl := CreateLocation(S3Spec(server, "backups", "s3-rotated"))
 			EventuallyLocation(bsl, cairnv1.StorageLocationPhaseUnavailable, `access denied to bucket "backups"`)
 
 			secret.Data["cloud"] = []byte(server.CredentialsFile())

@@ -1,4 +1,6 @@
-package controller
+// Package download holds the reconciler that answers DownloadRequests (DESIGN.md section 12)
+// and the download server it signs URLs for (internal/download).
+package download
 
 import (
 	"context"
@@ -25,14 +27,14 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// DefaultDownloadRequestTTL is how long a download URL works; the request is deleted then.
-const DefaultDownloadRequestTTL = 10 * time.Minute
+// DefaultRequestTTL is how long a download URL works; the request is deleted then.
+const DefaultRequestTTL = 10 * time.Minute
 
 // downloadRequestWorkers is how many requests are answered at once: each answer is a few API
 // reads and one storage call.
 const downloadRequestWorkers = 4
 
-// DownloadRequestReconciler answers DownloadRequests (DESIGN.md section 12) and owns all their
+// Reconciler answers DownloadRequests (DESIGN.md section 12) and owns all their
 // phases. A New request for a file of a backup or restore in its own namespace gets a URL that
 // reads that one file until status.expiration: a presigned GET for an s3 location, a URL
 // signed for the manager's download server for a filesystem one. A request it cannot answer
@@ -41,7 +43,7 @@ const downloadRequestWorkers = 4
 //
 // A request names only a name: the file is always looked up in the request's own namespace,
 // so a request in namespace A never yields a URL for namespace B's files.
-type DownloadRequestReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace, which holds the storage locations.
 	Namespace string
@@ -50,7 +52,7 @@ type DownloadRequestReconciler struct {
 	// download server, and then requests for filesystem locations fail.
 	Signer       *download.Signer
 	DownloadBase string
-	// TTL is how long a URL works; 0 means DefaultDownloadRequestTTL.
+	// TTL is how long a URL works; 0 means DefaultRequestTTL.
 	TTL time.Duration
 	// Requesters says whom a request acts for: a file is handed out only to a requester who
 	// may read what it holds (DESIGN.md section 15); nil answers with the operator's own
@@ -118,7 +120,7 @@ func downloadKey(layout storage.Layout, namespace string, target cairnv1.Downloa
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch,namespace=cairn-system
 
 // Reconcile answers one request, or deletes it when it has expired.
-func (r *DownloadRequestReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var dr cairnv1.DownloadRequest
 	if err := r.Get(ctx, req.NamespacedName, &dr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -149,16 +151,16 @@ func (r *DownloadRequestReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: expiration.Sub(now)}, nil
 }
 
-func (r *DownloadRequestReconciler) ttl() time.Duration {
+func (r *Reconciler) ttl() time.Duration {
 	if r.TTL <= 0 {
-		return DefaultDownloadRequestTTL
+		return DefaultRequestTTL
 	}
 	return r.TTL
 }
 
 // answer returns the URL of the request's file, valid until expires (ttl from now), or why
 // there is none (failure); err is a passing fault, retried.
-func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, expires time.Time, ttl time.Duration) (url, failure string, err error) {
+func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, expires time.Time, ttl time.Duration) (url, failure string, err error) {
 	target := dr.Spec.Target
 	locationName, b, failure, err := r.targetLocation(ctx, dr.Namespace, target)
 	if failure != "" || err != nil {
@@ -243,7 +245,7 @@ func (r *DownloadRequestReconciler) answer(ctx context.Context, dr *cairnv1.Down
 // to someone who may also get every kind of object they hold, in every namespace they hold it
 // (from the backup's resource list). In the operator's namespace the operator answers with its
 // own rights, unless the requester rule applies everywhere.
-func (r *DownloadRequestReconciler) requesterRefusal(ctx context.Context, dr *cairnv1.DownloadRequest, store *location.Store) (string, error) {
+func (r *Reconciler) requesterRefusal(ctx context.Context, dr *cairnv1.DownloadRequest, store *location.Store) (string, error) {
 	actAs, why, err := r.Requesters.For(ctx, dr)
 	if err != nil || why != "" || actAs == nil {
 		return why, err
@@ -303,7 +305,7 @@ func unreadableListRefusal(backupName string, cause error) string {
 // targetLocation finds the storage location that holds the target's files: the one its
 // backup was queued for, or the one its restore wrote to; for a backup's file, the Backup too.
 // The target is looked up in namespace, the request's own, only.
-func (r *DownloadRequestReconciler) targetLocation(ctx context.Context, namespace string, target cairnv1.DownloadTarget) (name string, b *cairnv1.Backup, failure string, err error) {
+func (r *Reconciler) targetLocation(ctx context.Context, namespace string, target cairnv1.DownloadTarget) (name string, b *cairnv1.Backup, failure string, err error) {
 	if target.Kind.IsRestoreFile() {
 		var rs cairnv1.Restore
 		err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: target.Name}, &rs)
@@ -355,7 +357,7 @@ func targetNoun(kind cairnv1.DownloadTargetKind) string {
 }
 
 // SetupWithManager registers the reconciler for DownloadRequests.
-func (r *DownloadRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return lifecycle.Register("downloadrequest", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.DownloadRequest{}).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: downloadRequestWorkers}),

@@ -1,4 +1,9 @@
-package controller
+// Package readiness holds the reconcilers that report on Cairn's objects and own no phase:
+// the kstatus conditions of every kind (Reconciler), an Event and the metrics counters on every
+// phase change (PhaseWatcher), and the Warning event on a cancel that changes nothing
+// (CancelWarningReconciler). They read the phases their owners wrote (DESIGN.md section 1) and
+// never move one.
+package readiness
 
 import (
 	"context"
@@ -14,7 +19,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/readiness"
 )
 
-// ReadinessReconciler owns the kstatus conditions of one kind — Ready, Reconciling and Stalled
+// Reconciler owns the kstatus conditions of one kind — Ready, Reconciling and Stalled
 // (cairnv1.ConditionReady...) — and nothing else, as cert-manager's readiness controller does
 // for Certificates. It never moves a phase: it reads the phase its owners wrote, derives the
 // conditions from it (internal/readiness) and writes them when they differ. Backups and
@@ -23,7 +28,7 @@ import (
 // a backup the sync is making) or being deleted is left to the owner's next write; so for
 // them this reconciler writes only what an owner's write left behind (none, in practice). Schedules and locations,
 // whose status changes rarely, get their conditions from here.
-type ReadinessReconciler[T client.Object] struct {
+type Reconciler[T client.Object] struct {
 	Client client.Client
 	Clock  clock.PassiveClock
 	// Kind names the reconciler ("readiness-backup").
@@ -42,12 +47,12 @@ type ReadinessReconciler[T client.Object] struct {
 	LeftToOwners func(T) bool
 }
 
-// readinessReconcilers are the readiness reconcilers of Backup, Restore, Schedule and
+// Reconcilers are the readiness reconcilers of Backup, Restore, Schedule and
 // BackupStorageLocation, set up together.
-type readinessReconcilers []interface{ SetupWithManager(ctrl.Manager) error }
+type Reconcilers []interface{ SetupWithManager(ctrl.Manager) error }
 
 // SetupWithManager registers each of them.
-func (rs readinessReconcilers) SetupWithManager(mgr ctrl.Manager) error {
+func (rs Reconcilers) SetupWithManager(mgr ctrl.Manager) error {
 	for _, r := range rs {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
@@ -56,24 +61,24 @@ func (rs readinessReconcilers) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// newReadinessReconcilers makes the readiness reconcilers of every kind.
-func newReadinessReconcilers(c client.Client, clk clock.PassiveClock) readinessReconcilers {
-	return readinessReconcilers{
-		&ReadinessReconciler[*cairnv1.Backup]{Client: c, Clock: clk, Kind: "backup",
+// NewReconcilers makes the readiness reconcilers of every kind.
+func NewReconcilers(c client.Client, clk clock.PassiveClock) Reconcilers {
+	return Reconcilers{
+		&Reconciler[*cairnv1.Backup]{Client: c, Clock: clk, Kind: "backup",
 			New:          func() *cairnv1.Backup { return &cairnv1.Backup{} },
 			Conditions:   func(b *cairnv1.Backup) *[]metav1.Condition { return &b.Status.Conditions },
 			Decide:       readiness.Backup,
 			LeftToOwners: func(b *cairnv1.Backup) bool { return b.Status.Phase == "" || b.DeletionTimestamp != nil }},
-		&ReadinessReconciler[*cairnv1.Restore]{Client: c, Clock: clk, Kind: "restore",
+		&Reconciler[*cairnv1.Restore]{Client: c, Clock: clk, Kind: "restore",
 			New:          func() *cairnv1.Restore { return &cairnv1.Restore{} },
 			Conditions:   func(rs *cairnv1.Restore) *[]metav1.Condition { return &rs.Status.Conditions },
 			Decide:       readiness.Restore,
 			LeftToOwners: func(rs *cairnv1.Restore) bool { return rs.Status.Phase == "" || rs.DeletionTimestamp != nil }},
-		&ReadinessReconciler[*cairnv1.Schedule]{Client: c, Clock: clk, Kind: "schedule",
+		&Reconciler[*cairnv1.Schedule]{Client: c, Clock: clk, Kind: "schedule",
 			New:        func() *cairnv1.Schedule { return &cairnv1.Schedule{} },
 			Conditions: func(s *cairnv1.Schedule) *[]metav1.Condition { return &s.Status.Conditions },
 			Decide:     readiness.Schedule},
-		&ReadinessReconciler[*cairnv1.BackupStorageLocation]{Client: c, Clock: clk, Kind: "storagelocation",
+		&Reconciler[*cairnv1.BackupStorageLocation]{Client: c, Clock: clk, Kind: "storagelocation",
 			New:        func() *cairnv1.BackupStorageLocation { return &cairnv1.BackupStorageLocation{} },
 			Conditions: func(l *cairnv1.BackupStorageLocation) *[]metav1.Condition { return &l.Status.Conditions },
 			Decide:     readiness.StorageLocation},
@@ -81,7 +86,7 @@ func newReadinessReconcilers(c client.Client, clk clock.PassiveClock) readinessR
 }
 
 // Reconcile writes the object's kstatus conditions when its phase says other than they do.
-func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := r.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -102,6 +107,6 @@ func (r *ReadinessReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 // SetupWithManager registers the reconciler for its kind.
-func (r *ReadinessReconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
 	return lifecycle.Register("readiness-"+r.Kind, ctrl.NewControllerManagedBy(mgr).For(r.New()), r)
 }

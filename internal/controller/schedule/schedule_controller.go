@@ -1,4 +1,6 @@
-package controller
+// Package schedule holds the reconciler of Schedules (DESIGN.md section 10): it owns their
+// status and makes their backups; the decisions are internal/schedule's.
+package schedule
 
 import (
 	"context"
@@ -26,13 +28,13 @@ import (
 	"github.com/cairn-backup/cairn/internal/schedule"
 )
 
-// ScheduleReconciler runs Schedules (DESIGN.md section 10): it owns every field of a
+// Reconciler runs Schedules (DESIGN.md section 10): it owns every field of a
 // schedule's status and creates the schedule's backups, New, for the queue to take; it owns no
 // backup phase. It wakes exactly when the next run is due (RequeueAfter from the injected
 // clock), never by polling. Which run happens is schedule.Decide's call: a new schedule waits
 // for its first tick, missed ticks make one run, a run while a backup of the schedule has not
 // ended is skipped with an event, and a paused or invalid schedule makes none.
-type ScheduleReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace (storage locations, the tenancy rule).
 	Namespace string
@@ -51,7 +53,7 @@ type ScheduleReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile validates a schedule, makes its due run, and requeues at the next one.
-func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s cairnv1.Schedule
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -115,7 +117,7 @@ func decideInput(s *cairnv1.Schedule, cron interface{ Next(time.Time) time.Time 
 
 // act carries out a decision: creates the run's backup, writes the status, and requeues at
 // the next tick.
-func (r *ScheduleReconciler) act(ctx context.Context, s *cairnv1.Schedule, d schedule.Decision, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) act(ctx context.Context, s *cairnv1.Schedule, d schedule.Decision, now time.Time) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	stamp := metav1.NewTime(now)
 	var mutate func(*cairnv1.ScheduleStatus)
@@ -186,7 +188,7 @@ func (r *ScheduleReconciler) act(ctx context.Context, s *cairnv1.Schedule, d sch
 
 // patchStatus writes a schedule's status with an optimistic lock, if mutate changed it, with
 // observedGeneration. Waking at a tick that is not due yet changes nothing, and writes nothing.
-func (r *ScheduleReconciler) patchStatus(ctx context.Context, s *cairnv1.Schedule, mutate func(*cairnv1.ScheduleStatus)) error {
+func (r *Reconciler) patchStatus(ctx context.Context, s *cairnv1.Schedule, mutate func(*cairnv1.ScheduleStatus)) error {
 	old := s.DeepCopy()
 	mutate(&s.Status)
 	s.Status.ObservedGeneration = s.Generation
@@ -203,7 +205,7 @@ func (r *ScheduleReconciler) patchStatus(ctx context.Context, s *cairnv1.Schedul
 // SetupWithManager watches Schedules, the storage locations their validation depends on, and
 // the backups they created (by the schedule-name label): a backup's events re-read the
 // schedule, but only a due tick makes a run.
-func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toSchedule := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name, ok := o.GetLabels()[cairnv1.ScheduleNameLabel]
 		if !ok {

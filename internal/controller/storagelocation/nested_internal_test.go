@@ -1,4 +1,4 @@
-package controller
+package storagelocation
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 func TestNestedLocationIsRefused(t *testing.T) {
@@ -30,9 +31,9 @@ func TestNestedLocationIsRefused(t *testing.T) {
 	first := location("first", now.Add(-time.Hour), "cluster")
 	inside := location("inside", now, "cluster/team")
 	apart := location("apart", now, "other")
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(first, inside, apart).
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(first, inside, apart).
 		WithStatusSubresource(&cairnv1.BackupStorageLocation{}).Build()
-	r := &BackupStorageLocationReconciler{Client: c, Namespace: "cairn-system", Clock: clocktesting.NewFakeClock(now),
+	r := &Reconciler{Client: c, Namespace: "cairn-system", Clock: clocktesting.NewFakeClock(now),
 		Recorder: events.NewFakeRecorder(100), Stores: stores.Stores{Client: c, Namespace: "cairn-system"}}
 	for _, name := range []string{"first", "inside", "apart"} {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: name}}); err != nil {

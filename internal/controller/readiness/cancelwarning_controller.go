@@ -1,4 +1,4 @@
-package controller
+package readiness
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // of its kind (a backup or a restore) that has already ended that the cancel changes nothing,
 // with a Warning event. It sees only the update that set spec.cancel, so each cancel is
 // answered once, and never again after a restart. It is written once for both kinds; what
-// differs per kind is in its fields (newCancelWarningReconcilers).
+// differs per kind is in its fields (NewCancelWarningReconcilers).
 type CancelWarningReconciler[T client.Object] struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -34,9 +34,9 @@ type CancelWarningReconciler[T client.Object] struct {
 	Ignored func(T) (why string, ok bool)
 }
 
-// newCancelWarningReconcilers makes the cancel-warning reconcilers of Backup and Restore: one
+// NewCancelWarningReconcilers makes the cancel-warning reconcilers of Backup and Restore: one
 // reconciler, with each kind's adapter, set up under each kind's name.
-func newCancelWarningReconcilers(c client.Client, recorder events.EventRecorder) (backups *CancelWarningReconciler[*cairnv1.Backup], restores *CancelWarningReconciler[*cairnv1.Restore]) {
+func NewCancelWarningReconcilers(c client.Client, recorder events.EventRecorder) (backups *CancelWarningReconciler[*cairnv1.Backup], restores *CancelWarningReconciler[*cairnv1.Restore]) {
 	backups = &CancelWarningReconciler[*cairnv1.Backup]{Client: c, Recorder: recorder, Name: "cancelwarning",
 		New:             func() *cairnv1.Backup { return &cairnv1.Backup{} },
 		CancelRequested: func(b *cairnv1.Backup) bool { return b.Spec.Cancel },

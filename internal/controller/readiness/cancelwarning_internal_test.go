@@ -1,4 +1,4 @@
-package controller
+package readiness
 
 import (
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 func TestCancelIgnored(t *testing.T) {
@@ -44,9 +45,9 @@ func TestCancelWarningReconciler(t *testing.T) {
 		Spec: cairnv1.RestoreSpec{Cancel: true}, Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseCompleted}}
 	restoring := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "running"},
 		Spec: cairnv1.RestoreSpec{Cancel: true}, Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseInProgress}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ended, running, restored, restoring).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(ended, running, restored, restoring).Build()
 	recorder := events.NewFakeRecorder(10)
-	backups, restores := newCancelWarningReconcilers(c, recorder)
+	backups, restores := NewCancelWarningReconcilers(c, recorder)
 	if backups.Name != "cancelwarning" || restores.Name != "restorecancelwarning" {
 		t.Errorf("names %q, %q; want cancelwarning, restorecancelwarning", backups.Name, restores.Name)
 	}

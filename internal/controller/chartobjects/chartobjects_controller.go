@@ -1,4 +1,6 @@
-package controller
+// Package chartobjects holds the reconciler that applies the storage locations and schedules
+// the Helm chart declares (--chart-objects); it owns no phase and no status.
+package chartobjects
 
 import (
 	"context"
@@ -32,27 +34,27 @@ import (
 // create them itself in the step that creates their CRDs, and a post-install hook races the API
 // server's discovery of the new CRDs (docs/install.md, "Storage locations and schedules").
 const (
-	// ChartObjectsKey is the ConfigMap's key holding the objects, as YAML documents.
-	ChartObjectsKey = "objects.yaml"
-	// ChartObjectsFieldOwner is the server-side apply field manager of the chart's objects.
-	ChartObjectsFieldOwner = "cairn-chart"
-	// ChartObjectHashAnnotation is the hash of the declaration an object was last applied from:
+	// ConfigMapKey is the ConfigMap's key holding the objects, as YAML documents.
+	ConfigMapKey = "objects.yaml"
+	// FieldOwner is the server-side apply field manager of the chart's objects.
+	FieldOwner = "cairn-chart"
+	// HashAnnotation is the hash of the declaration an object was last applied from:
 	// an object is applied again only when its declaration changes, so a change made with
 	// kubectl stays until the values change that object.
-	ChartObjectHashAnnotation = "cairn.dev/chart-object-hash"
+	HashAnnotation = "cairn.dev/chart-object-hash"
 )
 
 // chartObjectKinds are what the chart may declare; anything else in the ConfigMap is refused.
 var chartObjectKinds = []string{"BackupStorageLocation", "Schedule"}
 
-// ChartObjectsReconciler applies the chart's storage locations and schedules (above): when its
+// Reconciler applies the chart's storage locations and schedules (above): when its
 // ConfigMap changes, and as a startup recovery step when the manager starts leading (before the
 // queue judges any backup), it creates each declared object that is missing and updates, with
 // server-side apply, each whose declaration changed. It owns no phase and no status field; objects dropped from the ConfigMap are left alone, as Helm leaves
 // the objects of a hook. A declaration it cannot apply is a Warning event on the ConfigMap,
 // retried with backoff; the others are applied regardless. Each object's events are related to
 // it (events of one reason and regarding object are otherwise merged into one series).
-type ChartObjectsReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace, which holds the ConfigMap and every object in it.
 	Namespace string
@@ -69,7 +71,7 @@ type ChartObjectsReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile applies the objects that the ConfigMap declares and that are missing or changed.
-func (r *ChartObjectsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -86,7 +88,7 @@ const chartObjectsStartupTimeout = 30 * time.Second
 // backup made just after the install finds the chart's default location (the queue reads
 // locations from the cache). It never stops the manager and gives up after
 // chartObjectsStartupTimeout; what it could not apply, the reconciler retries.
-func (r *ChartObjectsReconciler) RecoveryStep() lifecycle.RecoveryStep {
+func (r *Reconciler) RecoveryStep() lifecycle.RecoveryStep {
 	return lifecycle.RecoveryStep{Name: "apply the chart's storage locations and schedules", Run: func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, chartObjectsStartupTimeout)
 		defer cancel()
@@ -114,16 +116,16 @@ func (r *ChartObjectsReconciler) RecoveryStep() lifecycle.RecoveryStep {
 
 // applyAll applies every declaration of the ConfigMap that is missing or changed, and returns
 // the declarations; a missing ConfigMap declares nothing.
-func (r *ChartObjectsReconciler) applyAll(ctx context.Context) ([]*unstructured.Unstructured, error) {
+func (r *Reconciler) applyAll(ctx context.Context) ([]*unstructured.Unstructured, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var cm corev1.ConfigMap
 	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.ConfigMap}, &cm); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	objects, err := DecodeChartObjects(cm.Data[ChartObjectsKey], r.Namespace)
+	objects, err := Decode(cm.Data[ConfigMapKey], r.Namespace)
 	if err != nil {
 		// The chart renders valid objects; a hand-edited ConfigMap waits for its next edit.
-		r.Recorder.Eventf(&cm, nil, corev1.EventTypeWarning, "InvalidChartObjects", "Apply", "%s: %v", ChartObjectsKey, err)
+		r.Recorder.Eventf(&cm, nil, corev1.EventTypeWarning, "InvalidChartObjects", "Apply", "%s: %v", ConfigMapKey, err)
 		log.Error(err, "Could not read the chart's objects", "configMap", lifecycle.ObjectName(&cm))
 		return nil, nil
 	}
@@ -145,25 +147,25 @@ func (r *ChartObjectsReconciler) applyAll(ctx context.Context) ([]*unstructured.
 
 // apply creates or updates obj unless the object in the cluster was applied from the same
 // declaration; it says whether it wrote.
-func (r *ChartObjectsReconciler) apply(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (r *Reconciler) apply(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
 	current := &unstructured.Unstructured{}
 	current.SetGroupVersionKind(obj.GroupVersionKind())
 	err := r.Get(ctx, client.ObjectKeyFromObject(obj), current)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, err
 	}
-	if err == nil && current.GetAnnotations()[ChartObjectHashAnnotation] == obj.GetAnnotations()[ChartObjectHashAnnotation] {
+	if err == nil && current.GetAnnotations()[HashAnnotation] == obj.GetAnnotations()[HashAnnotation] {
 		return false, nil
 	}
-	return true, r.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(ChartObjectsFieldOwner), client.ForceOwnership)
+	return true, r.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
-// DecodeChartObjects reads the YAML documents of a chart objects ConfigMap: each must be a
-// storage location or a schedule of cairn.dev/v1alpha1 in namespace (or name none), with only
+// Decode reads the YAML documents of a chart objects ConfigMap: each must be a storage
+// location or a schedule of cairn.dev/v1alpha1 in namespace (or name none), with only
 // metadata's name, namespace, labels and annotations, and a spec. Each comes back in namespace
-// with its declaration's hash annotated (ChartObjectHashAnnotation). Empty documents are
-// skipped; two documents for the same object are refused.
-func DecodeChartObjects(data, namespace string) ([]*unstructured.Unstructured, error) {
+// with its declaration's hash annotated (HashAnnotation). Empty documents are skipped; two
+// documents for the same object are refused.
+func Decode(data, namespace string) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(data), 4096)
 	var objects []*unstructured.Unstructured
 	seen := map[string]bool{}
@@ -230,7 +232,7 @@ func chartObject(doc map[string]any, namespace string) (*unstructured.Unstructur
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[ChartObjectHashAnnotation] = hash
+	annotations[HashAnnotation] = hash
 	obj.SetAnnotations(annotations)
 	return obj, nil
 }
@@ -240,7 +242,7 @@ func chartObject(doc map[string]any, namespace string) (*unstructured.Unstructur
 func declarationHash(obj *unstructured.Unstructured) (string, error) {
 	c := obj.DeepCopy()
 	if a := c.GetAnnotations(); a != nil {
-		delete(a, ChartObjectHashAnnotation)
+		delete(a, HashAnnotation)
 		if len(a) == 0 {
 			a = nil
 		}
@@ -257,7 +259,7 @@ func declarationHash(obj *unstructured.Unstructured) (string, error) {
 // SetupWithManager watches the one ConfigMap; the manager's cache holds only the ConfigMaps of
 // its namespace (CacheOptions). Starting to lead reconciles it once, which creates what is
 // missing.
-func (r *ChartObjectsReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	isOurs := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.Namespace && o.GetName() == r.ConfigMap
 	})

@@ -1,4 +1,8 @@
-package controller
+// Package backupsync holds the reconciler that syncs storage into the cluster (DESIGN.md
+// section 11); the decisions are internal/backupsync's. The backupsync.Catalog it fills is
+// made in setup.go and passed to it and to the queue, which checks new backups' names against
+// it: the one piece of memory they share.
+package backupsync
 
 import (
 	"context"
@@ -36,9 +40,9 @@ import (
 )
 
 const (
-	// DefaultBackupSyncPeriod is the default of --backup-sync-period: how often a location
+	// DefaultPeriod is the default of --backup-sync-period: how often a location
 	// without spec.backupSyncPeriod is synced.
-	DefaultBackupSyncPeriod = time.Minute
+	DefaultPeriod = time.Minute
 	// syncParallelism is how many synced backups a pass makes at once (each a marker read, a
 	// create and a status write).
 	syncParallelism = 16
@@ -49,7 +53,7 @@ const (
 	syncReportLimit = 5
 )
 
-// SyncReconciler mirrors storage into the cluster (DESIGN.md section 11): storage is where
+// Reconciler mirrors storage into the cluster (DESIGN.md section 11): storage is where
 // backups live, and the Backup objects show what it holds. For each Available location, every
 // spec.backupSyncPeriod (--backup-sync-period when unset; 0s turns it off) and whenever the
 // location becomes Available, it lists the location's committed backups in one storage List and
@@ -71,7 +75,7 @@ const (
 // fails ends the pass, retried with backoff: a storage service that hangs holds only this
 // reconciler, and only that long. A location with more than storage.MaxCommittedBackups
 // committed backups is not synced: each pass fails, with a Warning event on the location.
-type SyncReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace: it holds the storage locations.
 	Namespace string
@@ -127,7 +131,7 @@ func (p *syncPass) made() {
 }
 
 // Reconcile syncs one location.
-func (r *SyncReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -174,7 +178,7 @@ func syncPeriod(bsl *cairnv1.BackupStorageLocation, defaultPeriod time.Duration)
 
 // fetch reads the cluster's backups and namespaces, then lists the location's committed
 // backups (in that order: see backupsync.Input), and decides.
-func (r *SyncReconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLocation) (*syncPass, error) {
+func (r *Reconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLocation) (*syncPass, error) {
 	var backups cairnv1.BackupList
 	if err := r.List(ctx, &backups); err != nil {
 		return nil, err
@@ -225,7 +229,7 @@ func (r *SyncReconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLo
 // apply makes the pass's writes, syncParallelism at a time. A backup whose marker or object is
 // refused is skipped and reported; any other failure (storage, the API server) ends the pass
 // with that error, to be retried with backoff.
-func (r *SyncReconciler) apply(ctx context.Context, pass *syncPass) error {
+func (r *Reconciler) apply(ctx context.Context, pass *syncPass) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(syncParallelism)
 	for _, c := range pass.plan.Create {
@@ -247,7 +251,7 @@ func (r *SyncReconciler) apply(ctx context.Context, pass *syncPass) error {
 // is gone, is not a marker, or cannot be read (skipped and reported: one bad object — one the
 // credentials may not read, say — never stops the pass). A storage call that times out, or a
 // pass that ends, ends the pass: the storage service itself is in trouble.
-func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c storage.CommittedBackup) (m storage.BackupMetadata, ok bool, err error) {
+func (r *Reconciler) readMarker(ctx context.Context, pass *syncPass, c storage.CommittedBackup) (m storage.BackupMetadata, ok bool, err error) {
 	err = r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 		m, err = storage.ReadMetadata(ctx, pass.store, pass.store.Layout.Backup(c.Namespace, c.Name))
 		return err
@@ -267,7 +271,7 @@ func (r *SyncReconciler) readMarker(ctx context.Context, pass *syncPass, c stora
 // create makes the Backup object of a committed backup and writes its status: two writes.
 // The marker is read now, after the cluster was listed, so that a backup deleted meanwhile
 // (its marker goes first) is not made again.
-func (r *SyncReconciler) create(ctx context.Context, pass *syncPass, c storage.CommittedBackup) error {
+func (r *Reconciler) create(ctx context.Context, pass *syncPass, c storage.CommittedBackup) error {
 	m, ok, err := r.readMarker(ctx, pass, c)
 	if err != nil || !ok {
 		return err
@@ -300,7 +304,7 @@ func (r *SyncReconciler) create(ctx context.Context, pass *syncPass, c storage.C
 // writeStatus writes a synced backup's terminal status. One the API server refuses (a marker
 // Cairn did not write) ends the backup in FailedValidation with its message, and the pass goes
 // on.
-func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cairnv1.Backup, status cairnv1.BackupStatus) error {
+func (r *Reconciler) writeStatus(ctx context.Context, pass *syncPass, b *cairnv1.Backup, status cairnv1.BackupStatus) error {
 	old := b.Status.DeepCopy()
 	err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) { *s = status })
 	if err != nil {
@@ -314,7 +318,7 @@ func (r *SyncReconciler) writeStatus(ctx context.Context, pass *syncPass, b *cai
 }
 
 // refuse ends a synced backup that cannot be shown as its marker says in FailedValidation.
-func (r *SyncReconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Backup, problem error) error {
+func (r *Reconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Backup, problem error) error {
 	now := metav1.NewTime(pass.now)
 	message := fmt.Sprintf("cannot be synced from storage location %s: %v", pass.bsl.Name, problem)
 	return client.IgnoreNotFound(lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
@@ -330,7 +334,7 @@ func (r *SyncReconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.
 // complete writes the status of a synced backup still in phase "" (its status write failed,
 // or the manager stopped, after it was made; or it was made by hand): terminal from its
 // marker, or FailedValidation when the marker is gone or refused.
-func (r *SyncReconciler) complete(ctx context.Context, pass *syncPass, b *cairnv1.Backup) error {
+func (r *Reconciler) complete(ctx context.Context, pass *syncPass, b *cairnv1.Backup) error {
 	c := storage.CommittedBackup{Namespace: b.Namespace, Name: b.Name}
 	m, ok, err := r.readMarker(ctx, pass, c)
 	if err != nil {
@@ -358,7 +362,7 @@ func (r *SyncReconciler) complete(ctx context.Context, pass *syncPass, b *cairnv
 
 // markData sets a backup's DataAvailable condition: False, with a Warning event, when its
 // marker is gone; True when it is back.
-func (r *SyncReconciler) markData(ctx context.Context, pass *syncPass, b *cairnv1.Backup, found bool) error {
+func (r *Reconciler) markData(ctx context.Context, pass *syncPass, b *cairnv1.Backup, found bool) error {
 	cond := backupsync.DataCondition(found, pass.bsl.Name, b.Generation, pass.now)
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerSync, b, func(s *cairnv1.BackupStatus) {
 		meta.SetStatusCondition(&s.Conditions, cond)
@@ -375,7 +379,7 @@ func (r *SyncReconciler) markData(ctx context.Context, pass *syncPass, b *cairnv
 
 // report sends the location's events of a pass: how many backups it made, and (only when it
 // differs from the last report) which namespaces are missing and which backups were skipped.
-func (r *SyncReconciler) report(pass *syncPass) {
+func (r *Reconciler) report(pass *syncPass) {
 	if pass.created > 0 {
 		r.Recorder.Eventf(pass.bsl, nil, corev1.EventTypeNormal, "Synced", "Sync", "Made %d Backup objects from the committed backups in storage", pass.created)
 	}
@@ -416,7 +420,7 @@ func capMessage(s string) string {
 
 // recordSynced writes the location's status.lastSyncedTime when the pass changed something,
 // or when the stored time is older than lastSyncedRefresh.
-func (r *SyncReconciler) recordSynced(ctx context.Context, pass *syncPass) error {
+func (r *Reconciler) recordSynced(ctx context.Context, pass *syncPass) error {
 	last := pass.bsl.Status.LastSyncedTime
 	if !pass.plan.Changed() && last != nil && pass.now.Sub(last.Time) < lastSyncedRefresh {
 		return nil
@@ -443,7 +447,7 @@ func (r *SyncReconciler) recordSynced(ctx context.Context, pass *syncPass) error
 
 // SetupWithManager registers the reconciler for locations: created, changed (such as their
 // backupSyncPeriod), or becoming Available.
-func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Catalog == nil {
 		r.Catalog = &backupsync.Catalog{}
 	}
@@ -463,22 +467,4 @@ func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Locations are synced side by side: one whose storage hangs holds only its own pass.
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
-}
-
-// syncNameConflict is the validation error of a new backup, bound for location name, when
-// that location holds a committed backup of the same name that another Backup object made
-// (backupsync.NameConflict, from the sync's catalog); nil when there is none.
-func syncNameConflict(catalog *backupsync.Catalog, b *cairnv1.Backup, name string, locations []cairnv1.BackupStorageLocation) []string {
-	if name == "" {
-		return nil
-	}
-	for i := range locations {
-		if l := &locations[i]; l.Name == name {
-			held := catalog.Holds(name, client.ObjectKeyFromObject(b))
-			if msg := backupsync.NameConflict(b, name, l.Spec.AccessMode, held); msg != "" {
-				return []string{"metadata.name: " + msg}
-			}
-		}
-	}
-	return nil
 }

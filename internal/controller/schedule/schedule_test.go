@@ -1,4 +1,4 @@
-package controller_test
+package schedule_test
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package controller_test
+package backupsync_test
 
 import (
 	"strings"

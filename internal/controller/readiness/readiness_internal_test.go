@@ -1,4 +1,4 @@
-package controller
+package readiness
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/controller/unittest"
 	"github.com/cairn-backup/cairn/internal/readiness"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -54,15 +55,15 @@ func TestReadinessReconciler(t *testing.T) {
 	reconcilers := map[string]interface {
 		Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
 	}{}
-	for _, r := range newReadinessReconcilers(c, clk) {
+	for _, r := range NewReconcilers(c, clk) {
 		switch r := r.(type) {
-		case *ReadinessReconciler[*cairnv1.Backup]:
+		case *Reconciler[*cairnv1.Backup]:
 			reconcilers["backup"] = r
-		case *ReadinessReconciler[*cairnv1.Restore]:
+		case *Reconciler[*cairnv1.Restore]:
 			reconcilers["restore"] = r
-		case *ReadinessReconciler[*cairnv1.Schedule]:
+		case *Reconciler[*cairnv1.Schedule]:
 			reconcilers["schedule"] = r
-		case *ReadinessReconciler[*cairnv1.BackupStorageLocation]:
+		case *Reconciler[*cairnv1.BackupStorageLocation]:
 			reconcilers["storagelocation"] = r
 		}
 	}
@@ -194,7 +195,7 @@ func TestPhaseWatcherChanged(t *testing.T) {
 	attempts := counterValue(t, "cairn_backup_attempts_total", "watched")
 	w.changed(backupKind, b(cairnv1.BackupPhaseReadyToStart, 0), b(cairnv1.BackupPhaseInProgress, 0))
 	w.changed(backupKind, b(cairnv1.BackupPhaseInProgress, 0), b(cairnv1.BackupPhaseInProgress, 5))
-	got := drainEvents(rec)
+	got := unittest.DrainEvents(rec)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "Normal InProgress ReadyToStart → InProgress") {
 		t.Errorf("events %q, want one: Normal InProgress ReadyToStart → InProgress…", got)
 	}
@@ -210,12 +211,12 @@ func TestPhaseWatcherChanged(t *testing.T) {
 		return sb
 	}
 	w.changed(backupKind, synced(""), synced(cairnv1.BackupPhaseCompleted))
-	if got := drainEvents(rec); len(got) != 0 {
+	if got := unittest.DrainEvents(rec); len(got) != 0 {
 		t.Errorf("events %q for a backup made by sync, want none", got)
 	}
 	// Its deletion is a phase change like any other.
 	w.changed(backupKind, synced(cairnv1.BackupPhaseCompleted), synced(cairnv1.BackupPhaseDeleting))
-	if got := drainEvents(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Normal Deleting Completed → Deleting") {
+	if got := unittest.DrainEvents(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Normal Deleting Completed → Deleting") {
 		t.Errorf("events %q, want the Deleting event of a synced backup", got)
 	}
 }

@@ -1,4 +1,4 @@
-package controller_test
+package chartobjects_test
 
 import (
 	"fmt"
@@ -17,6 +17,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
 )
 
 // The chart's storage locations and schedules, declared in a ConfigMap as the chart renders them
@@ -53,7 +54,7 @@ spec:
 		GinkgoHelper()
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMap, Namespace: OperatorNamespace}}
 		err := K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(cm), cm)
-		cm.Data = map[string]string{controller.ChartObjectsKey: data}
+		cm.Data = map[string]string{chartobjects.ConfigMapKey: data}
 		if err == nil {
 			Expect(K8sClient.Update(SuiteCtx, cm)).To(Succeed())
 			return
@@ -103,12 +104,12 @@ spec:
 		l := location()
 		Expect(l.Spec.Config["path"]).To(Equal(dir))
 		Expect(l.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "cairn"))
-		Expect(l.Annotations).To(HaveKey(controller.ChartObjectHashAnnotation))
+		Expect(l.Annotations).To(HaveKey(chartobjects.HashAnnotation))
 		var managers []string
 		for _, f := range l.ManagedFields {
 			managers = append(managers, f.Manager+"/"+string(f.Operation))
 		}
-		Expect(managers).To(ContainElement(controller.ChartObjectsFieldOwner + "/Apply"))
+		Expect(managers).To(ContainElement(chartobjects.FieldOwner + "/Apply"))
 		Eventually(configMapEvents).Should(ContainElements(
 			"Normal ChartObjectApplied: Applied BackupStorageLocation chart-location",
 			"Normal ChartObjectApplied: Applied Schedule chart-schedule"))
@@ -206,7 +207,7 @@ spec: {provider: nfs}
 	It("ignores a ConfigMap of the same name in a team's namespace", func() {
 		EnsureNamespace("chart-tenant")
 		tenant := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMap, Namespace: "chart-tenant"},
-			Data: map[string]string{controller.ChartObjectsKey: strings.ReplaceAll(objects("", "0 1 * * *"), "chart-schedule", "tenant-schedule")}}
+			Data: map[string]string{chartobjects.ConfigMapKey: strings.ReplaceAll(objects("", "0 1 * * *"), "chart-schedule", "tenant-schedule")}}
 		Expect(K8sClient.Create(SuiteCtx, tenant)).To(Succeed())
 		DeferCleanup(func() { Expect(K8sClient.Delete(SuiteCtx, tenant)).To(Succeed()) })
 		// A change of ours afterwards is applied: the tenant's, before it, was seen and ignored.

@@ -1,4 +1,4 @@
-package controller_test
+package download_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/download"
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -158,7 +159,7 @@ func downloadSpecs(setup func() *downloadFixture) {
 			dr := request(f.teamA, kind, targetName(kind))
 			Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), "%s: %s", kind, dr.Status.Message)
 			Expect(dr.Status.Expiration).NotTo(BeNil())
-			Expect(dr.Status.Expiration.Time).To(BeTemporally("~", dr.CreationTimestamp.Add(controller.DefaultDownloadRequestTTL), 5*time.Second))
+			Expect(dr.Status.Expiration.Time).To(BeTemporally("~", dr.CreationTimestamp.Add(download.DefaultRequestTTL), 5*time.Second))
 			status, body := httpGet(dr.Status.DownloadURL)
 			Expect(status).To(Equal(http.StatusOK), "%s: %s", kind, body)
 			Expect(body).To(Equal(fileContent(f.teamA, kind)), "%s", kind)
@@ -227,7 +228,7 @@ var _ = Describe("DownloadRequest", func() {
 			store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 			Expect(err).NotTo(HaveOccurred())
-			return newDownloadFixture(s3Spec(server, "backups", secret), store, 0)
+			return newDownloadFixture(S3Spec(server, "backups", secret), store, 0)
 		})
 	})
 
@@ -238,7 +239,7 @@ var _ = Describe("DownloadRequest", func() {
 		store, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 		Expect(err).NotTo(HaveOccurred())
-		spec := s3Spec(server, "backups", "dl-public")
+		spec := S3Spec(server, "backups", "dl-public")
 		public := strings.Replace(server.Endpoint(), "127.0.0.1", "localhost", 1)
 		spec.Config[cairnv1.ConfigKeyPublicURL] = public
 		f := newDownloadFixture(spec, store, 0)

@@ -1,4 +1,6 @@
-package controller
+// Package storagelocation holds the reconciler that validates BackupStorageLocations and owns
+// their status (all of it but status.lastSyncedTime, which is the sync's).
+package storagelocation
 
 import (
 	"context"
@@ -30,11 +32,11 @@ import (
 // hold a reconcile worker.
 const storageValidationTimeout = 30 * time.Second
 
-// BackupStorageLocationReconciler validates storage locations: on create and update, when
+// Reconciler validates storage locations: on create and update, when
 // their credential Secret changes, and every spec.validationFrequency. It owns the status of
 // BackupStorageLocations (phase, message, lastValidationTime, the DefaultConflict condition)
 // and no Backup phase.
-type BackupStorageLocationReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace; locations elsewhere are not watched.
 	Namespace string
@@ -49,7 +51,7 @@ type BackupStorageLocationReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile validates one location and records the result.
-func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bsl cairnv1.BackupStorageLocation
 	if err := r.Get(ctx, req.NamespacedName, &bsl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -80,7 +82,7 @@ func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctr
 }
 
 // validate opens the location's store and checks it, within storageValidationTimeout.
-func (r *BackupStorageLocationReconciler) validate(ctx context.Context, bsl *cairnv1.BackupStorageLocation) error {
+func (r *Reconciler) validate(ctx context.Context, bsl *cairnv1.BackupStorageLocation) error {
 	ctx, cancel := context.WithTimeout(ctx, storageValidationTimeout)
 	defer cancel()
 	store, err := r.Stores.Open(ctx, bsl)
@@ -90,7 +92,7 @@ func (r *BackupStorageLocationReconciler) validate(ctx context.Context, bsl *cai
 	return store.Validate(ctx)
 }
 
-func (r *BackupStorageLocationReconciler) patchStatus(ctx context.Context, bsl *cairnv1.BackupStorageLocation, next cairnv1.BackupStorageLocationStatus) error {
+func (r *Reconciler) patchStatus(ctx context.Context, bsl *cairnv1.BackupStorageLocation, next cairnv1.BackupStorageLocationStatus) error {
 	old := bsl.DeepCopy()
 	bsl.Status = next
 	if err := r.Status().Patch(ctx, bsl, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -143,7 +145,7 @@ func validationPeriod(bsl *cairnv1.BackupStorageLocation) time.Duration {
 // SetupWithManager registers the reconciler: its own locations (spec changes only, not its
 // own status writes), every location when one that claims the default changes, and the
 // locations whose credential Secret changed.
-func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return lifecycle.Register("backupstoragelocation", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&cairnv1.BackupStorageLocation{},
@@ -153,7 +155,7 @@ func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) err
 		r)
 }
 
-func (r *BackupStorageLocationReconciler) allLocations(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) allLocations(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list cairnv1.BackupStorageLocationList
 	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Could not list storage locations")
@@ -166,7 +168,7 @@ func (r *BackupStorageLocationReconciler) allLocations(ctx context.Context, obj 
 	return reqs
 }
 
-func (r *BackupStorageLocationReconciler) locationsUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) locationsUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list cairnv1.BackupStorageLocationList
 	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Could not list storage locations")

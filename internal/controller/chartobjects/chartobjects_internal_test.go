@@ -1,4 +1,4 @@
-package controller
+package chartobjects
 
 import (
 	"strings"
@@ -57,7 +57,7 @@ spec: {schedule: "0 2 * * *"}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			objects, err := DecodeChartObjects(tt.data, "cairn-system")
+			objects, err := Decode(tt.data, "cairn-system")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -70,8 +70,8 @@ spec: {schedule: "0 2 * * *"}
 			var got []string
 			for _, o := range objects {
 				got = append(got, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
-				if len(o.GetAnnotations()[ChartObjectHashAnnotation]) != 32 {
-					t.Errorf("%s: hash annotation %q", o.GetName(), o.GetAnnotations()[ChartObjectHashAnnotation])
+				if len(o.GetAnnotations()[HashAnnotation]) != 32 {
+					t.Errorf("%s: hash annotation %q", o.GetName(), o.GetAnnotations()[HashAnnotation])
 				}
 			}
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
@@ -86,11 +86,11 @@ spec: {schedule: "0 2 * * *"}
 func TestChartObjectHash(t *testing.T) {
 	hash := func(data string) string {
 		t.Helper()
-		objects, err := DecodeChartObjects(data, "cairn-system")
+		objects, err := Decode(data, "cairn-system")
 		if err != nil || len(objects) != 1 {
 			t.Fatalf("%d objects, %v", len(objects), err)
 		}
-		return objects[0].GetAnnotations()[ChartObjectHashAnnotation]
+		return objects[0].GetAnnotations()[HashAnnotation]
 	}
 	base := hash("apiVersion: cairn.dev/v1alpha1\nkind: Schedule\nmetadata: {name: s}\nspec: {schedule: '@daily', paused: false}\n")
 	for _, tt := range []struct {
