@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -89,20 +88,6 @@ func getRestore(t *testing.T, c client.Reader, namespace, name string) *cairnv1.
 		t.Fatalf("getting restore %s/%s: %v", namespace, name, err)
 	}
 	return &rs
-}
-
-// drainEvents returns the events recorded so far.
-func drainEvents(rec events.EventRecorder) []string {
-	fr := rec.(*events.FakeRecorder)
-	var out []string
-	for {
-		select {
-		case e := <-fr.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
 }
 
 // restoreRequest is the request for restore team-a/r, the one restore of most tests here.

@@ -19,6 +19,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
+	"github.com/cairn-backup/cairn/internal/controller/unittest"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -76,7 +77,7 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 				t.Errorf("Cancelled condition %+v, want one: %v", cancelled, wantCancelled)
 			}
 			// The phase change's event is PhaseWatcher's: none from the finalizer itself.
-			if evs := drainEvents(r.Recorder); len(evs) != 0 {
+			if evs := unittest.DrainEvents(r.Recorder); len(evs) != 0 {
 				t.Errorf("events %q, want none", evs)
 			}
 		})
@@ -181,7 +182,7 @@ func TestRestoreFinalizerRemovesOnlyItsFiles(t *testing.T) {
 			if !reflect.DeepEqual(got.Finalizers, []string{"example.com/keep"}) {
 				t.Errorf("finalizers %q, want only the restore-data finalizer removed", got.Finalizers)
 			}
-			if evs := drainEvents(r.Recorder); len(evs) != 1 || evs[0] != "Normal FilesRemoved Removed 4 files of the restore from storage location default" {
+			if evs := unittest.DrainEvents(r.Recorder); len(evs) != 1 || evs[0] != "Normal FilesRemoved Removed 4 files of the restore from storage location default" {
 				t.Errorf("events %q", evs)
 			}
 		})
@@ -246,7 +247,7 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 			if left := sorted(f.keys(t)); tt.wantFilesLeft && !reflect.DeepEqual(left, sorted(append(append([]string{}, f.mine...), f.others...))) {
 				t.Errorf("objects left %q, want all of them", left)
 			}
-			evs := drainEvents(r.Recorder)
+			evs := unittest.DrainEvents(r.Recorder)
 			switch {
 			case tt.wantEvent == "" && len(evs) != 0:
 				t.Errorf("events %q, want none", evs)
