@@ -22,7 +22,6 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
-	"github.com/cairn-backup/cairn/internal/controller/expiry"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/failure"
@@ -151,7 +150,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.R
 
 	runCtx, done := r.runs.Track(ctx, b.UID)
 	defer done()
-	expiration := expiry.Expiration(b, now, r.DefaultBackupTTL)
+	expiration := expirationOf(b, now, r.DefaultBackupTTL)
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseInProgress
 		s.StartTimestamp = &now
@@ -295,6 +294,17 @@ func (r *BackupReconciler) writeProgress(ctx context.Context, b *cairnv1.Backup,
 	if err := r.Status().Patch(ctx, current, patch); err != nil && ctx.Err() == nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Could not write backup progress", "error", err.Error())
 	}
+}
+
+// expirationOf is when a backup starting at start expires: start + spec.ttl, or + defaultTTL
+// when it has none; nil for a ttl of 0, which never expires.
+func expirationOf(b *cairnv1.Backup, start metav1.Time, defaultTTL time.Duration) *metav1.Time {
+	ttl := b.Spec.GetTTL(defaultTTL)
+	if ttl <= 0 {
+		return nil
+	}
+	expiration := metav1.NewTime(start.Add(ttl))
+	return &expiration
 }
 
 // SetupWithManager registers the reconciler for backups in its phases, and a watch that

@@ -1,6 +1,6 @@
 // Package expiry deletes expired backups: the "gc" reconciler (DESIGN.md section 10,
 // docs/expiry.md). It owns no phase; the deletion reconciler takes a deleted backup from there.
-// Expiration computes status.expiration, which the backup reconciler writes when a backup starts.
+// It reads status.expiration, which the backup reconciler writes when a backup starts.
 package expiry
 
 import (
@@ -115,17 +115,6 @@ func decideExpiry(in expiryInput) expiryDecision {
 				in.Expiration.UTC().Format(time.RFC3339), in.Location.Name, cairnv1.KeepDataAnnotation)}
 	}
 	return expiryDecision{Action: expiryDelete}
-}
-
-// Expiration is when a backup starting at start expires: start + spec.ttl, or + defaultTTL
-// when it has none; nil for a ttl of 0, which never expires.
-func Expiration(b *cairnv1.Backup, start metav1.Time, defaultTTL time.Duration) *metav1.Time {
-	ttl := b.Spec.GetTTL(defaultTTL)
-	if ttl <= 0 {
-		return nil
-	}
-	expiration := metav1.NewTime(start.Add(ttl))
-	return &expiration
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;delete

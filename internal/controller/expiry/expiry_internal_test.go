@@ -64,29 +64,3 @@ func TestDecideExpiry(t *testing.T) {
 		})
 	}
 }
-
-func TestExpiration(t *testing.T) {
-	start := metav1.NewTime(time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC))
-	ttl := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
-	tests := []struct {
-		name       string
-		ttl        *metav1.Duration
-		defaultTTL time.Duration
-		want       *time.Time
-	}{
-		{name: "ttl set", ttl: ttl(3 * time.Second), defaultTTL: 720 * time.Hour, want: new(start.Add(3 * time.Second))},
-		{name: "no ttl: the default", defaultTTL: 24 * time.Hour, want: new(start.Add(24 * time.Hour))},
-		{name: "ttl 0s: never", ttl: ttl(0), defaultTTL: 720 * time.Hour},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Expiration(&cairnv1.Backup{Spec: cairnv1.BackupSpec{TTL: tt.ttl}}, start, tt.defaultTTL)
-			switch {
-			case tt.want == nil && got != nil:
-				t.Errorf("got %s, want no expiration", got)
-			case tt.want != nil && (got == nil || !got.Time.Equal(*tt.want)):
-				t.Errorf("got %v, want %s", got, tt.want)
-			}
-		})
-	}
-}
