@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller"
 	"github.com/cairn-backup/cairn/internal/controller/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -82,7 +83,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Elect a leader so that only one manager replica reconciles at a time.")
 	fs.DurationVar(&o.queueResyncPeriod, "queue-resync-period", controller.DefaultQueueResyncPeriod,
 		"How often the backup queue is reconciled without any event (a safety net; hand-offs are event-driven).")
-	fs.DurationVar(&o.operationSync, "item-operation-sync-frequency", controller.DefaultItemOperationSyncFrequency,
+	fs.DurationVar(&o.operationSync, "item-operation-sync-frequency", operations.DefaultSyncFrequency,
 		"How often unfinished async plugin operations (such as volume snapshots) are polled.")
 	fs.DurationVar(&o.storageTimeout, "storage-timeout", stores.DefaultStorageTimeout,
 		"How long a small storage call (a log, the metadata, a listing, a deletion) may take before it fails and is retried; a hung storage service cannot hold a reconciler longer.")

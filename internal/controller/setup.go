@@ -28,8 +28,12 @@ import (
 	backupcontroller "github.com/cairn-backup/cairn/internal/controller/backup"
 	synccontroller "github.com/cairn-backup/cairn/internal/controller/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/chartobjects"
+	"github.com/cairn-backup/cairn/internal/controller/deletion"
 	"github.com/cairn-backup/cairn/internal/controller/download"
+	"github.com/cairn-backup/cairn/internal/controller/expiry"
+	"github.com/cairn-backup/cairn/internal/controller/finalizer"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
+	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
 	restorecontroller "github.com/cairn-backup/cairn/internal/controller/restore"
@@ -73,7 +77,7 @@ type Config struct {
 	// Tests use it to play a reconciler's part.
 	Controllers []string
 	// ItemOperationSyncFrequency is how often unfinished async operations are polled; 0 means
-	// DefaultItemOperationSyncFrequency.
+	// operations.DefaultSyncFrequency.
 	ItemOperationSyncFrequency time.Duration
 	// ProgressInterval is how often a running backup's progress is written, at most; 0 means
 	// DefaultProgressInterval.
@@ -159,7 +163,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.ItemOperationSyncFrequency <= 0 {
-		cfg.ItemOperationSyncFrequency = DefaultItemOperationSyncFrequency
+		cfg.ItemOperationSyncFrequency = operations.DefaultSyncFrequency
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
@@ -208,11 +212,13 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Discovery: disco, Workers: cfg.ItemBlockWorkerCount,
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
+	// The cancelled runs whose log upload is in flight: the backup reconciler holds them, the
+	// finalizer waits for them before it appends to that log (finalizer.LogUploads).
 	logs := &lifecycle.LogUploads{}
 	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
 	// The operations of restores that have no location for their files: handed over from the
-	// restore reconciler to the restore operations reconciler (heldOperations says why).
-	heldOps := &heldOperations{}
+	// restore reconciler to the restore operations reconciler (operations.Held says why).
+	heldOps := &operations.Held{}
 	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout, MaxEntrySize: cfg.MaxArchiveEntrySize}
@@ -237,7 +243,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	}
 	backupCancelWarning, restoreCancelWarning := readiness.NewCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
 	// One operations reconciler, with each kind's adapter, set up under each kind's name.
-	backupOps := &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
+	backupOps := &operations.Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
 		Client:        mgr.GetClient(),
 		Stores:        st,
 		Clock:         cfg.Clock,
@@ -245,9 +251,9 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Gate:          recovery,
 		SyncFrequency: cfg.ItemOperationSyncFrequency,
 		PhaseTimeout:  cfg.PhaseTimeout,
-		kind:          backupOperations(registry),
+		Kind:          operations.Backups(registry),
 	}
-	restoreOps := &OperationsReconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
+	restoreOps := &operations.Reconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
 		Client:        mgr.GetClient(),
 		Stores:        st,
 		Clock:         cfg.Clock,
@@ -255,7 +261,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 		Gate:          recovery,
 		SyncFrequency: cfg.ItemOperationSyncFrequency,
 		PhaseTimeout:  cfg.PhaseTimeout,
-		kind:          restoreOperations(restoreActions, heldOps),
+		Kind:          operations.Restores(restoreActions, heldOps),
 	}
 	reconcilers := []namedReconciler{
 		{"queue", &queue.Reconciler{
@@ -270,7 +276,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Catalog:            catalog,
 			RestoreAccess:      queue.RestoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
 			Requesters:         requesters,
-			RemovingData:       RemovingData,
+			RemovingData:       deletion.RemovingData,
 		}},
 		{"backup", &backupcontroller.Reconciler{
 			Requesters:        requesters,
@@ -288,7 +294,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Logs:              logs,
 		}},
 		{backupOps.Name(), backupOps},
-		{"finalizer", &FinalizerReconciler{
+		{"finalizer", &finalizer.BackupReconciler{
 			Client:            mgr.GetClient(),
 			Namespace:         cfg.Namespace,
 			Runner:            runner,
@@ -302,11 +308,11 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			CleanupBackoffMin: cfg.RetryBackoffMin,
 			CleanupBackoffMax: cfg.RetryBackoffMax,
 			PhaseTimeout:      cfg.PhaseTimeout,
-			logs:              logs,
+			Logs:              logs,
 
 			MaxArchiveEntrySize: cfg.MaxArchiveEntrySize,
 		}},
-		{"deletion", &DeletionReconciler{
+		{"deletion", &deletion.Reconciler{
 			Client:     mgr.GetClient(),
 			Dynamic:    dyn,
 			Stores:     st,
@@ -331,7 +337,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Operations:         heldOps,
 		}},
 		{restoreOps.Name(), restoreOps},
-		{"restorefinalizer", &RestoreFinalizerReconciler{
+		{"restorefinalizer", &finalizer.RestoreReconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			Stores:    st,
@@ -355,7 +361,7 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 			Clock:     cfg.Clock,
 			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
 		}},
-		{"gc", &GCReconciler{
+		{"gc", &expiry.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			Clock:     cfg.Clock,

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/controller/deletion"
 	"github.com/cairn-backup/cairn/internal/controller/queue"
 )
 
@@ -52,7 +52,7 @@ func TestQueueTrigger(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := queue.BackupTrigger(controller.RemovingData).Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.cur}); got != tt.want {
+			if got := queue.BackupTrigger(deletion.RemovingData).Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.cur}); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})

@@ -64,7 +64,7 @@ type Reconciler struct {
 	Requesters *requester.Resolver
 
 	// Operations takes a run's async operations over for the restore operations reconciler
-	// when the restore has no storage for its files, so no operations file (heldOperations,
+	// when the restore has no storage for its files, so no operations file (operations.Held,
 	// shared with it through setup.go).
 	Operations interface {
 		Hold(uid types.UID, ops []backup.Operation)

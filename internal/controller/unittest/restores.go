@@ -1,8 +1,7 @@
 // Package unittest holds the fixtures that the fake-client tests of several reconciler
-// packages share (the queue's, the restore reconciler's, the restore finalizer's, the sync's): objects
-// as a test starts them, a fake client that takes them, what a test reads back, the events
-// recorded. It imports no
-// reconciler package, so that any of them may use it.
+// packages share (the queue's, the restore reconciler's, the restore finalizer's, the sync's):
+// objects as a test starts them, a fake client that takes them, what a test reads back, the
+// events recorded. It imports no reconciler package, so that any of them may use it.
 package unittest
 
 import (

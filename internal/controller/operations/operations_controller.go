@@ -1,4 +1,9 @@
-package controller
+// Package operations follows the async operations that backups' and restores' runs start:
+// one reconciler over both kinds, the owner of their WaitingForPluginOperations* phases
+// (DESIGN.md sections 6 and 9). What differs per kind is its Kind (Backups, Restores). A
+// restore with no storage location for its files has its operations handed over in memory
+// (Held), made in setup.go and passed to the restore reconciler and to this one.
+package operations
 
 import (
 	"context"
@@ -21,10 +26,10 @@ import (
 	"github.com/cairn-backup/cairn/internal/failure"
 )
 
-// DefaultItemOperationSyncFrequency is how often unfinished async operations are polled.
-const DefaultItemOperationSyncFrequency = 10 * time.Second
+// DefaultSyncFrequency is how often unfinished async operations are polled.
+const DefaultSyncFrequency = 10 * time.Second
 
-// OperationsReconciler follows the async operations that a run's actions started: a backup's
+// Reconciler follows the async operations that a run's actions started: a backup's
 // BackupItemActions (DESIGN.md section 6, the "operations" reconciler) or a restore's
 // RestoreItemActions (section 9, "restoreoperations"). It owns its kind's
 // WaitingForPluginOperations and WaitingForPluginOperationsPartiallyFailed: it polls each
@@ -39,9 +44,8 @@ const DefaultItemOperationSyncFrequency = 10 * time.Second
 // backoff. The operations file is its state, so a restarted manager resumes where it was.
 //
 // It is written once for both kinds; what differs per kind (which actions track the
-// operations, the phases, the status fields, its owner name) is its operationKind
-// (backupOperations, restoreOperations).
-type OperationsReconciler[T client.Object, P ~string] struct {
+// operations, the phases, the status fields, its owner name) is its Kind (Backups, Restores).
+type Reconciler[T client.Object, P ~string] struct {
 	Client   client.Client
 	Stores   stores.Stores
 	Clock    clock.Clock
@@ -50,7 +54,7 @@ type OperationsReconciler[T client.Object, P ~string] struct {
 		Wait(ctx context.Context) error
 	}
 	// SyncFrequency is how often unfinished operations are polled; 0 means
-	// DefaultItemOperationSyncFrequency.
+	// DefaultSyncFrequency.
 	SyncFrequency time.Duration
 	// CallTimeout bounds each Progress and Cancel call; 0 means backup.OperationCallTimeout.
 	CallTimeout time.Duration
@@ -59,7 +63,8 @@ type OperationsReconciler[T client.Object, P ~string] struct {
 	// means lifecycle.DefaultPhaseTimeout.
 	PhaseTimeout time.Duration
 
-	kind operationKind[T, P]
+	// Kind is what the reconciler knows of its kind of object (Backups, Restores).
+	Kind Kind[T, P]
 
 	// polled is when this process last polled each object's operations (or first saw it): the
 	// phase timeout counts from there, since operations that poll fine may run for hours
@@ -68,18 +73,18 @@ type OperationsReconciler[T client.Object, P ~string] struct {
 }
 
 // Name is the reconciler's name in Config.Controllers, its owner name in the phase tables.
-func (r *OperationsReconciler[T, P]) Name() string { return string(r.kind.owner) }
+func (r *Reconciler[T, P]) Name() string { return string(r.Kind.owner) }
 
 // Reconcile polls one object's operations.
-func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	obj := r.kind.new()
+	obj := r.Kind.new()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !r.kind.owns(r.kind.status(obj).Phase) {
+	if !r.Kind.owns(r.Kind.status(obj).Phase) {
 		return ctrl.Result{}, nil
 	}
 	if _, seen := r.polled.Get(obj.GetUID()); !seen {
@@ -88,13 +93,13 @@ func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Req
 	var file operationsFile
 	var ops []backup.Operation
 	err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
-		if file, err = r.kind.file(ctx, r.Stores, obj); err != nil {
+		if file, err = r.Kind.file(ctx, r.Stores, obj); err != nil {
 			return err
 		}
 		ops, err = file.read(ctx)
 		return err
 	})
-	if failureReason, cancelled := r.kind.cancellation(obj); cancelled {
+	if failureReason, cancelled := r.Kind.cancellation(obj); cancelled {
 		if err != nil {
 			// A cancel never waits on storage: the operations that cannot be read are not
 			// cancelled by ID; a backup's cleanup still removes the snapshots, found by label.
@@ -116,8 +121,8 @@ func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Req
 	r.polled.Set(obj.GetUID(), r.Clock.Now())
 
 	running, completed, failed := backup.OperationCounts(ops)
-	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
-		s.Phase = r.kind.next(s.Phase, ops)
+	if err := r.Kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
+		s.Phase = r.Kind.next(s.Phase, ops)
 		s.Attempted, s.Completed, s.Failed = int32(len(ops)), int32(completed), int32(failed)
 		s.Errors = max(s.Errors, int32(failed))
 	}); err != nil {
@@ -133,12 +138,12 @@ func (r *OperationsReconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Req
 // advance asks each unfinished operation's action how it is doing (backup.Advance), each call
 // with its own CallTimeout, and reports whether anything the operations file records changed.
 // An operation that fails now is told in an OperationFailed Warning event.
-func (r *OperationsReconciler[T, P]) advance(ctx context.Context, obj T, ops []backup.Operation) ([]backup.Operation, bool) {
+func (r *Reconciler[T, P]) advance(ctx context.Context, obj T, ops []backup.Operation) ([]backup.Operation, bool) {
 	now := r.Clock.Now()
 	changed := false
 	for i, op := range ops {
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		next := backup.Advance(callCtx, op, r.kind.tracker(op.Action, obj), now, r.kind.itemOperationTimeout(obj))
+		next := backup.Advance(callCtx, op, r.Kind.tracker(op.Action, obj), now, r.Kind.itemOperationTimeout(obj))
 		cancel()
 		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.Description != op.Description {
 			changed = true
@@ -152,29 +157,29 @@ func (r *OperationsReconciler[T, P]) advance(ctx context.Context, obj T, ops []b
 	return ops, changed
 }
 
-func (r *OperationsReconciler[T, P]) phaseTimeout() time.Duration {
+func (r *Reconciler[T, P]) phaseTimeout() time.Duration {
 	if r.PhaseTimeout > 0 {
 		return r.PhaseTimeout
 	}
 	return lifecycle.DefaultPhaseTimeout
 }
 
-func (r *OperationsReconciler[T, P]) callTimeout() time.Duration {
+func (r *Reconciler[T, P]) callTimeout() time.Duration {
 	if r.CallTimeout > 0 {
 		return r.CallTimeout
 	}
 	return backup.OperationCallTimeout
 }
 
-func (r *OperationsReconciler[T, P]) syncFrequency() time.Duration {
+func (r *Reconciler[T, P]) syncFrequency() time.Duration {
 	if r.SyncFrequency > 0 {
 		return r.SyncFrequency
 	}
-	return DefaultItemOperationSyncFrequency
+	return DefaultSyncFrequency
 }
 
 // noun names the kind in log lines ("backup", "restore").
-func (r *OperationsReconciler[T, P]) noun() string { return strings.ToLower(r.kind.noun) }
+func (r *Reconciler[T, P]) noun() string { return strings.ToLower(r.Kind.noun) }
 
 // pollFailureOutcome decides what a failure to read or write an object's operations leads to:
 // a permanent one (failure.IsPermanent: the location gone or misconfigured, a ReadOnly location,
@@ -198,13 +203,13 @@ func pollFailureOutcome(err error, failingFor, timeout time.Duration) (giveUp bo
 // (each call bounded) and marked failed with the reason; the operations file is rewritten if
 // the store takes it (it may be the very problem); status counts every unfinished operation
 // failed; an OperationsLost Warning event says why.
-func (r *OperationsReconciler[T, P]) cannotPoll(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, err error) (ctrl.Result, error) {
+func (r *Reconciler[T, P]) cannotPoll(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, err error) (ctrl.Result, error) {
 	since, _ := r.polled.Get(obj.GetUID())
 	giveUp, reason := pollFailureOutcome(err, r.Clock.Now().Sub(since), r.phaseTimeout())
 	if !giveUp {
 		return ctrl.Result{}, err
 	}
-	st := r.kind.status(obj)
+	st := r.Kind.status(obj)
 	unfinished := int(st.Attempted - st.Completed - st.Failed)
 	if known {
 		unfinished, _, _ = backup.OperationCounts(ops)
@@ -216,8 +221,8 @@ func (r *OperationsReconciler[T, P]) cannotPoll(ctx context.Context, obj T, file
 		}
 	}
 	attempted, completed, failed := operationTotals(st, ops, known)
-	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
-		s.Phase = r.kind.finalizingPartiallyFailed
+	if err := r.Kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
+		s.Phase = r.Kind.finalizingPartiallyFailed
 		s.Attempted, s.Completed, s.Failed = attempted, completed, failed
 		s.Errors = max(s.Errors+1, failed)
 	}); err != nil {
@@ -225,18 +230,18 @@ func (r *OperationsReconciler[T, P]) cannotPoll(ctx context.Context, obj T, file
 	}
 	r.forget(obj, file)
 	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "OperationsLost", "Poll",
-		"%s goes on without its %d unfinished async operations: %s", r.kind.noun, max(unfinished, 0), reason)
+		"%s goes on without its %d unfinished async operations: %s", r.Kind.noun, max(unfinished, 0), reason)
 	return ctrl.Result{}, nil
 }
 
 // cancelEach cancels every unfinished operation (backup.Cancel), each call with its own
 // CallTimeout, and marks it failed with reason.
-func (r *OperationsReconciler[T, P]) cancelEach(ctx context.Context, obj T, ops []backup.Operation, reason string) []backup.Operation {
+func (r *Reconciler[T, P]) cancelEach(ctx context.Context, obj T, ops []backup.Operation, reason string) []backup.Operation {
 	now := r.Clock.Now()
 	out := make([]backup.Operation, len(ops))
 	for i, op := range ops {
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		out[i] = backup.Cancel(callCtx, op, r.kind.tracker(op.Action, obj), now, reason)
+		out[i] = backup.Cancel(callCtx, op, r.Kind.tracker(op.Action, obj), now, reason)
 		cancel()
 	}
 	return out
@@ -257,7 +262,7 @@ func operationTotals[P ~string](st operationsStatus[P], ops []backup.Operation, 
 // them if the store takes it, and moves the object to FinalizingCancelled. No storage failure
 // holds a cancel: a backup's operations file is removed by the cleanup anyway, and operations
 // that could not be read (known false) are counted failed from status.
-func (r *OperationsReconciler[T, P]) cancel(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, failureReason string) error {
+func (r *Reconciler[T, P]) cancel(ctx context.Context, obj T, file operationsFile, ops []backup.Operation, known bool, failureReason string) error {
 	running, _, _ := backup.OperationCounts(ops)
 	ops = r.cancelEach(ctx, obj, ops, failureReason)
 	if known && file != nil && len(ops) > 0 {
@@ -265,21 +270,21 @@ func (r *OperationsReconciler[T, P]) cancel(ctx context.Context, obj T, file ope
 			ctrl.LoggerFrom(ctx).Info("Could not record the cancelled operations", r.noun(), lifecycle.ObjectName(obj), "error", err.Error())
 		}
 	}
-	attempted, completed, failed := operationTotals(r.kind.status(obj), ops, known)
-	if err := r.kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
-		s.Phase = r.kind.finalizingCancelled
+	attempted, completed, failed := operationTotals(r.Kind.status(obj), ops, known)
+	if err := r.Kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
+		s.Phase = r.Kind.finalizingCancelled
 		s.Attempted, s.Completed, s.Failed = attempted, completed, failed
 	}); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.forget(obj, file)
 	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "Cancelling", "Cancel",
-		"%s while waiting for async operations: %d cancelled; %s", failureReason, running, r.kind.afterCancel)
+		"%s while waiting for async operations: %d cancelled; %s", failureReason, running, r.Kind.afterCancel)
 	return nil
 }
 
 // forget lets go of what this process keeps of an object that has left its phases.
-func (r *OperationsReconciler[T, P]) forget(obj T, file operationsFile) {
+func (r *Reconciler[T, P]) forget(obj T, file operationsFile) {
 	r.polled.Forget(obj.GetUID())
 	if file != nil {
 		file.forget()
@@ -287,13 +292,13 @@ func (r *OperationsReconciler[T, P]) forget(obj T, file operationsFile) {
 }
 
 // SetupWithManager registers the reconciler for the objects of its kind in its phases.
-func (r *OperationsReconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		o, ok := obj.(T)
-		return ok && r.kind.owns(r.kind.status(o).Phase)
+		return ok && r.Kind.owns(r.Kind.status(o).Phase)
 	})
 	return lifecycle.Register(r.Name(), ctrl.NewControllerManagedBy(mgr).
-		For(r.kind.new(), builder.WithPredicates(owned)).
+		For(r.Kind.new(), builder.WithPredicates(owned)).
 		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()}),
 		r)
 }

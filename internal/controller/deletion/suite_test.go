@@ -1,4 +1,4 @@
-package controller_test
+package deletion_test
 
 import (
 	"testing"
@@ -11,9 +11,9 @@ import (
 
 // The reconcilers run in a real manager against a real kube-apiserver (controllertest); specs
 // assert through a direct (uncached) client.
-func TestControllers(t *testing.T) {
+func TestDeletion(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "Controller suite")
+	RunSpecs(t, "Deletion suite")
 }
 
 var _ = BeforeSuite(controllertest.Start)

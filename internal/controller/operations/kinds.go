@@ -1,4 +1,4 @@
-package controller
+package operations
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// operationKind is what the operations reconciler needs to know of one kind of object whose
-// runs start async operations; the loop itself (OperationsReconciler) is the same for all.
+// Kind is what the operations reconciler needs to know of one kind of object whose runs start
+// async operations; the loop itself (Reconciler) is the same for all.
 //
 // An operation is anything with a Progress and a Cancel, found by the name recorded in the
 // operations file (tracker): a plugin action's snapshot today, and a volume copy by the node
@@ -33,7 +33,7 @@ import (
 // recovery then apply to volume copies with no change here. Only SetupWithManager gains a
 // watch on PodVolumeBackups (mapped to their backup by label), so a volume that ends is seen
 // at once rather than at the next SyncFrequency.
-type operationKind[T client.Object, P ~string] struct {
+type Kind[T client.Object, P ~string] struct {
 	// owner names the reconciler: in Config.Controllers, and as the owner in the phase tables.
 	owner phases.Owner
 	// noun names the kind in events ("Backup", "Restore").
@@ -67,20 +67,20 @@ type operationKind[T client.Object, P ~string] struct {
 }
 
 // owns reports whether an object in phase p is the reconciler's.
-func (k operationKind[T, P]) owns(p P) bool { return p == k.waiting || p == k.waitingPartiallyFailed }
+func (k Kind[T, P]) owns(p P) bool { return p == k.waiting || p == k.waitingPartiallyFailed }
 
 // operationsStatus is the part of a status the operations reconciler writes, the same for
-// every kind: the phase, the operation counts, and the error count.
+// every Kind: the phase, the operation counts, and the error count.
 type operationsStatus[P ~string] struct {
 	Phase                        P
 	Attempted, Completed, Failed int32
 	Errors                       int32
 }
 
-// backupOperations is the operations reconciler's kind for backups: the operations of
+// Backups is the operations reconciler's kind for backups: the operations of
 // BackupItemActions (registry), kept in the backup's operations file in its location.
-func backupOperations(registry *backup.Registry) operationKind[*cairnv1.Backup, cairnv1.BackupPhase] {
-	return operationKind[*cairnv1.Backup, cairnv1.BackupPhase]{
+func Backups(registry *backup.Registry) Kind[*cairnv1.Backup, cairnv1.BackupPhase] {
+	return Kind[*cairnv1.Backup, cairnv1.BackupPhase]{
 		owner:                     phases.OwnerOperations,
 		noun:                      "Backup",
 		afterCancel:               "removing its data",
@@ -122,11 +122,11 @@ func backupOperationsStatus(s *cairnv1.BackupStatus) operationsStatus[cairnv1.Ba
 		Attempted: s.BackupItemOperationsAttempted, Completed: s.BackupItemOperationsCompleted, Failed: s.BackupItemOperationsFailed}
 }
 
-// restoreOperations is the operations reconciler's kind for restores: the operations of
+// Restores is the operations reconciler's kind for restores: the operations of
 // RestoreItemActions (actions), kept in the restore's operations file in the location of its
 // files, or, for a restore without one, in held.
-func restoreOperations(actions *restore.Actions, held *heldOperations) operationKind[*cairnv1.Restore, cairnv1.RestorePhase] {
-	return operationKind[*cairnv1.Restore, cairnv1.RestorePhase]{
+func Restores(actions *restore.Actions, held *Held) Kind[*cairnv1.Restore, cairnv1.RestorePhase] {
+	return Kind[*cairnv1.Restore, cairnv1.RestorePhase]{
 		owner:                     phases.OwnerRestoreOperations,
 		noun:                      "Restore",
 		afterCancel:               "the objects it created stay",
@@ -204,7 +204,7 @@ func (s storedOperations) write(ctx context.Context, ops []backup.Operation) err
 
 func (storedOperations) forget() {}
 
-// heldOperations holds the operations of restores that have no storage location for their
+// Held holds the operations of restores that have no storage location for their
 // files (the backup's location is ReadOnly and no default ReadWrite one is Available): the
 // restore reconciler hands them over when its run ends (Hold), and the restore operations
 // reconciler follows them from here instead of from an operations file. It is the one state
@@ -213,20 +213,20 @@ func (storedOperations) forget() {}
 // the operations. It lives as long as the process: after a restart such a restore goes on
 // without its operations (lifecycle.ErrOperationsLost, FinalizingPartiallyFailed); restores with a
 // location resume from their file.
-type heldOperations struct {
+type Held struct {
 	m lifecycle.UIDMap[[]backup.Operation]
 }
 
 // Hold keeps the operations of the restore uid for the operations reconciler.
-func (h *heldOperations) Hold(uid types.UID, ops []backup.Operation) {
+func (h *Held) Hold(uid types.UID, ops []backup.Operation) {
 	h.m.Set(uid, append([]backup.Operation(nil), ops...))
 }
 
 // file is the operations "file" of the restore uid in h.
-func (h *heldOperations) file(uid types.UID) operationsFile { return heldFile{h, uid} }
+func (h *Held) file(uid types.UID) operationsFile { return heldFile{h, uid} }
 
 type heldFile struct {
-	h   *heldOperations
+	h   *Held
 	uid types.UID
 }
 

@@ -1,4 +1,4 @@
-package controller
+package deletion
 
 import (
 	"context"
@@ -42,7 +42,7 @@ import (
 // ever be missed.
 const deletionSafetyRequeue = time.Minute
 
-// DeletionReconciler removes the data of deleted backups (DESIGN.md section 6, Longhorn's
+// Reconciler removes the data of deleted backups (DESIGN.md section 6, Longhorn's
 // asynchronous deletion). It owns Deleting and DeletionFailed, and terminal backups with a
 // deletion timestamp: it starts their deletion at once and moves them to Deleting only once it
 // has run for deletingShownAfter (most are over by then, and the object simply goes); a backup
@@ -56,7 +56,7 @@ const deletionSafetyRequeue = time.Minute
 // without touching storage. A terminal backup that a restore still reads is not deleted until
 // that restore ends (condition DeletionBlocked says which); the restore's end brings the
 // backup back here.
-type DeletionReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Dynamic deletes the backup's VolumeSnapshots.
 	Dynamic  dynamic.Interface
@@ -86,7 +86,7 @@ type DeletionReconciler struct {
 // +kubebuilder:rbac:groups=cairn.dev,resources=restores,verbs=get;list;watch
 
 // Reconcile moves one deleted backup's deletion on.
-func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -139,7 +139,7 @@ func (r *DeletionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // phase says Deleting only once the deletion has run for deletingShownAfter, and most are
 // over by then. Should this process stop meanwhile, the next one finds the backup terminal
 // with its deletion timestamp (or Deleting with no record) and deletes again.
-func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup, shown bool) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, b *cairnv1.Backup, shown bool) (ctrl.Result, error) {
 	base, ok := r.life.context()
 	if !ok {
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
@@ -163,7 +163,7 @@ func (r *DeletionReconciler) start(ctx context.Context, b *cairnv1.Backup, shown
 
 // showDeleting sets the phase Deleting of a backup whose first deletion has run for
 // deletingShownAfter.
-func (r *DeletionReconciler) showDeleting(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+func (r *Reconciler) showDeleting(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	if err := r.markDeleting(ctx, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -173,7 +173,7 @@ func (r *DeletionReconciler) showDeleting(ctx context.Context, b *cairnv1.Backup
 
 // markDeleting writes the phase Deleting. Its event (PhaseWatcher's, which says when an
 // expired backup expired) is the only one of a deletion that goes well.
-func (r *DeletionReconciler) markDeleting(ctx context.Context, b *cairnv1.Backup) error {
+func (r *Reconciler) markDeleting(ctx context.Context, b *cairnv1.Backup) error {
 	return lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseDeleting
 		s.NextDeletionAttempt = nil
@@ -184,7 +184,7 @@ func (r *DeletionReconciler) markDeleting(ctx context.Context, b *cairnv1.Backup
 // waitForRestore keeps a deleted backup that a restore still reads where it is, saying so in
 // its DeletionBlocked condition (and an event, when the restore it waits for changes). The end
 // of that restore brings the backup back (the watch on restores).
-func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Backup, restoreName, message string) error {
+func (r *Reconciler) waitForRestore(ctx context.Context, b *cairnv1.Backup, restoreName, message string) error {
 	if c := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked); c != nil &&
 		c.Status == metav1.ConditionTrue && c.Message == message {
 		return nil
@@ -206,7 +206,7 @@ func (r *DeletionReconciler) waitForRestore(ctx context.Context, b *cairnv1.Back
 // runDeletion removes a backup's data and reports the outcome in the map, then wakes the
 // reconciler. A panic is a failure like any other. It only updates the backup's entry: one
 // forgotten meanwhile (the object is gone) stays forgotten.
-func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
+func (r *Reconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
 	report := func(state deletionState, message string) {
 		r.deletions.Update(b.UID, func(rec *deletionRecord) { rec.State, rec.Message = state, message })
 	}
@@ -230,7 +230,7 @@ func (r *DeletionReconciler) runDeletion(ctx context.Context, b *cairnv1.Backup)
 // removeData deletes every object under the backup's own directory in its location (the
 // directory key ends in "/", so backup b1 never touches b10) and the VolumeSnapshots its
 // operations made. Its errors say what a person can do.
-func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
+func (r *Reconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
 	bsl, err := r.Stores.Location(ctx, b)
 	if err != nil {
 		return fmt.Errorf("%w; create the location again, or set the annotation %s=\"true\" to delete only the Backup object", err, cairnv1.KeepDataAnnotation)
@@ -268,7 +268,7 @@ func (r *DeletionReconciler) removeData(ctx context.Context, b *cairnv1.Backup) 
 
 // ownsData refuses to delete a committed backup made by another Backup object of the same
 // namespace and name (one deleted with keep-data, or another cluster's).
-func (r *DeletionReconciler) ownsData(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, b *cairnv1.Backup) error {
+func (r *Reconciler) ownsData(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, b *cairnv1.Backup) error {
 	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
 	meta, err := storage.ReadMetadata(ctx, store, keys)
@@ -285,7 +285,7 @@ func (r *DeletionReconciler) ownsData(ctx context.Context, store storage.ObjectS
 }
 
 // verify checks that the store holds nothing of the backup any more, then lets the object go.
-func (r *DeletionReconciler) verify(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
+func (r *Reconciler) verify(ctx context.Context, b *cairnv1.Backup) (ctrl.Result, error) {
 	left, err := r.remaining(ctx, b)
 	switch {
 	case err != nil:
@@ -300,7 +300,7 @@ func (r *DeletionReconciler) verify(ctx context.Context, b *cairnv1.Backup) (ctr
 }
 
 // remaining lists what the store still holds under the backup's directory.
-func (r *DeletionReconciler) remaining(ctx context.Context, b *cairnv1.Backup) ([]string, error) {
+func (r *Reconciler) remaining(ctx context.Context, b *cairnv1.Backup) ([]string, error) {
 	ctx, cancel := r.Stores.Bounded(ctx)
 	defer cancel()
 	store, err := r.Stores.ForBackup(ctx, b)
@@ -312,7 +312,7 @@ func (r *DeletionReconciler) remaining(ctx context.Context, b *cairnv1.Backup) (
 
 // fail moves the backup to DeletionFailed with the message; the next attempt comes after the
 // backoff, which grows with every failed attempt.
-func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, message string) (ctrl.Result, error) {
+func (r *Reconciler) fail(ctx context.Context, b *cairnv1.Backup, message string) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	attempts := b.Status.DeletionAttempts + 1
 	_, nextAttempt := r.backoff().Failed(b.UID)
@@ -332,7 +332,7 @@ func (r *DeletionReconciler) fail(ctx context.Context, b *cairnv1.Backup, messag
 }
 
 // release removes the data finalizer, which lets the API server delete the object.
-func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, keptData bool) error {
+func (r *Reconciler) release(ctx context.Context, b *cairnv1.Backup, keptData bool) error {
 	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(b, cairnv1.BackupDataFinalizer)
 	if err := r.Patch(ctx, b, patch); err != nil {
@@ -354,7 +354,7 @@ func (r *DeletionReconciler) release(ctx context.Context, b *cairnv1.Backup, kep
 
 // SetupWithManager registers the reconciler for deleted backups and for the ends of its own
 // deletion goroutines.
-func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.BackoffMin <= 0 {
 		r.BackoffMin = lifecycle.DefaultRetryBackoffMin
 	}
@@ -390,7 +390,7 @@ func (r *DeletionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // backupsReadBy maps a restore that ended (or went) to the backups it read, so that a deleted
 // backup waiting for it moves on: the one named, or, for a restore of a schedule that never
 // resolved to a backup, the deleted backups of that schedule.
-func (r *DeletionReconciler) backupsReadBy(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) backupsReadBy(ctx context.Context, obj client.Object) []reconcile.Request {
 	rs, ok := obj.(*cairnv1.Restore)
 	if !ok {
 		return nil
@@ -437,14 +437,14 @@ func restoreEnded() predicate.Predicate {
 // forget drops what this process remembers of a backup whose object is gone. A deletion of it
 // already handed to the slots still runs to its end (its data was asked to go), and leaves no
 // entry behind.
-func (r *DeletionReconciler) forget(uid types.UID) {
+func (r *Reconciler) forget(uid types.UID) {
 	r.deletions.Forget(uid)
 	r.backoff().Forget(uid)
 }
 
 // backoff is the reconciler's retry backoff, made on first use for a reconciler built without
 // SetupWithManager (the deletion reconciler runs one reconcile at a time).
-func (r *DeletionReconciler) backoff() *lifecycle.RetryBackoff {
+func (r *Reconciler) backoff() *lifecycle.RetryBackoff {
 	if r.retries == nil {
 		r.retries = lifecycle.NewRetryBackoff(r.Clock, max(r.BackoffMin, time.Millisecond), max(r.BackoffMax, r.BackoffMin, time.Millisecond))
 	}
@@ -457,7 +457,7 @@ func (r *DeletionReconciler) backoff() *lifecycle.RetryBackoff {
 const deletionReconcilers = 8
 
 // deletionSlots is the reconciler's line of deletions, made on first use.
-func (r *DeletionReconciler) deletionSlots() *deletionSlots {
+func (r *Reconciler) deletionSlots() *deletionSlots {
 	if r.slots == nil {
 		r.slots = &deletionSlots{limit: DefaultConcurrentDeletions, run: r.runDeletion}
 	}

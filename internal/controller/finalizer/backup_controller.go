@@ -1,16 +1,17 @@
-package controller
+// Package finalizer ends backups and restores: the backup finalizer (owner of Finalizing*,
+// FinalizingCancelled and FinalizingFailed) commits a backup or removes the data of one that
+// will not be, and the restore finalizer (owner of a restore's Finalizing*) ends restores and
+// removes deleted ones' files (DESIGN.md sections 1, 6 and 9). The one thing the backup
+// finalizer shares with another reconciler is LogUploads, passed in by setup.go.
+package finalizer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -38,7 +39,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// FinalizerReconciler finishes backups. It owns Finalizing, FinalizingPartiallyFailed,
+// BackupReconciler finishes backups. It owns Finalizing, FinalizingPartiallyFailed,
 // FinalizingCancelled and FinalizingFailed. For the first two it adds the post-operation items
 // of completed async operations to a rebuilt archive, checks the stored archive, writes the
 // metadata object (the commit marker, with the archive's checksum) and moves the backup to
@@ -48,7 +49,7 @@ import (
 // backup from its location but the log (which it appends the reason to) and the VolumeSnapshots
 // its operations created, then ends it in Failed (with Cancelled=True, or CleanedUp=True). A
 // cleanup that fails is retried with backoff and the backup stays where it is, saying why.
-type FinalizerReconciler struct {
+type BackupReconciler struct {
 	client.Client
 	// APIReader reads around the cache: a cancel must be seen before the commit marker is written.
 	APIReader client.Reader
@@ -75,8 +76,10 @@ type FinalizerReconciler struct {
 	// Workers is how many backups are finalized at once (MaxConcurrentReconciles); cancelled
 	// backups are cleaned up by workers of their own, so a long finalize never holds a cancel.
 	Workers int
-	// logs are the cancelled runs whose log upload is in flight (shared with the backup reconciler).
-	logs    *lifecycle.LogUploads
+	// Logs are the cancelled runs whose log upload is in flight: the backup reconciler holds
+	// them (lifecycle.LogUploads, made in setup.go); nil means none ever is.
+	Logs LogUploads
+
 	retries *lifecycle.RetryBackoff
 	// logged holds the cancelled backups whose log already says so (in this process): a
 	// retried cleanup does not repeat the line.
@@ -85,12 +88,8 @@ type FinalizerReconciler struct {
 
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
 
-// logUploadWait is how soon a cancelled backup whose run is still uploading its log is looked
-// at again.
-const logUploadWait = 100 * time.Millisecond
-
 // Reconcile finalizes one backup.
-func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -126,7 +125,7 @@ func (r *FinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // finalize writes the final archive and the metadata and ends the backup in final. Once this
 // backup's commit marker is in its location, a retried finalize only writes the status: the
 // archive is never rewritten.
-func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase) error {
+func (r *BackupReconciler) finalize(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase) error {
 	var store *location.Store
 	var committed *storage.BackupMetadata
 	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
@@ -174,7 +173,7 @@ func (r *FinalizerReconciler) finalize(ctx context.Context, b *cairnv1.Backup, f
 }
 
 // endFinalized writes the terminal phase of a committed backup.
-func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase, completed time.Time, moreWarnings int, warnings []string) error {
+func (r *BackupReconciler) endFinalized(ctx context.Context, b *cairnv1.Backup, final cairnv1.BackupPhase, completed time.Time, moreWarnings int, warnings []string) error {
 	for _, w := range warnings {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PostOperationItem", "Finalize", w)
 	}
@@ -192,7 +191,7 @@ func (r *FinalizerReconciler) endFinalized(ctx context.Context, b *cairnv1.Backu
 
 // writableStore opens the store of a backup that is to be written. A location that is gone,
 // misconfigured or was made ReadOnly is a permanent problem: the backup cannot be committed.
-func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Backup) (*location.Store, error) {
+func (r *BackupReconciler) writableStore(ctx context.Context, b *cairnv1.Backup) (*location.Store, error) {
 	bsl, err := r.Stores.Location(ctx, b)
 	if err != nil {
 		return nil, err
@@ -207,7 +206,7 @@ func (r *FinalizerReconciler) writableStore(ctx context.Context, b *cairnv1.Back
 // the reason: its partial data is then removed like any failed backup's, and it ends Failed
 // (DESIGN.md section 1: a backup without a commit marker is not restorable, so neither
 // Completed nor PartiallyFailed would be true).
-func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
+func (r *BackupReconciler) failFinalizing(ctx context.Context, b *cairnv1.Backup, reason string) error {
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingFailed
 		s.FailureReason = reason
@@ -219,7 +218,7 @@ func (r *FinalizerReconciler) failFinalizing(ctx context.Context, b *cairnv1.Bac
 }
 
 // toCancelled moves a finalizing backup that was cancelled to FinalizingCancelled.
-func (r *FinalizerReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup) error {
+func (r *BackupReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup) error {
 	_, failureReason, _ := lifecycle.Backups.Cancellation(b)
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
 		s.Phase = cairnv1.BackupPhaseFinalizingCancelled
@@ -227,230 +226,6 @@ func (r *FinalizerReconciler) toCancelled(ctx context.Context, b *cairnv1.Backup
 		return err
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "Cancelling", "Cancel", "%s while finalizing; removing its data", failureReason)
-	return nil
-}
-
-// cleanup is what removing the data of a backup that will not be committed means for one of
-// the two phases that do it: FinalizingCancelled and FinalizingFailed. Both remove everything
-// under the backup's directory but its log, and the VolumeSnapshots it made, retried with
-// backoff, and end in Failed; they differ in what the log and the status say.
-type cleanup struct {
-	// what names the backup in messages ("cancelled backup", "failed backup").
-	what string
-	// failureReason is the backup's failureReason.
-	failureReason string
-	// condition is the condition type that says how the cleanup goes.
-	condition string
-	// logLine appends the reason of the cleanup to the backup's log.
-	logLine func(l *backup.Log)
-	// end writes the terminal status with message; eventType Warning when data was left.
-	end func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error
-}
-
-// cancelCleanup is the cleanup of a cancelled backup: Failed with the cancel's failureReason,
-// Cancelled=True and a Cancelled event.
-func (r *FinalizerReconciler) cancelCleanup(b *cairnv1.Backup) cleanup {
-	_, failureReason := lifecycle.Backups.StopReasons(b)
-	return cleanup{
-		what: "cancelled backup", failureReason: failureReason, condition: cairnv1.BackupConditionCancelled,
-		logLine: func(l *backup.Log) {
-			l.WithField("backup", lifecycle.ObjectName(b)).WithField("requestedBy", lifecycle.CancelRequester(b)).
-				WithField("phase", string(cairnv1.BackupPhaseFinalizingCancelled)).
-				Warn(failureReason + "; removing the backup's data and keeping this log")
-		},
-		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
-			if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
-				lifecycle.Backups.CancelledStatus(b, s, message, metav1.NewTime(r.Clock.Now()))
-			}); err != nil {
-				return err
-			}
-			r.Recorder.Eventf(b, nil, eventType, "Cancelled", "Cancel", message)
-			return nil
-		},
-	}
-}
-
-// failCleanup is the cleanup of a failed backup: Failed with the failureReason it already has,
-// and CleanedUp=True (or False, saying what was left).
-func (r *FinalizerReconciler) failCleanup(b *cairnv1.Backup) cleanup {
-	failureReason := b.Status.FailureReason
-	if failureReason == "" {
-		failureReason = "the backup failed"
-	}
-	return cleanup{
-		what: "failed backup", failureReason: failureReason, condition: cairnv1.BackupConditionCleanedUp,
-		logLine: func(l *backup.Log) {
-			l.WithField("backup", lifecycle.ObjectName(b)).WithField("phase", string(cairnv1.BackupPhaseFinalizingFailed)).
-				Error("Backup failed: " + failureReason + "; removing its partial data and keeping this log")
-		},
-		end: func(ctx context.Context, b *cairnv1.Backup, message, eventType string) error {
-			now := metav1.NewTime(r.Clock.Now())
-			status, reason := metav1.ConditionTrue, cairnv1.ReasonDataRemoved
-			if eventType == corev1.EventTypeWarning {
-				status, reason = metav1.ConditionFalse, cairnv1.ReasonDataKept
-			}
-			if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
-				s.Phase = cairnv1.BackupPhaseFailed
-				s.FailureReason = failureReason
-				s.CompletionTimestamp = &now
-				meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-					Type: cairnv1.BackupConditionCleanedUp, Status: status, Reason: reason,
-					Message: message, ObservedGeneration: b.Generation, LastTransitionTime: now,
-				})
-			}); err != nil {
-				return err
-			}
-			return nil
-		},
-	}
-}
-
-// cleanUp removes the data of a backup that will not be committed and ends it in Failed, or,
-// when that fails, records why and tries again after a backoff; once that lasted
-// --phase-timeout it ends Failed anyway, saying what was left.
-func (r *FinalizerReconciler) cleanUp(ctx context.Context, b *cairnv1.Backup, c cleanup) (ctrl.Result, error) {
-	if wait := r.retries.Wait(b.UID); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	if r.logs.InFlight(b.UID) {
-		// The run is uploading its log (bounded by the storage timeout): append after it.
-		return ctrl.Result{RequeueAfter: logUploadWait}, nil
-	}
-	if kept := dataKeptReason(ctx, r.Stores, b); kept != "" {
-		// Nothing can (or may) be removed: end now rather than retry forever.
-		return ctrl.Result{}, r.endCleanup(ctx, b, c, fmt.Sprintf("%s; its data was not removed: %s", c.failureReason, kept), corev1.EventTypeWarning)
-	}
-	removed, snapshots, err := r.removeData(ctx, b, c)
-	if err != nil && lifecycle.Backups.PhaseTimedOut(b, r.Clock.Now(), r.PhaseTimeout) {
-		message := fmt.Sprintf("%s; not all of its data could be removed within %s: %v", c.failureReason, r.PhaseTimeout, err)
-		return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeWarning)
-	}
-	if err != nil {
-		failures, next := r.retries.Failed(b.UID)
-		message := fmt.Sprintf("Removing the %s's data failed (attempt %d): %v; next attempt at %s",
-			c.what, failures, err, next.UTC().Format(time.RFC3339))
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cairnv1.ReasonCleanupFailed, "Cleanup", message)
-		if perr := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerFinalizer, b, func(s *cairnv1.BackupStatus) {
-			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-				Type: c.condition, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonCleanupFailed,
-				Message: message, ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
-			})
-		}); perr != nil {
-			ctrl.LoggerFrom(ctx).Info("Could not record a failed cleanup", "error", perr.Error())
-		}
-		return ctrl.Result{RequeueAfter: next.Sub(r.Clock.Now())}, nil
-	}
-	message := fmt.Sprintf("%s: removed %d objects from the storage location and %d VolumeSnapshots; the log is kept",
-		c.failureReason, removed, snapshots)
-	return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeNormal)
-}
-
-// endCleanup ends the cleanup with c.end and forgets what this process remembered of it.
-func (r *FinalizerReconciler) endCleanup(ctx context.Context, b *cairnv1.Backup, c cleanup, message, eventType string) error {
-	if err := c.end(ctx, b, message, eventType); err != nil {
-		return err
-	}
-	r.retries.Forget(b.UID)
-	r.logged.Forget(b.UID)
-	return nil
-}
-
-// dataKeptReason says why a backup's data cannot or must not be removed, if so: its location
-// is gone or ReadOnly, or the backup is being deleted with cairn.dev/keep-data.
-func dataKeptReason(ctx context.Context, st stores.Stores, b *cairnv1.Backup) string {
-	if b.DeletionTimestamp != nil && b.Annotations[cairnv1.KeepDataAnnotation] == "true" {
-		return fmt.Sprintf("the backup is being deleted with the annotation %s", cairnv1.KeepDataAnnotation)
-	}
-	bsl, err := st.Location(ctx, b)
-	switch {
-	case errors.Is(err, location.ErrMissing):
-		return err.Error()
-	case err == nil && bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly:
-		return fmt.Sprintf("storage location %s is ReadOnly", bsl.Name)
-	}
-	return "" // other errors are met, and retried, by the cleanup itself
-}
-
-// removeData appends the cleanup's reason to the backup's log, then deletes every other object
-// under the backup's own directory (the metadata first: without it the backup is not
-// restorable, whatever else is left) and the VolumeSnapshots its operations created. Each call
-// is bounded by the storage timeout; every step is safe to repeat.
-func (r *FinalizerReconciler) removeData(ctx context.Context, b *cairnv1.Backup, c cleanup) (removed, snapshots int, err error) {
-	var store *location.Store
-	var objects []string
-	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
-		if store, err = r.Stores.ForBackup(ctx, b); err != nil {
-			return err
-		}
-		if objects, err = store.List(ctx, store.Layout.Backup(b.Namespace, b.Name).Dir); err != nil {
-			return fmt.Errorf("listing the backup's objects: %w", err)
-		}
-		return nil
-	}); err != nil {
-		return 0, 0, err
-	}
-	keys := store.Layout.Backup(b.Namespace, b.Name)
-	if _, done := r.logged.Get(b.UID); !done {
-		if err := r.Stores.Call(ctx, func(ctx context.Context) error { return appendToLog(ctx, store, keys, objects, c.logLine) }); err != nil {
-			return 0, 0, err
-		}
-		r.logged.Set(b.UID, struct{}{})
-	}
-	removed, err = r.Stores.DeleteObjects(ctx, store, keys, objects, func(key string) bool { return key == keys.Logs })
-	if err != nil {
-		return removed, 0, err
-	}
-	// What List does not show: an upload a killed manager left incomplete (an S3 multipart
-	// upload, whose parts the bucket keeps and bills; a filesystem temp file).
-	if err := r.Stores.Call(ctx, func(ctx context.Context) error {
-		aborted, err := storage.AbortIncompleteUploads(ctx, store.ObjectStore, keys.Dir)
-		removed += aborted
-		return err
-	}); err != nil {
-		return removed, 0, err
-	}
-	if r.Dynamic != nil {
-		if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
-			snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
-			return err
-		}); err != nil {
-			return removed, snapshots, err
-		}
-	}
-	return removed, snapshots, nil
-}
-
-// appendToLog adds what write logs to the backup's log (creating the log when the backup never
-// wrote one).
-// maxAppendedLogSize bounds the stored (compressed) log that appendToLog reads to append to it.
-const maxAppendedLogSize = 64 << 20
-
-func appendToLog(ctx context.Context, store storage.ObjectStore, keys storage.BackupKeys, objects []string, write func(l *backup.Log)) error {
-	var stored []byte
-	if slices.Contains(objects, keys.Logs) {
-		rc, err := store.Get(ctx, keys.Logs)
-		if err != nil {
-			return fmt.Errorf("reading the log: %w", err)
-		}
-		stored, err = io.ReadAll(io.LimitReader(rc, maxAppendedLogSize+1))
-		_ = rc.Close()
-		if err != nil {
-			return fmt.Errorf("reading the log: %w", err)
-		}
-		if len(stored) > maxAppendedLogSize {
-			// Not a log this manager wrote in a backup's lifetime: the bucket holds something
-			// else under its name. It is left as it is rather than read into memory.
-			ctrl.LoggerFrom(ctx).Info("Did not append to a backup's stored log: it is larger than a backup's log can be", "key", keys.Logs, "limit", maxAppendedLogSize)
-			return nil
-		}
-	}
-	data, err := backup.AppendLog(stored, write)
-	if err != nil {
-		return err
-	}
-	if err := store.Put(ctx, keys.Logs, bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("writing the log: %w", err)
-	}
 	return nil
 }
 
@@ -469,7 +244,7 @@ func finalPhase(p cairnv1.BackupPhase) (cairnv1.BackupPhase, bool) {
 // there are any, and checks the stored archive before it is committed: it must have the
 // digest computed while it was uploaded and be a readable gzip+tar to its end. It returns the
 // final archive's digest and warnings about post-operation items.
-func (r *FinalizerReconciler) finalArchive(ctx context.Context, b *cairnv1.Backup, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, []string, error) {
+func (r *BackupReconciler) finalArchive(ctx context.Context, b *cairnv1.Backup, store storage.ObjectStore, keys storage.BackupKeys) (storage.ArchiveDigest, []string, error) {
 	var postItems []backup.ItemID
 	var hasOperations bool
 	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
@@ -530,8 +305,8 @@ func archiveDigest(ctx context.Context, store storage.ObjectStore, keys storage.
 	return storage.Digest(rc)
 }
 
-// DefaultFinalizerWorkers is how many backups the finalizer finalizes at once.
-const DefaultFinalizerWorkers = 4
+// DefaultWorkers is how many backups the finalizer finalizes at once.
+const DefaultWorkers = 4
 
 // cancelCleanupWorkers is how many cancelled or failed backups are cleaned up at once, by
 // workers that finalizing backups never occupy.
@@ -540,7 +315,7 @@ const cancelCleanupWorkers = 2
 // SetupWithManager registers the reconciler twice: for Finalizing* backups, with Workers
 // workers, and for FinalizingCancelled backups, with workers of their own, so that a cancel is
 // never queued behind long finalizes. Both are the finalizer: the owner of these phases.
-func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CleanupBackoffMin <= 0 {
 		r.CleanupBackoffMin = lifecycle.DefaultRetryBackoffMin
 	}
@@ -551,10 +326,10 @@ func (r *FinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
 	}
 	if r.Workers < 1 {
-		r.Workers = DefaultFinalizerWorkers
+		r.Workers = DefaultWorkers
 	}
-	if r.logs == nil {
-		r.logs = &lifecycle.LogUploads{}
+	if r.Logs == nil {
+		r.Logs = &lifecycle.LogUploads{}
 	}
 	r.retries = lifecycle.NewRetryBackoff(r.Clock, r.CleanupBackoffMin, r.CleanupBackoffMax)
 	forget := handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {

@@ -1,4 +1,4 @@
-package controller_test
+package operations_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package controller
+package deletion
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -24,6 +23,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 func TestNextDeletionStep(t *testing.T) {
@@ -234,6 +234,7 @@ func TestDeletionsMap(t *testing.T) {
 	}
 }
 
+// openGate lets a reconciler made by a test run at once.
 type openGate struct{}
 
 func (openGate) Wait(context.Context) error { return nil }
@@ -252,7 +253,7 @@ func TestDeletionBackoff(t *testing.T) {
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-b",
 		DeletionTimestamp: &deleted, Finalizers: []string{cairnv1.BackupDataFinalizer}},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "ro", StartTimestamp: &deleted}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
 	r := startTestDeletionReconciler(ctx, c, clk, events.NewFakeRecorder(100), nil)
 
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}
@@ -347,8 +348,8 @@ func TestDeletionBackoff(t *testing.T) {
 // SetupWithManager would make it but with a 10s–1m backoff and room for two goroutines' ends,
 // running for ctx; wrap, when not nil, wraps every store it opens.
 func startTestDeletionReconciler(ctx context.Context, c client.Client, clk clock.Clock, recorder events.EventRecorder,
-	wrap func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore) *DeletionReconciler {
-	r := &DeletionReconciler{Client: c, Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: wrap}, Clock: clk,
+	wrap func(*cairnv1.BackupStorageLocation, storage.ObjectStore) storage.ObjectStore) *Reconciler {
+	r := &Reconciler{Client: c, Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: wrap}, Clock: clk,
 		Recorder: recorder, Gate: openGate{}, BackoffMin: 10 * time.Second, BackoffMax: time.Minute,
 		deletions: newDeletions(), ended: make(chan event.GenericEvent, 2), life: &lifetime{ready: make(chan struct{})}}
 	go func() { _ = r.life.Start(ctx) }()
@@ -358,7 +359,7 @@ func startTestDeletionReconciler(ctx context.Context, c client.Client, clk clock
 
 // reconcileDeletion reconciles req, which starts its deletion, waits for the deletion goroutine
 // to report, and reconciles again, as the goroutine's end does.
-func reconcileDeletion(ctx context.Context, t *testing.T, r *DeletionReconciler, req ctrl.Request) {
+func reconcileDeletion(ctx context.Context, t *testing.T, r *Reconciler, req ctrl.Request) {
 	t.Helper()
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
@@ -375,15 +376,6 @@ func reconcileDeletion(ctx context.Context, t *testing.T, r *DeletionReconciler,
 
 // ptrTo is a pointer to a deletion record as get returns it.
 func ptrTo(rec deletionRecord, _ bool) *deletionRecord { return &rec }
-
-func testScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := cairnv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // TestQuickDeletionWritesNoStatus: a first deletion that ends before deletingShownAfter lets
 // the object go with no status write and no event: the data removed, checked, and the
@@ -411,7 +403,7 @@ func TestQuickDeletionWritesNoStatus(t *testing.T) {
 		DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
 	var statusWrites int
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			statusWrites++
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
@@ -452,7 +444,7 @@ func TestDeletionPanic(t *testing.T) {
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "cairn-system", UID: "uid-p",
 		DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
 	r := startTestDeletionReconciler(ctx, c, clk, events.NewFakeRecorder(100), func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 		return panickingStore{s}
 	})
@@ -499,7 +491,7 @@ func TestDeletionWaitingForASlot(t *testing.T) {
 			DeletionTimestamp: &now, Finalizers: []string{cairnv1.BackupDataFinalizer}},
 			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "rw", StartTimestamp: &now}}
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, deleted("b1"), deleted("b2")).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(bsl, deleted("b1"), deleted("b2")).WithStatusSubresource(&cairnv1.Backup{}).Build()
 	release := make(chan struct{})
 	listed := make(chan string, 10)
 	recorder := events.NewFakeRecorder(100)

@@ -1,4 +1,4 @@
-package controller
+package operations
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,12 +24,9 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
-	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
-	"github.com/cairn-backup/cairn/internal/failure"
-	"github.com/cairn-backup/cairn/internal/location"
-	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 // pollAction answers by operation ID: "done" completed, "running" still running, "hang" hangs
@@ -139,11 +135,16 @@ func (s faultyStore) Put(ctx context.Context, key string, r io.Reader) error {
 	return s.ObjectStore.Put(ctx, key, r)
 }
 
+// openGate lets a reconciler made by a test run at once.
+type openGate struct{}
+
+func (openGate) Wait(context.Context) error { return nil }
+
 // operationsTest is one backup in WaitingForPluginOperations with two operations attempted,
 // its operations object in a filesystem location, and the operations reconciler (fake client,
 // fake clock, 100 ms per call, 1h phase timeout).
 type operationsTest struct {
-	r        *OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]
+	r        *Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]
 	c        client.Client
 	req      ctrl.Request
 	clk      *clocktesting.FakeClock
@@ -176,10 +177,10 @@ func newOperationsTest(t *testing.T, opsData []byte, mutate func(*cairnv1.Backup
 	if err := fs.Put(context.Background(), keys.ItemOperations, bytes.NewReader(opsData)); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(bsl, b).WithStatusSubresource(&cairnv1.Backup{}).Build()
 	tt := &operationsTest{c: c, clk: clk, action: &pollAction{}, faults: &storeFaults{}, recorder: events.NewFakeRecorder(100),
 		store: fs, keys: keys, req: ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "cairn-system", Name: "b"}}}
-	tt.r = &OperationsReconciler[*cairnv1.Backup, cairnv1.BackupPhase]{Client: c, kind: backupOperations(backup.NewRegistry(nil, tt.action)), Clock: clk,
+	tt.r = &Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]{Client: c, Kind: Backups(backup.NewRegistry(nil, tt.action)), Clock: clk,
 		Recorder: tt.recorder, Gate: openGate{}, SyncFrequency: time.Second, CallTimeout: 100 * time.Millisecond, PhaseTimeout: time.Hour,
 		Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
 			return faultyStore{ObjectStore: s, faults: tt.faults}
@@ -429,186 +430,5 @@ func TestOperationsCancelWhileStorageDown(t *testing.T) {
 	if b.Status.Phase != cairnv1.BackupPhaseFinalizingCancelled || b.Status.BackupItemOperationsAttempted != 2 || b.Status.BackupItemOperationsFailed != 2 {
 		t.Errorf("phase %s, attempted %d, failed %d; want FinalizingCancelled, 2, 2",
 			b.Status.Phase, b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsFailed)
-	}
-}
-
-func TestPollFailureOutcome(t *testing.T) {
-	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "creds", errors.New("no RBAC"))
-	tests := []struct {
-		name       string
-		err        error
-		failingFor time.Duration
-		giveUp     bool
-		reason     string
-	}{
-		{name: "storage down: retry", err: errStorageDown, failingFor: time.Minute},
-		{name: "storage down just under the timeout: retry", err: errStorageDown, failingFor: time.Hour},
-		{name: "storage down past the timeout", err: errStorageDown, failingFor: time.Hour + time.Second, giveUp: true,
-			reason: "phase timed out after 1h0m0s: connection refused"},
-		{name: "location gone", err: fmt.Errorf("%w: storage location x does not exist", location.ErrMissing), giveUp: true,
-			reason: "no such storage location: storage location x does not exist"},
-		{name: "location misconfigured", err: fmt.Errorf("%w: no key", location.ErrConfig), giveUp: true, reason: "invalid storage location: no key"},
-		{name: "location ReadOnly", err: fmt.Errorf("writing the operations: %w", storage.ErrReadOnly), giveUp: true,
-			reason: "writing the operations: the storage location is read-only"},
-		{name: "operations object missing", err: fmt.Errorf("reading the operations: %w", storage.ErrNotFound), giveUp: true},
-		{name: "operations object corrupt", err: fmt.Errorf("%w: EOF", backup.ErrCorruptOperations), giveUp: true,
-			reason: "the operations object is corrupt: EOF"},
-		{name: "forbidden", err: fmt.Errorf("reading the credentials: %w", forbidden), giveUp: true},
-		{name: "marked permanent", err: failure.Permanent(errors.New("no way")), giveUp: true, reason: "no way"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			giveUp, reason := pollFailureOutcome(tc.err, tc.failingFor, time.Hour)
-			if giveUp != tc.giveUp {
-				t.Fatalf("giveUp = %v, want %v", giveUp, tc.giveUp)
-			}
-			want := tc.reason
-			if want == "" && tc.giveUp {
-				want = tc.err.Error()
-			}
-			if reason != want {
-				t.Errorf("reason %q, want %q", reason, want)
-			}
-		})
-	}
-}
-
-func TestOperationTotals(t *testing.T) {
-	st := cairnv1.BackupStatus{BackupItemOperationsAttempted: 5, BackupItemOperationsCompleted: 2, BackupItemOperationsFailed: 1}
-	done := backup.Operation{Phase: backup.OperationCompleted}
-	failed := backup.Operation{Phase: backup.OperationFailed}
-	tests := []struct {
-		name                         string
-		ops                          []backup.Operation
-		known                        bool
-		attempted, completed, failed int32
-	}{
-		{name: "unknown: whatever did not complete failed", known: false, attempted: 5, completed: 2, failed: 3},
-		{name: "known: counted from the operations", ops: []backup.Operation{done, failed, failed}, known: true, attempted: 3, completed: 1, failed: 2},
-		{name: "known and none", known: true},
-	}
-	for _, tc := range tests {
-		a, c, f := operationTotals(backupOperationsStatus(&st), tc.ops, tc.known)
-		if a != tc.attempted || c != tc.completed || f != tc.failed {
-			t.Errorf("%s: got %d, %d, %d; want %d, %d, %d", tc.name, a, c, f, tc.attempted, tc.completed, tc.failed)
-		}
-	}
-}
-
-// restorePollAction is pollAction as a RestoreItemAction.
-type restorePollAction struct{ *pollAction }
-
-func (restorePollAction) Execute(context.Context, restore.ActionInput) (restore.ActionOutput, error) {
-	return restore.ActionOutput{}, nil
-}
-func (a restorePollAction) Progress(ctx context.Context, id string, _ *cairnv1.Restore) (backup.OperationProgress, error) {
-	return a.pollAction.Progress(ctx, id, nil)
-}
-func (a restorePollAction) Cancel(ctx context.Context, id string, _ *cairnv1.Restore) error {
-	return a.pollAction.Cancel(ctx, id, nil)
-}
-
-// TestRestoreOperationsWhereKept: the restore operations reconciler is the same loop over the
-// restore's operations, read from its operations file when it has a location for its files
-// (so a restarted manager resumes them), else from what the restore reconciler handed over in
-// this process; those are lost with a restart, and the restore then goes on without them.
-func TestRestoreOperationsWhereKept(t *testing.T) {
-	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name string
-		// stored: the restore has a location for its files; held: its run handed its
-		// operations over in this process (no location).
-		stored, held              bool
-		ids                       []string
-		cancel                    bool
-		putErr                    error
-		wantPhase                 cairnv1.RestorePhase
-		wantCompleted, wantFailed int32
-		wantCancelled             []string
-		wantEvent                 string
-	}{
-		{name: "stored: resumed from the file, as after a restart", stored: true, ids: []string{"done", "done"},
-			wantPhase: cairnv1.RestorePhaseFinalizing, wantCompleted: 2},
-		{name: "stored: still running", stored: true, ids: []string{"done", "running"},
-			wantPhase: cairnv1.RestorePhaseWaitingForPluginOperations, wantCompleted: 1},
-		{name: "stored, the location made ReadOnly: goes on without the unfinished one", stored: true, ids: []string{"done", "running"},
-			putErr:    fmt.Errorf("putting: %w", storage.ErrReadOnly),
-			wantPhase: cairnv1.RestorePhaseFinalizingPartiallyFailed, wantCompleted: 1, wantFailed: 1, wantCancelled: []string{"running"},
-			wantEvent: "Restore goes on without its 1 unfinished async operations: writing the operations: putting: the storage location is read-only"},
-		{name: "held in this process", held: true, ids: []string{"done", "done"},
-			wantPhase: cairnv1.RestorePhaseFinalizing, wantCompleted: 2},
-		{name: "held by a manager that restarted since: goes on without them", ids: []string{"done", "done"},
-			wantPhase: cairnv1.RestorePhaseFinalizingPartiallyFailed, wantFailed: 2,
-			wantEvent: "Restore goes on without its 2 unfinished async operations: " + lifecycle.ErrOperationsLost.Error()},
-		{name: "held, cancelled", held: true, ids: []string{"running", "running"}, cancel: true,
-			wantPhase: cairnv1.RestorePhaseFinalizingCancelled, wantFailed: 2, wantCancelled: []string{"running", "running"},
-			wantEvent: "Restore cancelled by user while waiting for async operations: 2 cancelled; the objects it created stay"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(started)
-			dir := t.TempDir()
-			bsl := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "cairn-system"},
-				Spec:   cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Default: true, Config: map[string]string{cairnv1.ConfigKeyPath: dir}},
-				Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable}}
-			rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "cairn-system", UID: "uid-r"},
-				Spec: cairnv1.RestoreSpec{BackupName: "b", Cancel: tc.cancel},
-				Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseWaitingForPluginOperations,
-					RestoreItemOperationsAttempted: int32(len(tc.ids))}}
-			ops := make([]backup.Operation, len(tc.ids))
-			for i, id := range tc.ids {
-				ops[i] = backup.Operation{Action: "test/poll", OperationID: id, Started: started}
-			}
-			fs, err := storage.NewFilesystem(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := storage.Layout{}.Restore("cairn-system", "r").ItemOperations
-			held := &heldOperations{}
-			switch {
-			case tc.stored:
-				rs.Status.StorageLocation = "default"
-				if err := backup.PutOperations(context.Background(), fs, key, ops); err != nil {
-					t.Fatal(err)
-				}
-			case tc.held:
-				held.Hold(rs.UID, ops)
-			}
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bsl, rs).WithStatusSubresource(&cairnv1.Restore{}).Build()
-			action, faults, recorder := &pollAction{}, &storeFaults{}, events.NewFakeRecorder(100)
-			faults.set(nil, tc.putErr)
-			r := &OperationsReconciler[*cairnv1.Restore, cairnv1.RestorePhase]{Client: c,
-				kind:  restoreOperations(restore.NewActions(restorePollAction{action}), held),
-				Clock: clk, Recorder: recorder, Gate: openGate{}, SyncFrequency: time.Second, CallTimeout: 100 * time.Millisecond, PhaseTimeout: time.Hour,
-				Stores: stores.Stores{Client: c, Namespace: "cairn-system", Wrap: func(_ *cairnv1.BackupStorageLocation, s storage.ObjectStore) storage.ObjectStore {
-					return faultyStore{ObjectStore: s, faults: faults}
-				}}}
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
-				t.Fatal(err)
-			}
-			var got cairnv1.Restore
-			if err := c.Get(context.Background(), client.ObjectKeyFromObject(rs), &got); err != nil {
-				t.Fatal(err)
-			}
-			if got.Status.Phase != tc.wantPhase || got.Status.RestoreItemOperationsAttempted != int32(len(tc.ids)) ||
-				got.Status.RestoreItemOperationsCompleted != tc.wantCompleted || got.Status.RestoreItemOperationsFailed != tc.wantFailed {
-				t.Errorf("phase %s, attempted %d, completed %d, failed %d; want %s, %d, %d, %d", got.Status.Phase,
-					got.Status.RestoreItemOperationsAttempted, got.Status.RestoreItemOperationsCompleted, got.Status.RestoreItemOperationsFailed,
-					tc.wantPhase, len(tc.ids), tc.wantCompleted, tc.wantFailed)
-			}
-			if cancelled, _ := action.calls(); !slices.Equal(cancelled, tc.wantCancelled) {
-				t.Errorf("cancelled %v, want %v", cancelled, tc.wantCancelled)
-			}
-			var evs []string
-			for len(recorder.Events) > 0 {
-				evs = append(evs, <-recorder.Events)
-			}
-			if tc.wantEvent != "" && !slices.ContainsFunc(evs, func(e string) bool { return strings.HasSuffix(e, tc.wantEvent) }) {
-				t.Errorf("no event %q: %q", tc.wantEvent, evs)
-			}
-			if waiting := got.Status.Phase == cairnv1.RestorePhaseWaitingForPluginOperations; !waiting && held.m.Len() > 0 {
-				t.Error("the held operations of a restore that moved on were not forgotten")
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package finalizer
 
 import (
 	"context"
@@ -25,13 +25,13 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// RestoreFinalizerReconciler ends restores and removes deleted ones' files (DESIGN.md section
+// RestoreReconciler ends restores and removes deleted ones' files (DESIGN.md section
 // 9). It owns Finalizing → Completed, FinalizingPartiallyFailed → PartiallyFailed and
 // FinalizingCancelled → Failed ("Restore cancelled by user", condition Cancelled). For a
 // terminal restore with a deletion timestamp it removes the restore's files (log, results,
 // resource list, operations) from its storage location and then the restore-data finalizer;
 // the objects the restore created are never touched.
-type RestoreFinalizerReconciler struct {
+type RestoreReconciler struct {
 	client.Client
 	Namespace string
 	Stores    stores.Stores
@@ -43,7 +43,7 @@ type RestoreFinalizerReconciler struct {
 }
 
 // Reconcile finalizes or removes one restore.
-func (r *RestoreFinalizerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -77,7 +77,7 @@ func finalizedRestorePhase(p cairnv1.RestorePhase) (cairnv1.RestorePhase, bool) 
 	return "", false
 }
 
-func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, next cairnv1.RestorePhase) error {
+func (r *RestoreReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, next cairnv1.RestorePhase) error {
 	now := metav1.NewTime(r.Clock.Now())
 	_, failureReason, cancelled := lifecycle.Restores.Cancellation(rs)
 	if rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled && !cancelled {
@@ -101,7 +101,7 @@ func (r *RestoreFinalizerReconciler) finalize(ctx context.Context, rs *cairnv1.R
 // removeFiles deletes a deleted restore's files and then its finalizer. A location that is
 // gone, or that refuses writes now, leaves the files (a Warning event says where): the restore
 // object is never held back for them.
-func (r *RestoreFinalizerReconciler) removeFiles(ctx context.Context, rs *cairnv1.Restore) error {
+func (r *RestoreReconciler) removeFiles(ctx context.Context, rs *cairnv1.Restore) error {
 	if name := rs.Status.StorageLocation; name != "" {
 		var bsl cairnv1.BackupStorageLocation
 		err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &bsl)
@@ -127,7 +127,7 @@ func (r *RestoreFinalizerReconciler) removeFiles(ctx context.Context, rs *cairnv
 	return client.IgnoreNotFound(r.Patch(ctx, rs, patch))
 }
 
-func (r *RestoreFinalizerReconciler) deleteFiles(ctx context.Context, rs *cairnv1.Restore, bsl *cairnv1.BackupStorageLocation) (int, error) {
+func (r *RestoreReconciler) deleteFiles(ctx context.Context, rs *cairnv1.Restore, bsl *cairnv1.BackupStorageLocation) (int, error) {
 	var removed int
 	err := r.Stores.Call(ctx, func(ctx context.Context) error {
 		store, err := r.Stores.Open(ctx, bsl)
@@ -150,7 +150,7 @@ func (r *RestoreFinalizerReconciler) deleteFiles(ctx context.Context, rs *cairnv
 }
 
 // SetupWithManager registers the reconciler for Finalizing* restores and deleted terminal ones.
-func (r *RestoreFinalizerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	owned := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		rs, ok := obj.(*cairnv1.Restore)
 		if !ok {

@@ -1,4 +1,8 @@
-package controller
+// Package deletion removes the data of deleted backups: the deletion reconciler, owner of
+// Deleting and DeletionFailed (DESIGN.md sections 1 and 6). Its decisions (nextDeletionStep,
+// RemovingData) are pure functions of the backup and of what this process remembers of its
+// deletions; RemovingData is also the queue's deletion lock on a location (DESIGN.md section 3).
+package deletion
 
 import (
 	"context"
@@ -13,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 )
 
@@ -178,12 +183,13 @@ func RemovingData(b *cairnv1.Backup) bool {
 // deletionInputOf is what the backup itself says for nextDeletionStep, at now; the deletion
 // record and the restore reading it are the reconciler's to add.
 func deletionInputOf(b *cairnv1.Backup, now time.Time) deletionInput {
+	_, dataMissing := backupsync.DataMissing(b)
 	return deletionInput{
 		Phase:       b.Status.Phase,
 		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer),
 		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
 		HasData:     b.Status.StartTimestamp != nil,
-		DataMissing: dataMissing(b), // sync from storage: the data is gone, nothing to delete
+		DataMissing: dataMissing, // sync from storage: the data is gone, nothing to delete
 		NextAttempt: b.Status.NextDeletionAttempt,
 		Blocked:     meta.IsStatusConditionTrue(b.Status.Conditions, cairnv1.BackupConditionDeletionBlocked),
 		Now:         now,

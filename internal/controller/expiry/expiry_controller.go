@@ -1,4 +1,7 @@
-package controller
+// Package expiry deletes expired backups: the "gc" reconciler (DESIGN.md section 10,
+// docs/expiry.md). It owns no phase; the deletion reconciler takes a deleted backup from there.
+// It reads status.expiration, which the backup reconciler writes when a backup starts.
+package expiry
 
 import (
 	"context"
@@ -26,20 +29,20 @@ import (
 	"github.com/cairn-backup/cairn/internal/phases"
 )
 
-// gcWorkers is how many backups the GC reconciler handles at once: backups of one schedule and
+// gcWorkers is how many backups the expiry reconciler handles at once: backups of one schedule and
 // ttl expire together, and each Delete is a round trip to the API server, mostly waiting (200
 // expiring at once are all deleted within about 0.7 s, against 1.5–1.7 s with 8: see
 // docs/benchmarks.md, "Expiry").
 const gcWorkers = 32
 
-// GCReconciler deletes expired backups (DESIGN.md section 10, docs/expiry.md). It owns no
+// Reconciler deletes expired backups (DESIGN.md section 10, docs/expiry.md). It owns no
 // phase: it calls the ordinary Delete on a terminal backup whose status.expiration has passed,
 // and the deletion reconciler removes the data and then the object. It wakes exactly at a
 // backup's expiration (RequeueAfter), never by polling. A backup whose data cannot be deleted —
 // its storage location is ReadOnly or missing — is not deleted (a ReadOnly location's data is
 // never deleted through it); it gets the condition Expired=True saying why, and a change of
 // that location brings it back here.
-type GCReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace, which holds the storage locations.
 	Namespace string
@@ -119,7 +122,7 @@ func decideExpiry(in expiryInput) expiryDecision {
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch
 
 // Reconcile deletes one backup if it expired, or waits for its expiration.
-func (r *GCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.Gate.Wait(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -163,7 +166,7 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 
 // expire deletes the backup, as `kubectl delete` would; the deletion reconciler takes it from
 // there. The precondition on the UID keeps a backup created since under the same name.
-func (r *GCReconciler) expire(ctx context.Context, b *cairnv1.Backup) error {
+func (r *Reconciler) expire(ctx context.Context, b *cairnv1.Backup) error {
 	if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -175,7 +178,7 @@ func (r *GCReconciler) expire(ctx context.Context, b *cairnv1.Backup) error {
 
 // block sets the condition Expired=True with the decision's reason, and says so in a Warning
 // event when the reason or message changes.
-func (r *GCReconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDecision) error {
+func (r *Reconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDecision) error {
 	if c := meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionExpired); c != nil &&
 		c.Status == metav1.ConditionTrue && c.Reason == d.Reason && c.Message == d.Message {
 		return nil
@@ -195,7 +198,7 @@ func (r *GCReconciler) block(ctx context.Context, b *cairnv1.Backup, d expiryDec
 
 // SetupWithManager registers the reconciler for the backups whose expiry may have changed and
 // for the storage locations they are blocked on.
-func (r *GCReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return lifecycle.Register("gc", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Backup{}, builder.WithPredicates(expiryChanged())).
 		Watches(&cairnv1.BackupStorageLocation{}, handler.EnqueueRequestsFromMapFunc(r.expiredBackupsOf)).
@@ -227,7 +230,7 @@ func expiryChanged() predicate.Predicate {
 // expiredBackupsOf maps a storage location that changed (or went) to the expired backups
 // stored in it (status.storageLocation; empty for a default location), so that one made
 // ReadWrite, or created again, lets them go.
-func (r *GCReconciler) expiredBackupsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) expiredBackupsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	bsl, ok := obj.(*cairnv1.BackupStorageLocation)
 	if !ok || bsl.Namespace != r.Namespace {
 		return nil

@@ -1,4 +1,4 @@
-package controller_test
+package lifecycle_test
 
 import (
 	"crypto/rand"

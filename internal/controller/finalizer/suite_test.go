@@ -1,0 +1,21 @@
+package finalizer_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cairn-backup/cairn/internal/controller/controllertest"
+)
+
+// The reconcilers run in a real manager against a real kube-apiserver (controllertest); specs
+// assert through a direct (uncached) client.
+func TestFinalizer(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Finalizer suite")
+}
+
+var _ = BeforeSuite(controllertest.Start)
+
+var _ = AfterSuite(controllertest.Stop)

@@ -1,0 +1,22 @@
+package lifecycle_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cairn-backup/cairn/internal/controller/controllertest"
+)
+
+// The reconcilers run in a real manager against a real kube-apiserver (controllertest); specs
+// assert through a direct (uncached) client. The specs here follow one object across owners
+// (a cancel in every phase): the lifecycle they share is what they exercise.
+func TestLifecycle(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Lifecycle suite")
+}
+
+var _ = BeforeSuite(controllertest.Start)
+
+var _ = AfterSuite(controllertest.Stop)
