@@ -14,6 +14,8 @@ import (
 	"slices"
 	"time"
 
+	signing "github.com/cairn-backup/cairn/internal/download"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -153,6 +155,28 @@ type namedReconciler struct {
 
 // SetupWithManager registers the startup recovery and every reconciler with mgr.
 func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
+	if err := cfg.complete(); err != nil {
+		return err
+	}
+	w, err := wire(mgr, cfg)
+	if err != nil {
+		return err
+	}
+	// The gauges are computed from the cache at every scrape, on every replica.
+	metrics.SetSource(metrics.Source{Reader: mgr.GetCache(), Namespace: cfg.Namespace})
+	for _, rc := range slices.Concat(w.backupOwners(), w.restoreOwners(), w.otherOwners()) {
+		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
+			continue
+		}
+		if err := rc.r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the %s reconciler: %w", rc.name, err)
+		}
+	}
+	return nil
+}
+
+// complete checks cfg and fills in the defaults of what it leaves unset.
+func (cfg *Config) complete() error {
 	if cfg.ConcurrentBackups < 1 {
 		return fmt.Errorf("concurrent backups must be at least 1, got %d", cfg.ConcurrentBackups)
 	}
@@ -177,234 +201,269 @@ func SetupWithManager(mgr ctrl.Manager, cfg Config) error {
 	if cfg.QueueResyncPeriod <= 0 {
 		cfg.QueueResyncPeriod = DefaultQueueResyncPeriod
 	}
-	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating the dynamic client: %w", err)
+	return nil
+}
+
+// wiring is what the reconcilers are handed, made once: the clients, the domain runners, and
+// the few things that more than one owner is given on purpose (each named where it is made).
+type wiring struct {
+	mgr            ctrl.Manager
+	cfg            Config
+	dyn            dynamic.Interface
+	disco          *discovery.DiscoveryClient
+	stores         stores.Stores
+	recovery       *lifecycle.StartupRecovery
+	chartObjects   *chartobjects.Reconciler
+	requesters     *requester.Resolver
+	runner         *backup.Runner
+	registry       *backup.Registry
+	restoreRunner  *restore.Runner
+	restoreActions *restore.Actions
+	// logs are the cancelled runs whose log upload is in flight: the backup reconciler holds
+	// them, the finalizer waits for them before it appends to that log (finalizer.LogUploads).
+	logs *lifecycle.LogUploads
+	// heldOps are the operations of restores that have no location for their files: handed
+	// over from the restore reconciler to the restore operations reconciler (operations.Held).
+	heldOps *operations.Held
+	// catalog holds the names committed in each location that no backup of the cluster stands
+	// for: the sync writes them, the queue checks new backups against them.
+	catalog      *backupsync.Catalog
+	signer       *signing.Signer
+	downloadBase string
+}
+
+// wire makes what the reconcilers share and adds the startup recovery and the download server
+// to mgr.
+func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
+	w := &wiring{mgr: mgr, cfg: cfg}
+	var err error
+	if w.dyn, err = dynamic.NewForConfig(mgr.GetConfig()); err != nil {
+		return nil, fmt.Errorf("creating the dynamic client: %w", err)
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating the discovery client: %w", err)
+	if w.disco, err = discovery.NewDiscoveryClientForConfig(mgr.GetConfig()); err != nil {
+		return nil, fmt.Errorf("creating the discovery client: %w", err)
 	}
-	st := stores.Stores{Client: mgr.GetClient(), Namespace: cfg.Namespace, Wrap: cfg.WrapStore, Timeout: cfg.StorageTimeout}
+	w.stores = stores.Stores{Client: mgr.GetClient(), Namespace: cfg.Namespace, Wrap: cfg.WrapStore, Timeout: cfg.StorageTimeout}
 	steps := []lifecycle.RecoveryStep{
 		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Backups),
 		lifecycle.EndInterruptedRuns(mgr.GetClient(), cfg.Clock, lifecycle.Restores),
 	}
-	var chartObjects *chartobjects.Reconciler
 	if cfg.ChartObjects != "" && (len(cfg.Controllers) == 0 || slices.Contains(cfg.Controllers, "chartobjects")) {
-		chartObjects = &chartobjects.Reconciler{
+		w.chartObjects = &chartobjects.Reconciler{
 			Client:    mgr.GetClient(),
 			Namespace: cfg.Namespace,
 			ConfigMap: cfg.ChartObjects,
 			Recorder:  mgr.GetEventRecorder("cairn-chart"),
 		}
-		steps = append(steps, chartObjects.RecoveryStep())
+		steps = append(steps, w.chartObjects.RecoveryStep())
 	}
-	recovery := lifecycle.NewStartupRecovery(append(steps, cfg.RecoverySteps...)...)
-	if chartObjects != nil {
-		chartObjects.Gate = recovery
+	w.recovery = lifecycle.NewStartupRecovery(append(steps, cfg.RecoverySteps...)...)
+	if w.chartObjects != nil {
+		w.chartObjects.Gate = w.recovery
 	}
-	if err := mgr.Add(recovery); err != nil {
-		return fmt.Errorf("adding the startup recovery: %w", err)
+	if err := mgr.Add(w.recovery); err != nil {
+		return nil, fmt.Errorf("adding the startup recovery: %w", err)
 	}
-	actions := append([]backup.BackupItemAction{backup.CSISnapshotAction{Dynamic: dyn}}, cfg.Actions...)
-	registry := backup.NewRegistry(nil, actions...)
-	runner := &backup.Runner{Dynamic: dyn, Raw: disco.RESTClient(), Discovery: disco, Workers: cfg.ItemBlockWorkerCount,
+	actions := append([]backup.BackupItemAction{backup.CSISnapshotAction{Dynamic: w.dyn}}, cfg.Actions...)
+	w.registry = backup.NewRegistry(nil, actions...)
+	w.runner = &backup.Runner{Dynamic: w.dyn, Raw: w.disco.RESTClient(), Discovery: w.disco, Workers: cfg.ItemBlockWorkerCount,
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
-	// The cancelled runs whose log upload is in flight: the backup reconciler holds them, the
-	// finalizer waits for them before it appends to that log (finalizer.LogUploads).
-	logs := &lifecycle.LogUploads{}
-	restoreActions := restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: dyn}}, cfg.RestoreActions...)...)
-	// The operations of restores that have no location for their files: handed over from the
-	// restore reconciler to the restore operations reconciler (operations.Held says why).
-	heldOps := &operations.Held{}
-	restoreRunner := &restore.Runner{Dynamic: dyn, Discovery: disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: restoreActions,
+	w.logs = &lifecycle.LogUploads{}
+	w.restoreActions = restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: w.dyn}}, cfg.RestoreActions...)...)
+	w.heldOps = &operations.Held{}
+	w.restoreRunner = &restore.Runner{Dynamic: w.dyn, Discovery: w.disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: w.restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
 		NamespaceTimeout: cfg.RestoreNamespaceTimeout, MaxEntrySize: cfg.MaxArchiveEntrySize}
-	// The names committed in each location that no backup of the cluster stands for: the sync
-	// writes them, the queue checks new backups against them.
-	catalog := &backupsync.Catalog{}
-	syncPeriod := synccontroller.DefaultPeriod
-	if cfg.BackupSyncPeriod != nil {
-		syncPeriod = *cfg.BackupSyncPeriod
-	}
-	signer, downloadBase, err := download.StartServer(mgr, cfg.DownloadBindAddress, cfg.DownloadURLBase, cfg.DownloadSigningKey, cfg.Clock, st)
-	if err != nil {
-		return err
+	w.catalog = &backupsync.Catalog{}
+	if w.signer, w.downloadBase, err = download.StartServer(mgr, cfg.DownloadBindAddress, cfg.DownloadURLBase, cfg.DownloadSigningKey, cfg.Clock, w.stores); err != nil {
+		return nil, err
 	}
 	// Whom each backup, restore and download acts for (DESIGN.md section 15): the requester
 	// the admission policies recorded, trusted only while those policies are installed.
-	requesters := &requester.Resolver{
+	w.requesters = &requester.Resolver{
 		Client: mgr.GetClient(), Config: mgr.GetConfig(), OperatorNamespace: cfg.Namespace, Everywhere: cfg.ActAsRequesterEverywhere,
 		Parse: requester.From,
 		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
 		Clock: cfg.Clock,
 	}
-	backupCancelWarning, restoreCancelWarning := readiness.NewCancelWarningReconcilers(mgr.GetClient(), mgr.GetEventRecorder("cairn-cancel"))
+	return w, nil
+}
+
+// backupOwners are the owners of a backup's phases, in the order a backup meets them.
+func (w *wiring) backupOwners() []namedReconciler {
 	// One operations reconciler, with each kind's adapter, set up under each kind's name.
-	backupOps := &operations.Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
-		Client:        mgr.GetClient(),
-		Stores:        st,
-		Clock:         cfg.Clock,
-		Recorder:      mgr.GetEventRecorder("cairn-operations"),
-		Gate:          recovery,
-		SyncFrequency: cfg.ItemOperationSyncFrequency,
-		PhaseTimeout:  cfg.PhaseTimeout,
-		Kind:          operations.Backups(registry),
+	ops := &operations.Reconciler[*cairnv1.Backup, cairnv1.BackupPhase]{
+		Client:        w.mgr.GetClient(),
+		Stores:        w.stores,
+		Clock:         w.cfg.Clock,
+		Recorder:      w.mgr.GetEventRecorder("cairn-operations"),
+		Gate:          w.recovery,
+		SyncFrequency: w.cfg.ItemOperationSyncFrequency,
+		PhaseTimeout:  w.cfg.PhaseTimeout,
+		Kind:          operations.Backups(w.registry),
 	}
-	restoreOps := &operations.Reconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
-		Client:        mgr.GetClient(),
-		Stores:        st,
-		Clock:         cfg.Clock,
-		Recorder:      mgr.GetEventRecorder("cairn-restore-operations"),
-		Gate:          recovery,
-		SyncFrequency: cfg.ItemOperationSyncFrequency,
-		PhaseTimeout:  cfg.PhaseTimeout,
-		Kind:          operations.Restores(restoreActions, heldOps),
-	}
-	reconcilers := []namedReconciler{
+	return []namedReconciler{
 		{"queue", &queue.Reconciler{
-			Client:             mgr.GetClient(),
-			Namespace:          cfg.Namespace,
-			ConcurrentBackups:  cfg.ConcurrentBackups,
-			ConcurrentRestores: cfg.ConcurrentRestores,
-			ResyncPeriod:       cfg.QueueResyncPeriod,
-			Clock:              cfg.Clock,
-			Recorder:           mgr.GetEventRecorder("cairn-queue"),
-			Gate:               recovery,
-			Catalog:            catalog,
-			RestoreAccess:      queue.RestoreAccess(mgr.GetClient(), cfg.Namespace, requesters),
-			Requesters:         requesters,
+			Client:             w.mgr.GetClient(),
+			Namespace:          w.cfg.Namespace,
+			ConcurrentBackups:  w.cfg.ConcurrentBackups,
+			ConcurrentRestores: w.cfg.ConcurrentRestores,
+			ResyncPeriod:       w.cfg.QueueResyncPeriod,
+			Clock:              w.cfg.Clock,
+			Recorder:           w.mgr.GetEventRecorder("cairn-queue"),
+			Gate:               w.recovery,
+			Catalog:            w.catalog,
+			RestoreAccess:      queue.RestoreAccess(w.mgr.GetClient(), w.cfg.Namespace, w.requesters),
+			Requesters:         w.requesters,
 			RemovingData:       deletion.RemovingData,
 		}},
 		{"backup", &backupcontroller.Reconciler{
-			Requesters:        requesters,
-			Client:            mgr.GetClient(),
-			APIReader:         mgr.GetAPIReader(),
-			Namespace:         cfg.Namespace,
-			Runner:            runner,
-			Stores:            st,
-			Clock:             cfg.Clock,
-			Recorder:          mgr.GetEventRecorder("cairn-backup"),
-			Gate:              recovery,
-			ConcurrentBackups: cfg.ConcurrentBackups,
-			PhaseTimeout:      cfg.PhaseTimeout,
-			DefaultBackupTTL:  cfg.DefaultBackupTTL,
-			Logs:              logs,
+			Requesters:        w.requesters,
+			Client:            w.mgr.GetClient(),
+			APIReader:         w.mgr.GetAPIReader(),
+			Namespace:         w.cfg.Namespace,
+			Runner:            w.runner,
+			Stores:            w.stores,
+			Clock:             w.cfg.Clock,
+			Recorder:          w.mgr.GetEventRecorder("cairn-backup"),
+			Gate:              w.recovery,
+			ConcurrentBackups: w.cfg.ConcurrentBackups,
+			PhaseTimeout:      w.cfg.PhaseTimeout,
+			DefaultBackupTTL:  w.cfg.DefaultBackupTTL,
+			Logs:              w.logs,
 		}},
-		{backupOps.Name(), backupOps},
+		{ops.Name(), ops},
 		{"finalizer", &finalizer.BackupReconciler{
-			Client:            mgr.GetClient(),
-			Namespace:         cfg.Namespace,
-			Runner:            runner,
-			Discovery:         disco,
-			Dynamic:           dyn,
-			APIReader:         mgr.GetAPIReader(),
-			Stores:            st,
-			Clock:             cfg.Clock,
-			Recorder:          mgr.GetEventRecorder("cairn-finalizer"),
-			Gate:              recovery,
-			CleanupBackoffMin: cfg.RetryBackoffMin,
-			CleanupBackoffMax: cfg.RetryBackoffMax,
-			PhaseTimeout:      cfg.PhaseTimeout,
-			Logs:              logs,
+			Client:            w.mgr.GetClient(),
+			Namespace:         w.cfg.Namespace,
+			Runner:            w.runner,
+			Discovery:         w.disco,
+			Dynamic:           w.dyn,
+			APIReader:         w.mgr.GetAPIReader(),
+			Stores:            w.stores,
+			Clock:             w.cfg.Clock,
+			Recorder:          w.mgr.GetEventRecorder("cairn-finalizer"),
+			Gate:              w.recovery,
+			CleanupBackoffMin: w.cfg.RetryBackoffMin,
+			CleanupBackoffMax: w.cfg.RetryBackoffMax,
+			PhaseTimeout:      w.cfg.PhaseTimeout,
+			Logs:              w.logs,
 
-			MaxArchiveEntrySize: cfg.MaxArchiveEntrySize,
+			MaxArchiveEntrySize: w.cfg.MaxArchiveEntrySize,
 		}},
 		{"deletion", &deletion.Reconciler{
-			Client:     mgr.GetClient(),
-			Dynamic:    dyn,
-			Stores:     st,
-			Clock:      cfg.Clock,
-			Recorder:   mgr.GetEventRecorder("cairn-deletion"),
-			Gate:       recovery,
-			BackoffMin: cfg.RetryBackoffMin,
-			BackoffMax: cfg.RetryBackoffMax,
+			Client:     w.mgr.GetClient(),
+			Dynamic:    w.dyn,
+			Stores:     w.stores,
+			Clock:      w.cfg.Clock,
+			Recorder:   w.mgr.GetEventRecorder("cairn-deletion"),
+			Gate:       w.recovery,
+			BackoffMin: w.cfg.RetryBackoffMin,
+			BackoffMax: w.cfg.RetryBackoffMax,
 		}},
+	}
+}
+
+// restoreOwners are the owners of a restore's phases after the queue, in the order a restore
+// meets them.
+func (w *wiring) restoreOwners() []namedReconciler {
+	ops := &operations.Reconciler[*cairnv1.Restore, cairnv1.RestorePhase]{
+		Client:        w.mgr.GetClient(),
+		Stores:        w.stores,
+		Clock:         w.cfg.Clock,
+		Recorder:      w.mgr.GetEventRecorder("cairn-restore-operations"),
+		Gate:          w.recovery,
+		SyncFrequency: w.cfg.ItemOperationSyncFrequency,
+		PhaseTimeout:  w.cfg.PhaseTimeout,
+		Kind:          operations.Restores(w.restoreActions, w.heldOps),
+	}
+	return []namedReconciler{
 		{"restore", &restorecontroller.Reconciler{
-			Requesters:         requesters,
-			Client:             mgr.GetClient(),
-			APIReader:          mgr.GetAPIReader(),
-			Namespace:          cfg.Namespace,
-			Runner:             restoreRunner,
-			Stores:             st,
-			Clock:              cfg.Clock,
-			Recorder:           mgr.GetEventRecorder("cairn-restore"),
-			Gate:               recovery,
-			ConcurrentRestores: cfg.ConcurrentRestores,
-			PhaseTimeout:       cfg.PhaseTimeout,
-			Operations:         heldOps,
+			Requesters:         w.requesters,
+			Client:             w.mgr.GetClient(),
+			APIReader:          w.mgr.GetAPIReader(),
+			Namespace:          w.cfg.Namespace,
+			Runner:             w.restoreRunner,
+			Stores:             w.stores,
+			Clock:              w.cfg.Clock,
+			Recorder:           w.mgr.GetEventRecorder("cairn-restore"),
+			Gate:               w.recovery,
+			ConcurrentRestores: w.cfg.ConcurrentRestores,
+			PhaseTimeout:       w.cfg.PhaseTimeout,
+			Operations:         w.heldOps,
 		}},
-		{restoreOps.Name(), restoreOps},
+		{ops.Name(), ops},
 		{"restorefinalizer", &finalizer.RestoreReconciler{
-			Client:    mgr.GetClient(),
-			Namespace: cfg.Namespace,
-			Stores:    st,
-			Clock:     cfg.Clock,
-			Recorder:  mgr.GetEventRecorder("cairn-restore-finalizer"),
-			Gate:      recovery,
+			Client:    w.mgr.GetClient(),
+			Namespace: w.cfg.Namespace,
+			Stores:    w.stores,
+			Clock:     w.cfg.Clock,
+			Recorder:  w.mgr.GetEventRecorder("cairn-restore-finalizer"),
+			Gate:      w.recovery,
 		}},
+	}
+}
+
+// otherOwners own no backup or restore phase past the queue: the other kinds, the conditions,
+// events and warnings of every kind, expiry and the sync from storage.
+func (w *wiring) otherOwners() []namedReconciler {
+	backupCancelWarning, restoreCancelWarning := readiness.NewCancelWarningReconcilers(w.mgr.GetClient(), w.mgr.GetEventRecorder("cairn-cancel"))
+	syncPeriod := synccontroller.DefaultPeriod
+	if w.cfg.BackupSyncPeriod != nil {
+		syncPeriod = *w.cfg.BackupSyncPeriod
+	}
+	owners := []namedReconciler{
 		{backupCancelWarning.Name, backupCancelWarning},
 		{restoreCancelWarning.Name, restoreCancelWarning},
 		{"schedule", &schedule.Reconciler{
-			Requesters: requesters,
-			Client:     mgr.GetClient(),
-			Namespace:  cfg.Namespace,
-			Clock:      cfg.Clock,
-			Recorder:   mgr.GetEventRecorder("cairn-schedule"),
+			Requesters: w.requesters,
+			Client:     w.mgr.GetClient(),
+			Namespace:  w.cfg.Namespace,
+			Clock:      w.cfg.Clock,
+			Recorder:   w.mgr.GetEventRecorder("cairn-schedule"),
 		}},
 		{"storagelocation", &storagelocation.Reconciler{
-			Client:    mgr.GetClient(),
-			Namespace: cfg.Namespace,
-			Stores:    st,
-			Clock:     cfg.Clock,
-			Recorder:  mgr.GetEventRecorder("cairn-storage-location"),
+			Client:    w.mgr.GetClient(),
+			Namespace: w.cfg.Namespace,
+			Stores:    w.stores,
+			Clock:     w.cfg.Clock,
+			Recorder:  w.mgr.GetEventRecorder("cairn-storage-location"),
 		}},
 		{"gc", &expiry.Reconciler{
-			Client:    mgr.GetClient(),
-			Namespace: cfg.Namespace,
-			Clock:     cfg.Clock,
-			Recorder:  mgr.GetEventRecorder("cairn-gc"),
-			Gate:      recovery,
+			Client:    w.mgr.GetClient(),
+			Namespace: w.cfg.Namespace,
+			Clock:     w.cfg.Clock,
+			Recorder:  w.mgr.GetEventRecorder("cairn-gc"),
+			Gate:      w.recovery,
 		}},
 		{"sync", &synccontroller.Reconciler{
-			Client:        mgr.GetClient(),
-			Namespace:     cfg.Namespace,
+			Client:        w.mgr.GetClient(),
+			Namespace:     w.cfg.Namespace,
 			DefaultPeriod: syncPeriod,
-			Stores:        st,
-			Clock:         cfg.Clock,
-			Recorder:      mgr.GetEventRecorder("cairn-sync"),
-			Gate:          recovery,
-			Catalog:       catalog,
+			Stores:        w.stores,
+			Clock:         w.cfg.Clock,
+			Recorder:      w.mgr.GetEventRecorder("cairn-sync"),
+			Gate:          w.recovery,
+			Catalog:       w.catalog,
 		}},
 		{"downloadrequest", &download.Reconciler{
-			Requesters:   requesters,
-			Client:       mgr.GetClient(),
-			Namespace:    cfg.Namespace,
-			Clock:        cfg.Clock,
-			Signer:       signer,
-			DownloadBase: downloadBase,
-			TTL:          cfg.DownloadRequestTTL,
-			Stores:       st,
+			Requesters:   w.requesters,
+			Client:       w.mgr.GetClient(),
+			Namespace:    w.cfg.Namespace,
+			Clock:        w.cfg.Clock,
+			Signer:       w.signer,
+			DownloadBase: w.downloadBase,
+			TTL:          w.cfg.DownloadRequestTTL,
+			Stores:       w.stores,
 		}},
-		{"readiness", readiness.NewReconcilers(mgr.GetClient(), cfg.Clock)},
-		{"phaseevents", &readiness.PhaseWatcher{Recorder: mgr.GetEventRecorder("cairn-phase")}},
+		{"readiness", readiness.NewReconcilers(w.mgr.GetClient(), w.cfg.Clock)},
+		{"phaseevents", &readiness.PhaseWatcher{Recorder: w.mgr.GetEventRecorder("cairn-phase")}},
 	}
-	if chartObjects != nil {
-		reconcilers = append(reconcilers, namedReconciler{"chartobjects", chartObjects})
+	if w.chartObjects != nil {
+		owners = append(owners, namedReconciler{"chartobjects", w.chartObjects})
 	}
-	// The gauges are computed from the cache at every scrape, on every replica.
-	metrics.SetSource(metrics.Source{Reader: mgr.GetCache(), Namespace: cfg.Namespace})
-	for _, rc := range reconcilers {
-		if len(cfg.Controllers) > 0 && !slices.Contains(cfg.Controllers, rc.name) {
-			continue
-		}
-		if err := rc.r.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("setting up the %s reconciler: %w", rc.name, err)
-		}
-	}
-	return nil
+	return owners
 }
 
 // CacheOptions limits the manager's cache to what Cairn reads: storage locations and Secrets

@@ -56,15 +56,15 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 		{phase: cairnv1.RestorePhaseFinalizingCancelled, want: cairnv1.RestorePhaseFailed, wantReason: cairnv1.FailureReasonRestoreCancelled},
 	} {
 		t.Run(string(tt.phase), func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(restoreTestStart.Add(time.Hour))
-			rs := testRestore("team-a", "r", 0, tt.phase)
+			clk := clocktesting.NewFakeClock(unittest.Epoch.Add(time.Hour))
+			rs := unittest.Restore("team-a", "r", 0, tt.phase)
 			rs.Status.Progress, rs.Status.Warnings, rs.Status.Errors = cairnv1.NewRestoreProgress(5, 6), 1, 2
-			c := newRestoreTestClient(t, interceptor.Funcs{}, rs)
+			c := unittest.NewClient(t, interceptor.Funcs{}, rs)
 			r := newRestoreFinalizer(c, clk)
 			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if got.Status.Phase != tt.want || got.Status.FailureReason != tt.wantReason {
 				t.Errorf("phase %s, failureReason %q; want %s, %q", got.Status.Phase, got.Status.FailureReason, tt.want, tt.wantReason)
 			}
@@ -87,12 +87,12 @@ func TestRestoreFinalizerEndsFinalizingRestores(t *testing.T) {
 			if _, ok := finalizedRestorePhase(phase); ok {
 				continue
 			}
-			var writes writeCounter
-			c := newRestoreTestClient(t, writes.funcs(interceptor.Funcs{}), testRestore("team-a", "r", 0, phase))
-			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart)).Reconcile(context.Background(), restoreRequest); err != nil {
+			var writes unittest.WriteCounter
+			c := unittest.NewClient(t, writes.Funcs(interceptor.Funcs{}), unittest.Restore("team-a", "r", 0, phase))
+			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch)).Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
-			if n := writes.n.Load(); n != 0 {
+			if n := writes.N.Load(); n != 0 {
 				t.Errorf("%s: %d writes, want none", phase, n)
 			}
 		}
@@ -111,7 +111,7 @@ type restoreFilesFixture struct {
 func newRestoreFilesFixture(t *testing.T) restoreFilesFixture {
 	t.Helper()
 	f := restoreFilesFixture{root: t.TempDir()}
-	f.bsl = restoreTestLocation(f.root)
+	f.bsl = unittest.DefaultLocation(f.root)
 	f.bsl.Spec.ObjectStorage = &cairnv1.ObjectStorage{Prefix: "cluster-a"}
 	layout := storage.Layout{Prefix: "cluster-a"}
 	restoreKeys := func(k storage.RestoreKeys) []string {
@@ -153,8 +153,8 @@ func (f restoreFilesFixture) keys(t *testing.T) []string {
 // deletedRestore is a terminal restore team-a/r being deleted, its files in location loc; it
 // has a second finalizer so that it stays to be looked at.
 func deletedRestore(phase cairnv1.RestorePhase, loc string) *cairnv1.Restore {
-	rs := testRestore("team-a", "r", 0, phase)
-	rs.DeletionTimestamp = &metav1.Time{Time: restoreTestStart.Add(time.Hour)}
+	rs := unittest.Restore("team-a", "r", 0, phase)
+	rs.DeletionTimestamp = &metav1.Time{Time: unittest.Epoch.Add(time.Hour)}
 	rs.Finalizers = []string{cairnv1.RestoreDataFinalizer, "example.com/keep"}
 	rs.Status.StorageLocation = loc
 	return rs
@@ -170,15 +170,15 @@ func TestRestoreFinalizerRemovesOnlyItsFiles(t *testing.T) {
 	for _, phase := range []cairnv1.RestorePhase{cairnv1.RestorePhaseCompleted, cairnv1.RestorePhasePartiallyFailed, cairnv1.RestorePhaseFailed, cairnv1.RestorePhaseFailedValidation} {
 		t.Run(string(phase), func(t *testing.T) {
 			f := newRestoreFilesFixture(t)
-			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(phase, "default"))
-			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
+			c := unittest.NewClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(phase, "default"))
+			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch.Add(2*time.Hour)))
 			if _, err := r.Reconcile(context.Background(), restoreRequest); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := f.keys(t), sorted(f.others); !reflect.DeepEqual(got, want) {
 				t.Errorf("objects left:\n%s\nwant every object but the restore's own:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if !reflect.DeepEqual(got.Finalizers, []string{"example.com/keep"}) {
 				t.Errorf("finalizers %q, want only the restore-data finalizer removed", got.Finalizers)
 			}
@@ -230,14 +230,14 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 			if tt.change != nil {
 				tt.change(f.bsl)
 			}
-			c := newRestoreTestClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(tt.phase, tt.loc))
-			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(restoreTestStart.Add(2*time.Hour)))
+			c := unittest.NewClient(t, interceptor.Funcs{}, f.bsl, deletedRestore(tt.phase, tt.loc))
+			r := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch.Add(2*time.Hour)))
 			r.Stores.Wrap = tt.wrap
 			_, err := r.Reconcile(context.Background(), restoreRequest)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Reconcile = %v, want an error: %v", err, tt.wantErr)
 			}
-			got := getRestore(t, c, "team-a", "r")
+			got := unittest.GetRestore(t, c, "team-a", "r")
 			if has := controllerutil.ContainsFinalizer(got, cairnv1.RestoreDataFinalizer); has != tt.wantFinalizer {
 				t.Errorf("finalizers %q: restore-data finalizer kept = %v, want %v", got.Finalizers, has, tt.wantFinalizer)
 			}
