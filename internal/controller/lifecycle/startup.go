@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,4 +80,28 @@ func EndInterruptedRuns[O client.Object, S any, P phase](c client.Client, clk cl
 		}
 		return nil
 	}}
+}
+
+// InterruptedEnding is where an InProgress object goes when the operator restarted during its
+// run: its phase and failureReason (RunKind.afterInterrupted).
+func (k *RunKind[O, S, P]) InterruptedEnding(obj O) (P, string) {
+	_, _, cancelled := k.Cancellation(obj)
+	return k.afterInterrupted(cancelled)
+}
+
+// endInterruptedRun moves on an object that was InProgress when the operator stopped
+// (InterruptedEnding); one that ends there gets its completionTimestamp. It touches no storage:
+// what a backup's run left is removed by the finalizer, with retries, so a storage service that
+// is down at the restart neither holds the restart nor leaves the partial data behind for good.
+// It writes as the run's owner, also when the restart recovery calls it.
+func (k *RunKind[O, S, P]) endInterruptedRun(ctx context.Context, c client.Client, clk clock.PassiveClock, obj O) error {
+	next, failureReason := k.InterruptedEnding(obj)
+	now := metav1.NewTime(clk.Now())
+	return PatchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
+		f := k.fields(s)
+		*f.phase, *f.failureReason = next, failureReason
+		if next.IsTerminal() {
+			*f.completionTimestamp = &now
+		}
+	})
 }

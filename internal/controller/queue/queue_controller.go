@@ -1,6 +1,6 @@
 // Package queue holds Reconciler, the one queue of backups and restores (DESIGN.md sections 3
 // and 9) and the owner of their New and Queued phases. pass.go is one pass over the line;
-// leave.go and restorequeue.go say what leaves it without running; positions.go gives places
+// leave.go says what leaves it without running; positions.go gives places
 // in it; restorepermission.go asks whether the operator may restore at all. What it shares
 // with other owners is passed in setup.go: the sync reconciler's backupsync.Catalog (the names
 // a new backup may not take), the deletion's rule for a backup whose data is being removed

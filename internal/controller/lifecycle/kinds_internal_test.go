@@ -23,7 +23,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-// The shared lifecycle (lifecycle.go, lifecycle_run.go), each decision with both kinds'
+// The shared lifecycle (cancel.go, run.go, startup.go), each decision with both kinds'
 // adapters.
 
 var lifecycleTestTime = metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))

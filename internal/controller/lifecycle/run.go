@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -21,13 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"errors"
+
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/failure"
-	"github.com/cairn-backup/cairn/internal/phases"
+	"github.com/cairn-backup/cairn/internal/location"
 )
 
 // The run of a backup or a restore, from ReadyToStart to the write that ends InProgress, as
-// its owner (RunKind.runOwner) drives it: written once over RunKind (lifecycle.go).
+// its owner (RunKind.runOwner) drives it: written once over RunKind (kinds.go).
 
 // StorageWaitRequeue is how soon a ReadyToStart object whose location was not validated yet is
 // looked at again.
@@ -88,20 +88,6 @@ func (k *RunKind[O, S, P]) RunWatch(runs *Runs[S]) handler.Funcs {
 			runs.Unwritten.Forget(e.Object.GetUID())
 		},
 	}
-}
-
-// EndBeforeStart ends a cancelled or deleted object that has not started: Failed, out of the
-// queue, Cancelled=True, and a Cancelled event. owner is the reconciler that owns its phase (the
-// queue for New and Queued, the run's owner for ReadyToStart).
-func (k *RunKind[O, S, P]) EndBeforeStart(ctx context.Context, c client.Client, clk clock.PassiveClock, rec events.EventRecorder, owner phases.Owner, obj O) error {
-	_, failureReason := k.StopReasons(obj)
-	condition, message := k.beforeStartMessages(failureReason)
-	now := metav1.NewTime(clk.Now())
-	if err := PatchStatus(ctx, c, clk, k, owner, obj, func(s *S) { k.CancelledStatus(obj, s, condition, now) }); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	rec.Eventf(obj, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s", message)
-	return nil
 }
 
 // WaitForStorage keeps a ReadyToStart object waiting for its storage location, with a
@@ -186,26 +172,51 @@ func (k *RunKind[O, S, P]) Orphaned(ctx context.Context, c client.Client, apiRea
 	return client.IgnoreNotFound(k.endInterruptedRun(ctx, c, clk, fresh))
 }
 
-// InterruptedEnding is where an InProgress object goes when the operator restarted during its
-// run: its phase and failureReason (RunKind.afterInterrupted).
-func (k *RunKind[O, S, P]) InterruptedEnding(obj O) (P, string) {
-	_, _, cancelled := k.Cancellation(obj)
-	return k.afterInterrupted(cancelled)
+// AfterRun is the phase a run that went through every item goes to (DESIGN.md sections 1 and
+// 9): WaitingForPluginOperations while async operations it started are waited for, else
+// Finalizing; PartiallyFailed in either when something failed. Each kind's run says what
+// waiting and partial mean for it (the run of internal/controller/backup, restoreEnding in
+// internal/controller/restore).
+func (k *RunKind[O, S, P]) AfterRun(waiting, partial bool) P {
+	switch {
+	case waiting && partial:
+		return k.waitingForOperationsPartial
+	case waiting:
+		return k.waitingForOperations
+	case partial:
+		return k.finalizingPartial
+	}
+	return k.finalizing
 }
 
-// endInterruptedRun moves on an object that was InProgress when the operator stopped
-// (InterruptedEnding); one that ends there gets its completionTimestamp. It touches no storage:
-// what a backup's run left is removed by the finalizer, with retries, so a storage service that
-// is down at the restart neither holds the restart nor leaves the partial data behind for good.
-// It writes as the run's owner, also when the restart recovery calls it.
-func (k *RunKind[O, S, P]) endInterruptedRun(ctx context.Context, c client.Client, clk clock.PassiveClock, obj O) error {
-	next, failureReason := k.InterruptedEnding(obj)
-	now := metav1.NewTime(clk.Now())
-	return PatchStatus(ctx, c, clk, k, k.runOwner, obj, func(s *S) {
-		f := k.fields(s)
-		*f.phase, *f.failureReason = next, failureReason
-		if next.IsTerminal() {
-			*f.completionTimestamp = &now
-		}
-	})
+// ToTenant is err as the status and events of obj may say it: for an object outside the
+// operator's namespace (a team's) a location's problem names nothing of its configuration — no
+// endpoint, bucket, path or Secret — and the details stay in the manager's log and the
+// location's own status.
+func ToTenant(obj client.Object, operatorNamespace, locationName string, err error) error {
+	if err == nil || obj.GetNamespace() == operatorNamespace {
+		return err
+	}
+	return errors.New(location.TenantMessage(locationName))
+}
+
+// DefaultPhaseTimeout is how long a backup or restore may stay in one non-terminal phase that
+// cannot move on (storage down, the API server refusing a write) before its owner gives up and
+// ends it with the last error (DESIGN.md section 7: no backup stays non-terminal forever).
+const DefaultPhaseTimeout = time.Hour
+
+// PhaseTimedOut reports whether obj has been in its current phase for longer than timeout at
+// now: strictly longer, so that an object is given the whole timeout, and one looked at exactly
+// when it ends is not failed yet (the rule of both kinds; a restore's check once gave up at the
+// timeout itself). An object with no phaseTransitionTime (written before the field existed) is
+// measured from its creation. A timeout of 0 or less never times out.
+func (k *RunKind[O, S, P]) PhaseTimedOut(obj O, now time.Time, timeout time.Duration) bool {
+	if timeout <= 0 {
+		return false
+	}
+	since := obj.GetCreationTimestamp().Time
+	if entered := *k.fields(k.status(obj)).phaseTransitionTime; entered != nil {
+		since = entered.Time
+	}
+	return now.Sub(since) > timeout
 }

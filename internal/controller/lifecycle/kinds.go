@@ -5,6 +5,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/phases"
@@ -146,3 +148,84 @@ func listAll[T any, L any, PL interface {
 		return out, nil
 	}
 }
+
+// phase is a kind's status.phase type (cairnv1.BackupPhase, cairnv1.RestorePhase).
+type phase interface {
+	~string
+	IsTerminal() bool
+}
+
+// RunKind is what the shared lifecycle needs to know of one kind of object that queues, runs
+// and ends: O is a pointer to the object, S its status, P its phase type.
+type RunKind[O client.Object, S any, P phase] struct {
+	// name is the kind as messages say it: "backup", "restore".
+	name string
+	// newObject returns an empty object of the kind.
+	newObject func() O
+	// list lists the kind's objects in every namespace.
+	list func(ctx context.Context, c client.Reader) ([]O, error)
+	// status is the object's status; fields points into a status at the fields the lifecycle
+	// writes.
+	status func(O) *S
+	fields func(*S) statusFields[P]
+	// table is the kind's phase-owner table, which every status write is checked against;
+	// variant tells apart objects of one phase that different reconcilers own.
+	table   *phases.Table
+	variant func(O) phases.Variant
+	// readiness is the kstatus conditions the object's status calls for.
+	readiness func(O) readiness.Conditions
+	// runOwner owns ReadyToStart and InProgress: it starts the run and writes how it ended.
+	runOwner phases.Owner
+
+	// The phases the lifecycle moves an object to.
+	readyToStart, inProgress, failed                  P
+	waitingForOperations, waitingForOperationsPartial P
+	finalizing, finalizingPartial                     P
+
+	// cancelRequested tells whether the object's spec.cancel is set.
+	cancelRequested func(O) bool
+	// The failureReasons of a cancel and of a deletion, and the reason of the Cancelled
+	// condition after a deletion (after a cancel it is cairnv1.ReasonCancelledByUser).
+	failureReasonCancelled, failureReasonDeleted, reasonDeleted string
+	// queuedConditionGoes: a cancelled object loses its Queued condition. When false (backups)
+	// a Queued=True condition turns False with the cancel's reason, and one that is already
+	// False (the object left the line) stays as it was.
+	queuedConditionGoes bool
+	// beforeStartMessages are the Cancelled condition's message and the Cancelled event of an
+	// object stopped before it started, for its failureReason.
+	beforeStartMessages func(failureReason string) (condition, event string)
+	// cancelCause is the cause a run's context is cancelled with when the object asks to stop
+	// (the run tells it from the manager stopping by it).
+	cancelCause error
+	// awaitedStorage names what a ReadyToStart object waits for when its storage cannot be used,
+	// for its StorageReady condition.
+	awaitedStorage func(O) string
+	// afterInterrupted is where an InProgress object goes when the operator restarted during its
+	// run (DESIGN.md section 7), given whether it was cancelled or deleted: its phase and
+	// failureReason.
+	afterInterrupted func(cancelled bool) (P, string)
+	// recoveryStep names the restart-recovery step that ends the interrupted runs.
+	recoveryStep string
+}
+
+// statusFields points into a status at the fields the lifecycle writes, which both kinds have
+// under the same names.
+type statusFields[P phase] struct {
+	phase               *P
+	failureReason       *string
+	queuePosition       *int32
+	completionTimestamp **metav1.Time
+	phaseTransitionTime **metav1.Time
+	conditions          *[]metav1.Condition
+}
+
+// The condition types the lifecycle writes: backups and restores name them alike
+// (TestLifecycleConditionTypes).
+const (
+	conditionQueued       = cairnv1.BackupConditionQueued
+	conditionCancelled    = cairnv1.BackupConditionCancelled
+	conditionStorageReady = cairnv1.BackupConditionStorageReady
+)
+
+// phaseOf is the object's status.phase.
+func (k *RunKind[O, S, P]) phaseOf(obj O) P { return *k.fields(k.status(obj)).phase }
