@@ -87,12 +87,9 @@ type Reconciler struct {
 
 // Reconcile moves one deleted backup's deletion on.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.Gate.Wait(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	var b cairnv1.Backup
-	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if found, err := lifecycle.Fetch(ctx, r.Gate, r.Client, req, &b); !found {
+		return ctrl.Result{}, err
 	}
 	in := deletionInputOf(&b, r.Clock.Now())
 	if rec, ok := r.deletions.Get(b.UID); ok {

@@ -123,12 +123,9 @@ func decideExpiry(in expiryInput) expiryDecision {
 
 // Reconcile deletes one backup if it expired, or waits for its expiration.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.Gate.Wait(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	var b cairnv1.Backup
-	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if found, err := lifecycle.Fetch(ctx, r.Gate, r.Client, req, &b); !found {
+		return ctrl.Result{}, err
 	}
 	in := expiryInput{
 		Phase:          b.Status.Phase,

@@ -90,12 +90,9 @@ type BackupReconciler struct {
 
 // Reconcile finalizes one backup.
 func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.Gate.Wait(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	var b cairnv1.Backup
-	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if found, err := lifecycle.Fetch(ctx, r.Gate, r.Client, req, &b); !found {
+		return ctrl.Result{}, err
 	}
 	switch b.Status.Phase {
 	case cairnv1.BackupPhaseFinalizingCancelled:

@@ -44,12 +44,9 @@ type RestoreReconciler struct {
 
 // Reconcile finalizes or removes one restore.
 func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.Gate.Wait(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	var rs cairnv1.Restore
-	if err := r.Get(ctx, req.NamespacedName, &rs); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if found, err := lifecycle.Fetch(ctx, r.Gate, r.Client, req, &rs); !found {
+		return ctrl.Result{}, err
 	}
 	if next, ok := finalizedRestorePhase(rs.Status.Phase); ok {
 		if _, _, cancelled := lifecycle.Restores.Cancellation(&rs); cancelled {

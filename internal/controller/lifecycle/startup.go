@@ -105,3 +105,16 @@ func (k *RunKind[O, S, P]) endInterruptedRun(ctx context.Context, c client.Clien
 		}
 	})
 }
+
+// Fetch waits for gate (the startup recovery: no owner acts before it ran), then reads the
+// object req names into obj. It reports whether there is one: a NotFound is not an error, the
+// object is gone and its owner has nothing left to do.
+func Fetch(ctx context.Context, gate interface{ Wait(context.Context) error }, c client.Reader, req ctrl.Request, obj client.Object) (bool, error) {
+	if err := gate.Wait(ctx); err != nil {
+		return false, err
+	}
+	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}

@@ -77,12 +77,9 @@ func (r *Reconciler[T, P]) Name() string { return string(r.Kind.owner) }
 
 // Reconcile polls one object's operations.
 func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.Gate.Wait(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	obj := r.Kind.new()
-	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if found, err := lifecycle.Fetch(ctx, r.Gate, r.Client, req, obj); !found {
+		return ctrl.Result{}, err
 	}
 	if !r.Kind.owns(r.Kind.status(obj).Phase) {
 		return ctrl.Result{}, nil

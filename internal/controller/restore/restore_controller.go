@@ -81,12 +81,9 @@ type Reconciler struct {
 // Reconcile starts a ReadyToStart restore and runs it; it fails an InProgress restore that no
 // longer runs anywhere.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.Gate.Wait(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	var rs cairnv1.Restore
-	if err := r.Get(ctx, req.NamespacedName, &rs); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if found, err := lifecycle.Fetch(ctx, r.Gate, r.Client, req, &rs); !found {
+		return ctrl.Result{}, err
 	}
 	switch rs.Status.Phase {
 	case cairnv1.RestorePhaseReadyToStart:
