@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 // ItemSource is how an item came to a backup; the label selectors apply only to listed items.
@@ -40,9 +40,9 @@ const (
 // found by LIST, additional items that actions name, and post-operation items alike: a
 // team's backup never holds a cluster-scoped item (DESIGN.md section 2), however it reached it.
 type Selection struct {
-	namespaces scope.NamespaceFilter
+	namespaces selection.NamespaceFilter
 	// resolved is namespaces resolved against the cluster's namespaces when the backup started.
-	resolved  scope.NamespaceSet
+	resolved  selection.NamespaceSet
 	resources ResourceFilter
 	// selectors are labelSelector, or the orLabelSelectors (any one matching); none means every item.
 	selectors []labels.Selector
@@ -60,7 +60,7 @@ func NewSelection(b *cairnv1.Backup, operatorNamespace string, resources []Resou
 // namespace own: the one place where both kinds' filters get their meaning. Outside the
 // operator's namespace it selects only own's items, and never a cluster-scoped one.
 func NewFilterSelection(own string, f cairnv1.ItemFilters, operatorNamespace string, resources []Resource, clusterNamespaces []string) (Selection, []string, error) {
-	s := Selection{namespaces: scope.For(own, f.IncludedNamespaces, f.ExcludedNamespaces, operatorNamespace)}
+	s := Selection{namespaces: selection.For(own, f.IncludedNamespaces, f.ExcludedNamespaces, operatorNamespace)}
 	s.resolved = s.namespaces.Resolve(clusterNamespaces)
 	var warnings []string
 	s.resources, warnings = NewResourceFilter(f.IncludedResources, f.ExcludedResources, resources)

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // Marker is the commit marker of backup b, which ends in phase final at completed: the
@@ -71,7 +71,7 @@ func Object(c storage.CommittedBackup, m storage.BackupMetadata, location, opera
 	}
 	spec.Cancel = false
 	spec.StorageLocation = location
-	if errs := queue.CheckTenancy("backup", c.Namespace, spec.Filters(), operatorNamespace); len(errs) > 0 {
+	if errs := validation.Tenancy("backup", c.Namespace, spec.Filters(), operatorNamespace); len(errs) > 0 {
 		return nil, fmt.Errorf("its spec breaks the tenancy rule in namespace %s: %s", c.Namespace, strings.Join(errs, "; "))
 	}
 	labels := maps.Clone(m.Labels)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 // Kind is what waits in the queue: a backup or a restore. The zero value is a backup.
@@ -41,7 +41,7 @@ type Entry struct {
 	Namespace, Name string
 	// Namespaces are, for a backup, the namespaces it selects, resolved against the cluster's;
 	// for a restore, the namespaces it may write into (RestoreTargets).
-	Namespaces scope.NamespaceSet
+	Namespaces selection.NamespaceSet
 	// Location is the name of a backup's storage location (the deletion lock); a restore's is
 	// not used.
 	Location string
@@ -99,7 +99,7 @@ func Decide(limits Limits, running, queued []Entry, deleting map[string]string) 
 // a backup overlaps costs a lookup per namespace of that backup, not a walk over them all.
 type claimed struct {
 	entries []Entry
-	claims  scope.Claims
+	claims  selection.Claims
 	// count is the number of entries of each kind.
 	count [2]int
 }

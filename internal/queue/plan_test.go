@@ -10,15 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 func entry(name string, namespaces ...string) Entry {
-	return Entry{Namespace: "cairn-system", Name: name, Namespaces: scope.NamespaceSet{Names: namespaces}, Location: "default"}
+	return Entry{Namespace: "cairn-system", Name: name, Namespaces: selection.NamespaceSet{Names: namespaces}, Location: "default"}
 }
 
 func everything(name string) Entry {
-	return Entry{Namespace: "cairn-system", Name: name, Namespaces: scope.NamespaceSet{All: true}, Location: "default"}
+	return Entry{Namespace: "cairn-system", Name: name, Namespaces: selection.NamespaceSet{All: true}, Location: "default"}
 }
 
 // restoreEntry is an admin restore into namespaces.
@@ -136,7 +136,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:    "backups in other namespaces are named with their namespace",
 			limit:   4,
-			running: []Entry{{Namespace: "team-a", Name: "mine", Namespaces: scope.NamespaceSet{Names: []string{"team-a"}}}},
+			running: []Entry{{Namespace: "team-a", Name: "mine", Namespaces: selection.NamespaceSet{Names: []string{"team-a"}}}},
 			queued:  []Entry{entry("admin", "team-a", "team-b")},
 			wantWhy: map[string]string{"admin": "namespace team-a overlaps running backup team-a/mine"},
 		},
@@ -224,7 +224,7 @@ func TestDecide(t *testing.T) {
 			name:    "a restore into every namespace waits for any running backup and blocks everything behind it",
 			limit:   4,
 			running: []Entry{entry("b0", "a")},
-			queued:  []Entry{{Kind: KindRestore, Namespace: "cairn-system", Name: "full", Namespaces: scope.NamespaceSet{All: true}}, entry("b1", "z")},
+			queued:  []Entry{{Kind: KindRestore, Namespace: "cairn-system", Name: "full", Namespaces: selection.NamespaceSet{All: true}}, entry("b1", "z")},
 			wantWhy: map[string]string{
 				"full": "namespaces overlap running backup b0 (one of them selects every namespace)",
 				"b1":   "namespaces overlap restore full queued ahead (one of them selects every namespace)",
@@ -240,7 +240,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:    "restores in other namespaces are named with their namespace",
 			limit:   4,
-			running: []Entry{{Kind: KindRestore, Namespace: "team-a", Name: "back", Namespaces: scope.NamespaceSet{Names: []string{"team-a"}}}},
+			running: []Entry{{Kind: KindRestore, Namespace: "team-a", Name: "back", Namespaces: selection.NamespaceSet{Names: []string{"team-a"}}}},
 			queued:  []Entry{entry("admin", "team-a")},
 			wantWhy: map[string]string{"admin": "namespace team-a overlaps running restore team-a/back"},
 		},
@@ -338,7 +338,7 @@ func TestDecideWithWildcards(t *testing.T) {
 	cluster := []string{"team-a", "team-b", "tools", "prod-db"}
 	resolve := func(name string, included ...string) Entry {
 		return Entry{Namespace: "cairn-system", Name: name, Location: "default",
-			Namespaces: scope.NamespaceFilter{Included: included}.Resolve(cluster)}
+			Namespaces: selection.NamespaceFilter{Included: included}.Resolve(cluster)}
 	}
 	running := []Entry{resolve("teams", "team-*")}
 	queued := []Entry{resolve("a-only", "team-a"), resolve("prod", "prod-*"), resolve("tools", "t?ols"), resolve("later-team", "team-c")}
@@ -393,7 +393,7 @@ func decideByPairs(limits Limits, running, queued []Entry, deleting map[string]s
 
 func firstOverlapByPairs(entries []Entry, q Entry) (Entry, string, bool) {
 	for _, e := range entries {
-		var c scope.Claims
+		var c selection.Claims
 		c.Add(e.Namespaces)
 		if _, ns, ok := c.FirstOverlap(q.Namespaces); ok {
 			return e, ns, true
@@ -413,7 +413,7 @@ func TestDecideAgreesWithPairwiseComparison(t *testing.T) {
 			e.Kind, e.Name = KindRestore, fmt.Sprintf("r%d", i)
 		}
 		if rng.IntN(20) == 0 {
-			e.Namespaces = scope.NamespaceSet{All: true}
+			e.Namespaces = selection.NamespaceSet{All: true}
 			return e
 		}
 		var included []string
@@ -421,7 +421,7 @@ func TestDecideAgreesWithPairwiseComparison(t *testing.T) {
 			included = append(included, fmt.Sprintf("ns%02d", rng.IntN(30)))
 		}
 		// Its own namespace too, so that no filter is empty (which would select everything).
-		e.Namespaces = scope.NamespaceFilter{Included: append(included, fmt.Sprintf("own-%d", i))}.Resolve(nil)
+		e.Namespaces = selection.NamespaceFilter{Included: append(included, fmt.Sprintf("own-%d", i))}.Resolve(nil)
 		return e
 	}
 	for range 300 {

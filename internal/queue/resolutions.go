@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 // Resolutions remembers, between passes of the queue, the namespaces each backup selects, so
@@ -27,7 +27,7 @@ type Resolutions struct {
 
 type resolution struct {
 	generation int64
-	set        scope.NamespaceSet
+	set        selection.NamespaceSet
 	// pass is the last pass that asked for it.
 	pass uint64
 }
@@ -50,13 +50,13 @@ func (r *Resolutions) Begin(clusterNamespaces []string) {
 
 // Resolve returns the namespaces b selects among the cluster's namespaces given to Begin. The
 // set is shared with later passes: callers must not change it.
-func (r *Resolutions) Resolve(b *cairnv1.Backup) scope.NamespaceSet {
+func (r *Resolutions) Resolve(b *cairnv1.Backup) selection.NamespaceSet {
 	if b.UID == "" { // not from the API server: nothing to key it by
-		return scope.ForBackup(b, r.operatorNamespace).Resolve(r.namespaces)
+		return selection.ForBackup(b, r.operatorNamespace).Resolve(r.namespaces)
 	}
 	e, ok := r.entries[b.UID]
 	if !ok || e.generation != b.Generation {
-		e = resolution{generation: b.Generation, set: scope.ForBackup(b, r.operatorNamespace).Resolve(r.namespaces)}
+		e = resolution{generation: b.Generation, set: selection.ForBackup(b, r.operatorNamespace).Resolve(r.namespaces)}
 	}
 	e.pass = r.pass
 	r.entries[b.UID] = e

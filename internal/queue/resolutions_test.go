@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 func backupSelecting(uid string, generation int64, included ...string) *cairnv1.Backup {
@@ -19,7 +19,7 @@ func backupSelecting(uid string, generation int64, included ...string) *cairnv1.
 }
 
 // sameSet reports whether two resolutions are one and the same (not resolved twice).
-func sameSet(a, b scope.NamespaceSet) bool {
+func sameSet(a, b selection.NamespaceSet) bool {
 	return len(a.Names) > 0 && len(b.Names) > 0 && &a.Names[0] == &b.Names[0]
 }
 
@@ -29,7 +29,7 @@ func TestResolutions(t *testing.T) {
 
 	r.Begin([]string{"team-b", "team-a", "tools"})
 	first := r.Resolve(teams)
-	if want := (scope.NamespaceSet{Names: []string{"team-a", "team-b"}}); !reflect.DeepEqual(first, want) {
+	if want := (selection.NamespaceSet{Names: []string{"team-a", "team-b"}}); !reflect.DeepEqual(first, want) {
 		t.Fatalf("Resolve = %+v, want %+v", first, want)
 	}
 	r.End()

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 // RestoreTargets is the set of namespaces restore rs may write into, for the overlap rule: its
@@ -24,27 +24,27 @@ import (
 //
 // Wildcards are never resolved against the cluster's current namespaces: a restore usually
 // brings back a namespace that is gone, so the cluster cannot say what the backup held.
-func RestoreTargets(rs *cairnv1.Restore, b *cairnv1.Backup, operatorNamespace string) scope.NamespaceSet {
+func RestoreTargets(rs *cairnv1.Restore, b *cairnv1.Backup, operatorNamespace string) selection.NamespaceSet {
 	if rs.Namespace != operatorNamespace {
-		return scope.NamespaceSet{Names: []string{rs.Namespace}}
+		return selection.NamespaceSet{Names: []string{rs.Namespace}}
 	}
-	selects := scope.For(rs.Namespace, rs.Spec.IncludedNamespaces, rs.Spec.ExcludedNamespaces, operatorNamespace)
+	selects := selection.For(rs.Namespace, rs.Spec.IncludedNamespaces, rs.Spec.ExcludedNamespaces, operatorNamespace)
 	sources, ok := selects.LiteralNames()
 	switch {
 	case ok && b != nil:
-		sources = slices.DeleteFunc(sources, func(ns string) bool { return !scope.ForBackup(b, operatorNamespace).Matches(ns) })
+		sources = slices.DeleteFunc(sources, func(ns string) bool { return !selection.ForBackup(b, operatorNamespace).Matches(ns) })
 	case !ok && b != nil:
-		if sources, ok = scope.ForBackup(b, operatorNamespace).LiteralNames(); ok {
+		if sources, ok = selection.ForBackup(b, operatorNamespace).LiteralNames(); ok {
 			sources = slices.DeleteFunc(sources, func(ns string) bool { return !selects.Matches(ns) })
 		}
 	}
 	if !ok {
-		return scope.NamespaceSet{All: true}
+		return selection.NamespaceSet{All: true}
 	}
 	var targets []string
 	for _, ns := range sources {
 		targets = append(targets, rs.Spec.MapNamespace(ns))
 	}
 	slices.Sort(targets)
-	return scope.NamespaceSet{Names: slices.Compact(targets)}
+	return selection.NamespaceSet{Names: slices.Compact(targets)}
 }

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 func TestRestoreTargets(t *testing.T) {
@@ -20,13 +20,13 @@ func TestRestoreTargets(t *testing.T) {
 			Spec: cairnv1.BackupSpec{IncludedNamespaces: included, ExcludedNamespaces: excluded}}
 	}
 	adminBackup := func(included ...string) *cairnv1.Backup { return backupOf("cairn-system", included, nil) }
-	names := func(ns ...string) scope.NamespaceSet { return scope.NamespaceSet{Names: ns} }
-	all := scope.NamespaceSet{All: true}
+	names := func(ns ...string) selection.NamespaceSet { return selection.NamespaceSet{Names: ns} }
+	all := selection.NamespaceSet{All: true}
 	tests := []struct {
 		name    string
 		restore *cairnv1.Restore
 		backup  *cairnv1.Backup
-		want    scope.NamespaceSet
+		want    selection.NamespaceSet
 	}{
 		{name: "the restore's names, when it names them all",
 			restore: admin([]string{"shop", "db"}, nil, nil), backup: adminBackup(), want: names("db", "shop")},
@@ -58,7 +58,7 @@ func TestRestoreTargets(t *testing.T) {
 		{name: "the backup's names minus those it excludes",
 			restore: admin(nil, nil, nil), backup: backupOf("cairn-system", []string{"shop", "db"}, []string{"db"}), want: names("shop")},
 		{name: "every name excluded: no namespace",
-			restore: admin([]string{"shop"}, []string{"shop"}, nil), backup: adminBackup(), want: scope.NamespaceSet{}},
+			restore: admin([]string{"shop"}, []string{"shop"}, nil), backup: adminBackup(), want: selection.NamespaceSet{}},
 		{name: "wildcards on both sides: everything",
 			restore: admin([]string{"team-*"}, nil, nil), backup: adminBackup("team-*"), want: all},
 		{name: "no filter on either side: everything",

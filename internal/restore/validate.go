@@ -9,7 +9,7 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/location"
-	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // ValidationFacts are what validating a restore needs to know about the cluster, fetched by the caller.
@@ -22,15 +22,15 @@ type ValidationFacts struct {
 }
 
 // Validate checks what can be checked of a restore before it runs, and returns every problem
-// as messages for status.validationErrors (bound them with queue.CapValidationErrors): its
-// filters and the tenancy rule (the backup's own checks, queue.ValidateFilters), its
+// as messages for status.validationErrors (bound them with validation.Cap): its
+// filters and the tenancy rule (the backup's own checks, validation.Filters), its
 // namespace mapping (a team maps nothing to another namespace), its backup (exists in the
 // restore's namespace, Completed or PartiallyFailed, not being deleted, its data not found gone
 // from storage by the sync, DataAvailable=False) and the backup's
 // storage location (exists, not Unavailable). It is a pure function: the queue calls it on new
 // restores, and the restore reconciler again when a restore starts.
 func Validate(rs *cairnv1.Restore, operatorNamespace string, facts ValidationFacts) []string {
-	errs := queue.ValidateFilters("restore", rs.Namespace, rs.Spec.Filters(), operatorNamespace)
+	errs := validation.Filters("restore", rs.Namespace, rs.Spec.Filters(), operatorNamespace)
 	if rs.Namespace != operatorNamespace {
 		keys := make([]string, 0, len(rs.Spec.NamespaceMapping))
 		for k := range rs.Spec.NamespaceMapping {

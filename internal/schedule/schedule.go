@@ -12,11 +12,12 @@ import (
 
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/cairn-backup/cairn/internal/validation"
+
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/queue"
 )
 
 // Parse reads a cron expression: five fields ("0 3 * * *"), or a descriptor ("@daily",
@@ -269,8 +270,8 @@ func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
 }
 
 // Validate returns what is wrong with a schedule, as messages for status.validationErrors
-// (already bounded with queue.CapValidationErrors): its cron expression or time zone, and its
-// template, checked by the queue's own queue.Validate on the backup a run would create (so
+// (already bounded with validation.Cap): its cron expression or time zone, and its
+// template, checked by validation.Backup, as the queue checks on the backup a run would create (so
 // tenancy and the storage location are checked as for any backup). A template with cancel set
 // would make backups cancelled at birth, so it is refused too.
 func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1.BackupStorageLocation) []string {
@@ -284,7 +285,7 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 	if m := s.Spec.Template.Metadata; m != nil {
 		errs = append(errs, ValidateTemplateLabels(m.Labels)...)
 	}
-	backupErrs, _ := queue.Validate(NewBackup(s, time.Time{}), operatorNamespace, locations)
+	backupErrs, _ := validation.Backup(NewBackup(s, time.Time{}), operatorNamespace, locations)
 	for _, e := range backupErrs {
 		// The queue's messages name the backup's fields (spec.x); here they are the template's.
 		if rest, ok := strings.CutPrefix(e, "spec."); ok {
@@ -293,7 +294,7 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 			errs = append(errs, "spec.template: "+e)
 		}
 	}
-	return queue.CapValidationErrors(errs)
+	return validation.Cap(errs)
 }
 
 // ValidateTemplateLabels checks the labels a schedule puts on its backups: valid label keys
@@ -305,10 +306,10 @@ func ValidateTemplateLabels(labels map[string]string) []string {
 	var errs []string
 	for _, key := range slices.Sorted(maps.Keys(labels)) {
 		path := fmt.Sprintf("spec.template.metadata.labels[%s]", key)
-		for _, msg := range validation.IsQualifiedName(key) {
+		for _, msg := range k8svalidation.IsQualifiedName(key) {
 			errs = append(errs, fmt.Sprintf("%s: the key is not a label key: %s", path, msg))
 		}
-		for _, msg := range validation.IsValidLabelValue(labels[key]) {
+		for _, msg := range k8svalidation.IsValidLabelValue(labels[key]) {
 			errs = append(errs, fmt.Sprintf("%s: %q is not a label value: %s", path, labels[key], msg))
 		}
 		if prefix, _, ok := strings.Cut(key, "/"); ok && (prefix == cairnv1.GroupVersion.Group || strings.HasSuffix(prefix, "."+cairnv1.GroupVersion.Group)) {

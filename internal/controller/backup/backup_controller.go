@@ -31,9 +31,9 @@ import (
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
-	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // Reconciler runs backups (DESIGN.md section 4). It owns ReadyToStart and InProgress: it
@@ -117,7 +117,7 @@ func (r *Reconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result,
 		// backup was queued, which may be long ago. The location was resolved above.
 		resolved := bsl.DeepCopy()
 		resolved.Spec.Default = true
-		if errs, _ := queue.Validate(b, r.Namespace, []cairnv1.BackupStorageLocation{*resolved}); len(errs) > 0 {
+		if errs, _ := validation.Backup(b, r.Namespace, []cairnv1.BackupStorageLocation{*resolved}); len(errs) > 0 {
 			problem = errors.New(strings.Join(errs, "; "))
 		}
 	}
@@ -145,7 +145,7 @@ func (r *Reconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result,
 	if problem != nil {
 		return ctrl.Result{}, lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerBackup, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
-			s.ValidationErrors = queue.CapValidationErrors([]string{problem.Error()})
+			s.ValidationErrors = validation.Cap([]string{problem.Error()})
 			s.CompletionTimestamp = &now
 		})
 	}

@@ -35,8 +35,8 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
-	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 const (
@@ -325,7 +325,7 @@ func (r *Reconciler) refuse(ctx context.Context, pass *syncPass, b *cairnv1.Back
 		*s = cairnv1.BackupStatus{
 			Phase:               cairnv1.BackupPhaseFailedValidation,
 			StorageLocation:     pass.bsl.Name,
-			ValidationErrors:    queue.CapValidationErrors([]string{message}),
+			ValidationErrors:    validation.Cap([]string{message}),
 			CompletionTimestamp: &now,
 		}
 	}))
@@ -347,7 +347,7 @@ func (r *Reconciler) complete(ctx context.Context, pass *syncPass, b *cairnv1.Ba
 	} else if _, problem = backupsync.Object(c, m, pass.bsl.Name, r.Namespace); problem == nil {
 		// A Backup made by hand to be synced keeps the spec it was made with (spec is
 		// immutable): one a team could not have run is refused, not shown as completed.
-		if errs := queue.CheckTenancy("backup", b.Namespace, b.Spec.Filters(), r.Namespace); len(errs) > 0 {
+		if errs := validation.Tenancy("backup", b.Namespace, b.Spec.Filters(), r.Namespace); len(errs) > 0 {
 			problem = fmt.Errorf("its spec is not one a backup in namespace %s may have: %s", b.Namespace, strings.Join(errs, "; "))
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/phases"
-	"github.com/cairn-backup/cairn/internal/queue"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // Leaving the queue without running: a cancelled or deleted backup (→ Failed), a new one that
@@ -41,7 +41,7 @@ func (r *Reconciler) leave(ctx context.Context, pass *queuePass, c candidate) (b
 		if err := addFinalizer(ctx, r.Client, b, cairnv1.BackupDataFinalizer); err != nil {
 			return true, err
 		}
-		problems := queue.CapValidationErrors(c.validationErrors)
+		problems := validation.Cap(c.validationErrors)
 		err := r.patchBackupStatus(ctx, pass, b, func(s *cairnv1.BackupStatus) {
 			s.Phase = cairnv1.BackupPhaseFailedValidation
 			s.ValidationErrors = problems
@@ -114,7 +114,7 @@ func (r *Reconciler) leaveRestore(ctx context.Context, pass *queuePass, c candid
 	if len(c.validationErrors) == 0 {
 		return false, nil
 	}
-	problems := queue.CapValidationErrors(c.validationErrors)
+	problems := validation.Cap(c.validationErrors)
 	now := metav1.NewTime(pass.now)
 	err := r.patchRestoreStatus(ctx, pass, rs, func(s *cairnv1.RestoreStatus) {
 		s.Phase = cairnv1.RestorePhaseFailedValidation

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/restore"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // One pass of the queue: what it fetched (the running backups and restores, the locations
@@ -216,7 +217,7 @@ func (r *Reconciler) fetch(ctx context.Context) (*queuePass, error) {
 				if pass.record(ctx, x, err) != nil {
 					continue // not decided on; the next pass tries again
 				}
-				c.validationErrors, loc = queue.Validate(x, r.Namespace, locations.Items)
+				c.validationErrors, loc = validation.Backup(x, r.Namespace, locations.Items)
 				c.validationErrors = append(c.validationErrors, syncNameConflict(r.Catalog, x, loc, locations.Items)...)
 				if why != "" {
 					c.validationErrors = append(c.validationErrors, why)

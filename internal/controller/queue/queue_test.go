@@ -23,7 +23,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
 // The specs play the backup runner (line_test.go): they move ReadyToStart backups on by
@@ -321,12 +321,12 @@ var _ = Describe("Backup queue", Ordered, func() {
 	It("never runs two overlapping backups and keeps positions ordered, under random load", func() {
 		const n, concurrency = 100, 3
 		rng := rand.New(rand.NewPCG(7, 11))
-		sets := map[string]scope.NamespaceSet{}
+		sets := map[string]selection.NamespaceSet{}
 		for i := range n {
 			name := fmt.Sprintf("load-%03d", i)
 			var included []string
 			if rng.IntN(50) == 0 {
-				sets[name] = scope.NamespaceSet{All: true}
+				sets[name] = selection.NamespaceSet{All: true}
 			} else {
 				picked := map[string]bool{}
 				for range 1 + rng.IntN(3) {
@@ -336,7 +336,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 					included = append(included, ns)
 				}
 				sort.Strings(included)
-				sets[name] = scope.NamespaceSet{Names: included}
+				sets[name] = selection.NamespaceSet{Names: included}
 			}
 		}
 
@@ -437,7 +437,7 @@ var _ = Describe("Backup queue", Ordered, func() {
 
 // checkQueueInvariants returns what is wrong with one observed state: overlapping running
 // backups, too many running, or queued positions that repeat or contradict the queue order.
-func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]scope.NamespaceSet, limit int) []string {
+func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]selection.NamespaceSet, limit int) []string {
 	var problems []string
 	var running []string
 	positions := map[int32]string{}
@@ -462,7 +462,7 @@ func checkQueueInvariants(states map[string]*cairnv1.Backup, sets map[string]sco
 	}
 	for i := range running {
 		for j := i + 1; j < len(running); j++ {
-			var c scope.Claims
+			var c selection.Claims
 			c.Add(sets[running[i]])
 			if _, _, ok := c.FirstOverlap(sets[running[j]]); ok {
 				problems = append(problems, fmt.Sprintf("overlapping backups run together: %s and %s", running[i], running[j]))

@@ -21,7 +21,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
@@ -146,7 +146,7 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 			{"wl-src-2", []string{"wl-4", "wl-5*"}, nil, []string{"wl-4", "wl-5"}},
 		}
 		for _, s := range sources {
-			tracker.expect("backup", s.name, scope.NamespaceSet{Names: s.selects})
+			tracker.expect("backup", s.name, selection.NamespaceSet{Names: s.selects})
 			CreateBackup(OperatorNamespace, s.name, cairnv1.BackupSpec{IncludedNamespaces: s.included})
 		}
 		for _, s := range sources {
@@ -171,7 +171,7 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 					picked[every[rng.IntN(len(every))]] = true
 				}
 				included := sortedKeys(picked)
-				tracker.expect("backup", name, scope.NamespaceSet{Names: included})
+				tracker.expect("backup", name, selection.NamespaceSet{Names: included})
 				CreateBackup(OperatorNamespace, name, cairnv1.BackupSpec{IncludedNamespaces: included})
 				continue
 			}
@@ -195,13 +195,13 @@ var _ = Describe("Queue workload of backups and restores", Ordered, func() {
 					spec.NamespaceMapping[ns] = cairnv1.NamespaceName(copies[rng.IntN(len(copies))])
 				}
 			}
-			targets := scope.NamespaceSet{All: true}
+			targets := selection.NamespaceSet{All: true}
 			if restored != nil {
 				mapped := map[string]bool{}
 				for _, ns := range restored {
 					mapped[spec.MapNamespace(ns)] = true
 				}
-				targets = scope.NamespaceSet{Names: sortedKeys(mapped)}
+				targets = selection.NamespaceSet{Names: sortedKeys(mapped)}
 			}
 			tracker.expect("restore", name, targets)
 			CreateRestore(OperatorNamespace, name, spec)
@@ -251,7 +251,7 @@ type runTracker struct {
 	limits map[string]int
 
 	mu         sync.Mutex
-	sets       map[string]scope.NamespaceSet // by "kind/name"
+	sets       map[string]selection.NamespaceSet // by "kind/name"
 	runs       map[string]*run
 	lastRV     map[string]uint64 // the last revision each watch delivered
 	most       map[string]int    // the most runs of each kind seen at once
@@ -272,12 +272,12 @@ func (r *run) String() string {
 }
 
 func newRunTracker(limits map[string]int) *runTracker {
-	return &runTracker{limits: limits, sets: map[string]scope.NamespaceSet{}, runs: map[string]*run{},
+	return &runTracker{limits: limits, sets: map[string]selection.NamespaceSet{}, runs: map[string]*run{},
 		lastRV: map[string]uint64{}, most: map[string]int{}, reported: map[string]bool{}}
 }
 
 // expect says what namespaces one may touch.
-func (t *runTracker) expect(kind, name string, set scope.NamespaceSet) {
+func (t *runTracker) expect(kind, name string, set selection.NamespaceSet) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sets[kind+"/"+name] = set
@@ -355,7 +355,7 @@ func (t *runTracker) check() {
 		for _, b := range keys[i+1:] {
 			rb := t.runs[b]
 			if ra.start < t.endBound(rb) && rb.start < t.endBound(ra) {
-				var c scope.Claims
+				var c selection.Claims
 				c.Add(t.sets[a])
 				if _, ns, overlaps := c.FirstOverlap(t.sets[b]); overlaps {
 					t.violate(a+" "+b, fmt.Sprintf("%s and %s ran at once (revisions %s and %s), both touching %q",

@@ -32,9 +32,9 @@ import (
 	"github.com/cairn-backup/cairn/internal/failure"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
-	"github.com/cairn-backup/cairn/internal/queue"
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // Reconciler runs restores (DESIGN.md section 9). It owns ReadyToStart and InProgress:
@@ -139,7 +139,7 @@ func (r *Reconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Resul
 	}
 	now := metav1.NewTime(r.Clock.Now())
 	if len(problems) > 0 {
-		problems = queue.CapValidationErrors(problems)
+		problems = validation.Cap(problems)
 		return ctrl.Result{}, client.IgnoreNotFound(lifecycle.PatchRestoreStatus(ctx, r.Client, r.Clock, phases.OwnerRestore, rs, func(s *cairnv1.RestoreStatus) {
 			s.Phase = cairnv1.RestorePhaseFailedValidation
 			s.BackupName = backupName

@@ -1,4 +1,9 @@
-package queue
+// Package validation holds what is checked of a backup, a restore's filters and a schedule's
+// template before they run: the spec, the tenancy rule (DESIGN.md section 2), and the storage
+// location. Each is a pure function returning every problem as a message for
+// status.validationErrors; the queue, the backup and restore reconcilers and the schedule
+// reconciler call them.
+package validation
 
 import (
 	"fmt"
@@ -9,18 +14,18 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/location"
-	"github.com/cairn-backup/cairn/internal/scope"
+	"github.com/cairn-backup/cairn/internal/selection"
 )
 
-// Validate checks what can be checked of a backup before it runs: its spec, the tenancy rule
-// (CheckTenancy), and that its storage location exists. It returns every problem, as messages
-// for status.validationErrors (bound them with CapValidationErrors before writing), and the
+// Backup checks what can be checked of a backup before it runs: its spec, the tenancy rule
+// (Tenancy), and that its storage location exists. It returns every problem, as messages
+// for status.validationErrors (bound them with Cap before writing), and the
 // name of the backup's storage location (its own, or the default).
 //
 // It is a pure function of its arguments: the queue calls it on new backups, and any other
 // reconciler may call it again (on a backup about to start, say) with the locations it sees.
-func Validate(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.BackupStorageLocation) (errs []string, locationName string) {
-	errs = ValidateFilters("backup", b.Namespace, b.Spec.Filters(), operatorNamespace)
+func Backup(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.BackupStorageLocation) (errs []string, locationName string) {
+	errs = Filters("backup", b.Namespace, b.Spec.Filters(), operatorNamespace)
 
 	loc, err := location.Resolve(locations, operatorNamespace, b.Spec.StorageLocation)
 	if err != nil {
@@ -34,13 +39,13 @@ func Validate(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.B
 // verbs say what each kind does to the namespaces it selects, for messages.
 var verbs = map[string]string{"backup": "back up", "restore": "restore"}
 
-// ValidateFilters checks the item filters of a Backup or a Restore (kind says which, for the
+// Filters checks the item filters of a Backup or a Restore (kind says which, for the
 // messages) in namespace own: namespace patterns, resource names, label selectors, and the
-// tenancy rule (CheckTenancy). The one check of filters, for both kinds.
-func ValidateFilters(kind, own string, f cairnv1.ItemFilters, operatorNamespace string) []string {
-	filter := scope.NamespaceFilter{Included: f.IncludedNamespaces, Excluded: f.ExcludedNamespaces}
+// tenancy rule (Tenancy). The one check of filters, for both kinds.
+func Filters(kind, own string, f cairnv1.ItemFilters, operatorNamespace string) []string {
+	filter := selection.NamespaceFilter{Included: f.IncludedNamespaces, Excluded: f.ExcludedNamespaces}
 	errs := filter.Validate()
-	errs = append(errs, CheckTenancy(kind, own, f, operatorNamespace)...)
+	errs = append(errs, Tenancy(kind, own, f, operatorNamespace)...)
 
 	errs = append(errs, validateResources("includedResources", f.IncludedResources)...)
 	errs = append(errs, validateResources("excludedResources", f.ExcludedResources)...)
@@ -68,13 +73,13 @@ func ValidateFilters(kind, own string, f cairnv1.ItemFilters, operatorNamespace 
 	return errs
 }
 
-// CheckTenancy returns what breaks the tenancy rule (DESIGN.md section 2) in the filters f of
+// Tenancy returns what breaks the tenancy rule (DESIGN.md section 2) in the filters f of
 // a Backup or a Restore (kind) in namespace own: outside the operator's namespace it may
 // select only its own namespace (an empty includedNamespaces means just that) and no
 // cluster-scoped resources. It returns nil in the operator's namespace, which may select
 // anything. ValidateFilters calls it; a reconciler that re-checks tenancy when a backup or
 // restore starts calls it too.
-func CheckTenancy(kind, own string, f cairnv1.ItemFilters, operatorNamespace string) []string {
+func Tenancy(kind, own string, f cairnv1.ItemFilters, operatorNamespace string) []string {
 	if own == operatorNamespace {
 		return nil
 	}
@@ -93,12 +98,12 @@ func CheckTenancy(kind, own string, f cairnv1.ItemFilters, operatorNamespace str
 	return errs
 }
 
-// CapValidationErrors bounds messages for status.validationErrors, so that a spec with many
+// Cap bounds messages for status.validationErrors, so that a spec with many
 // bad entries still makes a status the API server accepts: at most
 // cairnv1.MaxValidationErrors messages, the last of them saying how many more problems there
 // were, each at most cairnv1.MaxValidationErrorLength bytes (a longer one is cut at a
 // character boundary and ends in "…"). The messages it keeps are unchanged.
-func CapValidationErrors(errs []string) []string {
+func Cap(errs []string) []string {
 	if len(errs) == 0 {
 		return nil
 	}

@@ -1,7 +1,7 @@
-// Package scope decides what a backup selects: which namespaces (with `*` wildcards), and
+// Package selection decides what a backup selects: which namespaces (with `*` wildcards), and
 // whether two backups' selections overlap. Every part of Cairn that resolves a backup's
 // namespaces calls this package.
-package scope
+package selection
 
 import (
 	"fmt"

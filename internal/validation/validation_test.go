@@ -1,4 +1,4 @@
-package queue
+package validation
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ func TestValidate(t *testing.T) {
 				locs = locations
 			}
 			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: tt.namespace}, Spec: tt.spec}
-			errs, loc := Validate(b, "cairn-system", locs)
+			errs, loc := Backup(b, "cairn-system", locs)
 			all := strings.Join(errs, "\n")
 			if len(tt.wantErrs) == 0 && len(errs) > 0 {
 				t.Fatalf("unexpected errors: %s", all)
@@ -109,7 +109,7 @@ func TestCheckTenancy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: tt.namespace}, Spec: tt.spec}
-			if got := CheckTenancy("backup", b.Namespace, b.Spec.Filters(), "cairn-system"); !reflect.DeepEqual(got, tt.want) {
+			if got := Tenancy("backup", b.Namespace, b.Spec.Filters(), "cairn-system"); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("CheckTenancy = %q, want %q", got, tt.want)
 			}
 		})
@@ -145,7 +145,7 @@ func TestCapValidationErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := CapValidationErrors(tt.in)
+			got := Cap(tt.in)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("CapValidationErrors = %q, want %q", got, tt.want)
 			}
@@ -172,8 +172,8 @@ func TestValidateMaxSizeSpec(t *testing.T) {
 		spec.ExcludedResources = append(spec.ExcludedResources, fmt.Sprintf("Bad/%d", i))
 	}
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "team-a"}, Spec: spec}
-	errs, _ := Validate(b, "cairn-system", nil)
-	capped := CapValidationErrors(errs)
+	errs, _ := Backup(b, "cairn-system", nil)
+	capped := Cap(errs)
 	if len(capped) != cairnv1.MaxValidationErrors || capped[len(capped)-1] != fmt.Sprintf("and %d more problems", len(errs)-cairnv1.MaxValidationErrors+1) {
 		t.Errorf("%d problems capped to %d messages, the last %q", len(errs), len(capped), capped[len(capped)-1])
 	}
