@@ -73,7 +73,7 @@ var _ = Describe("Sync from storage", Ordered, func() {
 		b := EventuallySynced(OperatorNamespace, "from-a")
 
 		Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
-		Expect(recorder.Of("from-a")).To(Equal([]cairnv1.BackupPhase{"", cairnv1.BackupPhaseCompleted}), "only the sync moved it")
+		Eventually(func() []cairnv1.BackupPhase { return recorder.Of("from-a") }).Should(Equal([]cairnv1.BackupPhase{"", cairnv1.BackupPhaseCompleted}), "only the sync moved it")
 		Expect(b.Status.QueuePosition).To(BeZero())
 		Expect(meta.FindStatusCondition(b.Status.Conditions, cairnv1.BackupConditionQueued)).To(BeNil())
 		Expect(b.Spec.IncludedNamespaces).To(Equal([]string{"app"}))
@@ -247,7 +247,7 @@ var _ = Describe("Sync from storage", Ordered, func() {
 			g.Expect(got.Status.Phase).To(Equal(cairnv1.BackupPhaseFailedValidation))
 			g.Expect(got.Status.ValidationErrors).To(ConsistOf(ContainSubstring("storage location sync-dr holds no committed backup named cairn-system/forged")))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
-		Expect(recorder.Of("forged")).To(Equal([]cairnv1.BackupPhase{"", cairnv1.BackupPhaseFailedValidation}), "the queue never took it")
+		Eventually(func() []cairnv1.BackupPhase { return recorder.Of("forged") }).Should(Equal([]cairnv1.BackupPhase{"", cairnv1.BackupPhaseFailedValidation}), "the queue never took it")
 
 		// A team's Backup made by hand over its own committed backup, with a spec the team
 		// could never run: refused, not shown as a completed backup of other namespaces.

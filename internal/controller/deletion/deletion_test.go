@@ -143,7 +143,7 @@ var _ = Describe("Deletion", Ordered, func() {
 
 		// The hung delete times out (--storage-timeout): DeletionFailed releases the location.
 		WaitPhase("same-place", cairnv1.BackupPhaseCompleted)
-		Expect(recorder.Of("slow-delete")).To(ContainElement(cairnv1.BackupPhaseDeletionFailed))
+		Eventually(func() []cairnv1.BackupPhase { return recorder.Of("slow-delete") }).Should(ContainElement(cairnv1.BackupPhaseDeletionFailed))
 		fault.ReleaseDeletes()
 		ExpectGone("slow-delete")
 	})
@@ -183,11 +183,11 @@ var _ = Describe("Deletion", Ordered, func() {
 
 		DeleteBackup("del-queued")
 		ExpectGone("del-queued")
-		Expect(recorder.Of("del-queued")).To(ContainElement(cairnv1.BackupPhaseFailed))
+		Eventually(func() []cairnv1.BackupPhase { return recorder.Of("del-queued") }).Should(ContainElement(cairnv1.BackupPhaseFailed))
 
 		DeleteBackup("del-running")
 		ExpectGone("del-running")
-		Expect(recorder.Of("del-running")).To(ContainElements(cairnv1.BackupPhaseFinalizingCancelled, cairnv1.BackupPhaseFailed))
+		Eventually(func() []cairnv1.BackupPhase { return recorder.Of("del-running") }).Should(ContainElements(cairnv1.BackupPhaseFinalizingCancelled, cairnv1.BackupPhaseFailed))
 		Expect(fault.List(SuiteCtx, storage.Layout{}.Backup(OperatorNamespace, "del-running").Dir)).To(BeEmpty())
 		Eventually(func() []string { return EventReasons("del-running") }).Should(ContainElements("Cancelling", "Cancelled"))
 	})
