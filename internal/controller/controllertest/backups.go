@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -95,24 +97,34 @@ func EnsureNamespace(name string) {
 	}
 }
 
-// DeleteAllBackups removes every backup and waits until they are gone.
+// DeleteAllBackups removes every backup and waits until they are gone. Test clean-up does not
+// wait for (or need) a deletion reconciler: the data goes with the test's temporary directories.
 func DeleteAllBackups() {
 	GinkgoHelper()
-	var list cairnv1.BackupList
-	Expect(K8sClient.List(SuiteCtx, &list)).To(Succeed())
-	for i := range list.Items {
-		Expect(client.IgnoreNotFound(K8sClient.Delete(SuiteCtx, &list.Items[i]))).To(Succeed())
+	deleteAll(&cairnv1.BackupList{}, cairnv1.BackupDataFinalizer)
+}
+
+// deleteAll deletes every object of list's kind, then removes finalizer from what is left until
+// none is (a conflict is retried on the next poll).
+func deleteAll(list client.ObjectList, finalizer string) {
+	GinkgoHelper()
+	items := func() []runtime.Object {
+		Expect(K8sClient.List(SuiteCtx, list)).To(Succeed())
+		items, err := meta.ExtractList(list)
+		Expect(err).NotTo(HaveOccurred())
+		return items
 	}
-	// Test clean-up does not wait for (or need) a deletion reconciler: the data goes with the
-	// test's temporary directories.
+	for _, o := range items() {
+		Expect(client.IgnoreNotFound(K8sClient.Delete(SuiteCtx, o.(client.Object)))).To(Succeed())
+	}
 	Eventually(func() int {
-		Expect(K8sClient.List(SuiteCtx, &list)).To(Succeed())
-		for i := range list.Items {
-			if b := &list.Items[i]; controllerutil.RemoveFinalizer(b, cairnv1.BackupDataFinalizer) {
-				_ = K8sClient.Update(SuiteCtx, b) // a conflict is retried on the next poll
+		left := items()
+		for _, o := range left {
+			if obj := o.(client.Object); controllerutil.RemoveFinalizer(obj, finalizer) {
+				_ = K8sClient.Update(SuiteCtx, obj)
 			}
 		}
-		return len(list.Items)
+		return len(left)
 	}).WithTimeout(20 * time.Second).Should(BeZero())
 }
 

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -23,20 +22,7 @@ import (
 // the test's temporary directories).
 func DeleteAllRestores() {
 	GinkgoHelper()
-	var list cairnv1.RestoreList
-	Expect(K8sClient.List(SuiteCtx, &list)).To(Succeed())
-	for i := range list.Items {
-		Expect(client.IgnoreNotFound(K8sClient.Delete(SuiteCtx, &list.Items[i]))).To(Succeed())
-	}
-	Eventually(func() int {
-		Expect(K8sClient.List(SuiteCtx, &list)).To(Succeed())
-		for i := range list.Items {
-			if rs := &list.Items[i]; controllerutil.RemoveFinalizer(rs, cairnv1.RestoreDataFinalizer) {
-				_ = K8sClient.Update(SuiteCtx, rs) // a conflict is retried on the next poll
-			}
-		}
-		return len(list.Items)
-	}).WithTimeout(20 * time.Second).Should(BeZero())
+	deleteAll(&cairnv1.RestoreList{}, cairnv1.RestoreDataFinalizer)
 }
 
 // OwnersRestoreStatus is a restore's status as its phase owners wrote it (OwnersConditions).
