@@ -240,6 +240,14 @@ type BackupSpec struct {
 	// +optional
 	SnapshotVolumes *bool `json:"snapshotVolumes,omitempty"`
 
+	// DefaultVolumesToFsBackup copies the data of every PVC and emptyDir volume of the selected
+	// pods into the location's volume repository (docs/volumes.md), as if each pod listed all
+	// its volumes in backup.cairn.dev/backup-volumes; a pod's
+	// backup.cairn.dev/backup-volumes-excludes still leaves volumes out. Unset or false: only
+	// the volumes pods opt in with that annotation are copied.
+	// +optional
+	DefaultVolumesToFsBackup *bool `json:"defaultVolumesToFsBackup,omitempty"`
+
 	// Cancel, set to true, stops the backup in whatever phase it is in. It cannot be set back
 	// to false.
 	// +optional
@@ -273,9 +281,39 @@ type BackupProgress struct {
 	// +optional
 	ItemsBackedUp int64 `json:"itemsBackedUp,omitempty"`
 	// Summary is "itemsBackedUp/totalItems", for kubectl's Progress column. It is written
-	// together with the counts by NewBackupProgress.
+	// together with the counts by NewBackupProgress (and, while volume data is copied, by
+	// WithVolumeBytes).
 	// +optional
 	Summary string `json:"summary,omitempty"`
+	// VolumeBytesDone is how many bytes of pod volume data the backup's PodVolumeBackups have
+	// read so far.
+	// +optional
+	VolumeBytesDone int64 `json:"volumeBytesDone,omitempty"`
+	// VolumeBytesTotal is how many bytes the volumes being copied hold, as far as known.
+	// +optional
+	VolumeBytesTotal int64 `json:"volumeBytesTotal,omitempty"`
+}
+
+// WithVolumeBytes returns p with the volume byte counts set and the summary saying them,
+// such as "40/40, volumes 120.0MiB/200.0MiB".
+func (p BackupProgress) WithVolumeBytes(done, total int64) *BackupProgress {
+	p.VolumeBytesDone, p.VolumeBytesTotal = done, total
+	p.Summary = fmt.Sprintf("%d/%d, volumes %s/%s", p.ItemsBackedUp, p.TotalItems, HumanBytes(done), HumanBytes(total))
+	return &p
+}
+
+// HumanBytes writes n bytes in binary units with one decimal: 512B, 1.5KiB, 200.0MiB.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // NewBackupProgress returns the progress for these counts, with its Summary filled in.
@@ -427,7 +465,7 @@ type Backup struct {
 	// template, also a BackupSpec, may be edited).
 	// +optional
 	// +kubebuilder:default={}
-	// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes) && has(self.metadata) == has(oldSelf.metadata) && (!has(self.metadata) || self.metadata == oldSelf.metadata)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
+	// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes) && has(self.defaultVolumesToFsBackup) == has(oldSelf.defaultVolumesToFsBackup) && (!has(self.defaultVolumesToFsBackup) || self.defaultVolumesToFsBackup == oldSelf.defaultVolumesToFsBackup) && has(self.metadata) == has(oldSelf.metadata) && (!has(self.metadata) || self.metadata == oldSelf.metadata)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
 	// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be changed back to false: a cancelled backup stays cancelled"
 	Spec BackupSpec `json:"spec,omitempty"`
 

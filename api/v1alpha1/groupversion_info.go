@@ -26,6 +26,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Backup{}, &BackupList{},
 		&BackupStorageLocation{}, &BackupStorageLocationList{},
 		&Restore{}, &RestoreList{},
+		&PodVolumeBackup{}, &PodVolumeBackupList{},
 		&Schedule{}, &ScheduleList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)

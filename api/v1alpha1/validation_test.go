@@ -91,6 +91,8 @@ var _ = Describe("Backup CRD", func() {
 		Entry("ttl", cairnv1.BackupSpec{}, `{"spec":{"ttl":"1h"}}`),
 		Entry("itemOperationTimeout", cairnv1.BackupSpec{}, `{"spec":{"itemOperationTimeout":"1h"}}`),
 		Entry("snapshotVolumes", cairnv1.BackupSpec{}, `{"spec":{"snapshotVolumes":false}}`),
+		Entry("defaultVolumesToFsBackup added", cairnv1.BackupSpec{}, `{"spec":{"defaultVolumesToFsBackup":true}}`),
+		Entry("defaultVolumesToFsBackup changed", cairnv1.BackupSpec{DefaultVolumesToFsBackup: ptr.To(true)}, `{"spec":{"defaultVolumesToFsBackup":false}}`),
 		Entry("metadata.labels", cairnv1.BackupSpec{Metadata: &cairnv1.BackupMetadata{Labels: map[string]string{"tier": "gold"}}}, `{"spec":{"metadata":{"labels":{"tier":"silver"}}}}`),
 		Entry("metadata added", cairnv1.BackupSpec{}, `{"spec":{"metadata":{"labels":{"tier":"silver"}}}}`),
 		Entry("a spec change together with cancel", cairnv1.BackupSpec{}, `{"spec":{"cancel":true,"storageLocation":"other"}}`),

@@ -125,7 +125,10 @@ func TestTablesAreValid(t *testing.T) {
 }
 
 func TestTablesHoldEveryAPIPhase(t *testing.T) {
-	var backups, restores []Phase
+	var backups, restores, volumes []Phase
+	for _, p := range cairnv1.AllPodVolumePhases {
+		volumes = append(volumes, Phase(p))
+	}
 	for _, p := range cairnv1.AllBackupPhases {
 		backups = append(backups, Phase(p))
 	}
@@ -135,7 +138,7 @@ func TestTablesHoldEveryAPIPhase(t *testing.T) {
 	for _, tc := range []struct {
 		table *Table
 		want  []Phase
-	}{{Backup, backups}, {Restore, restores}} {
+	}{{Backup, backups}, {Restore, restores}, {PodVolumeBackup, volumes}, {PodVolumeRestore, volumes}} {
 		if got := tc.table.Phases(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s phases = %v, want the API's, in its order: %v", tc.table.Kind, got, tc.want)
 		}

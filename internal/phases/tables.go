@@ -180,7 +180,7 @@ var Restore = &Table{
 	},
 }
 
-// The phases of a PodVolumeBackup or PodVolumeRestore (DESIGN.md section 16; no API type yet).
+// The phases of a PodVolumeBackup or PodVolumeRestore (DESIGN.md section 16; cairnv1.PodVolumePhase).
 const (
 	volumeNew        Phase = "New"
 	volumeInProgress Phase = "InProgress"

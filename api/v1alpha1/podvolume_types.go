@@ -1,0 +1,184 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodVolumePhase is where a copy of one pod volume's data is (DESIGN.md section 16). The node
+// agent of spec.node owns every non-terminal phase.
+//
+// +kubebuilder:validation:Enum=New;InProgress;Completed;Failed;Cancelled
+type PodVolumePhase string
+
+const (
+	// PodVolumePhaseNew is a copy not started yet ("" means the same).
+	PodVolumePhaseNew PodVolumePhase = "New"
+	// PodVolumePhaseInProgress is a copy the node agent is running.
+	PodVolumePhaseInProgress PodVolumePhase = "InProgress"
+	// PodVolumePhaseCompleted is terminal: the data was copied.
+	PodVolumePhaseCompleted PodVolumePhase = "Completed"
+	// PodVolumePhaseFailed is terminal: status.message says why.
+	PodVolumePhaseFailed PodVolumePhase = "Failed"
+	// PodVolumePhaseCancelled is terminal: spec.cancel stopped the copy; nothing was saved.
+	PodVolumePhaseCancelled PodVolumePhase = "Cancelled"
+)
+
+// AllPodVolumePhases lists every phase, in the order of the owner table.
+var AllPodVolumePhases = []PodVolumePhase{
+	PodVolumePhaseNew, PodVolumePhaseInProgress,
+	PodVolumePhaseCompleted, PodVolumePhaseFailed, PodVolumePhaseCancelled,
+}
+
+// IsTerminal reports whether the copy is over.
+func (p PodVolumePhase) IsTerminal() bool {
+	switch p {
+	case PodVolumePhaseCompleted, PodVolumePhaseFailed, PodVolumePhaseCancelled:
+		return true
+	}
+	return false
+}
+
+// Labels and annotations of PodVolumeBackups.
+const (
+	// PodVolumeBackupNameLabel and PodVolumeBackupUIDLabel carry a PodVolumeBackup back to its
+	// backup (the value of the name label is shortened when the name is too long for one).
+	PodVolumeBackupNameLabel = "cairn.dev/backup-name"
+	PodVolumeBackupUIDLabel  = "cairn.dev/backup-uid"
+	// PodVolumeNodeLabel is the node a PodVolumeBackup runs on, so each node agent watches
+	// only its own.
+	PodVolumeNodeLabel = "cairn.dev/node"
+	// PodVolumeRepositoryLabel names the repository ("<location>_<namespace>"), so maintenance
+	// can tell whether a copy into it is running.
+	PodVolumeRepositoryLabel = "cairn.dev/repository"
+)
+
+// PodReference names a pod and the incarnation of it.
+type PodReference struct {
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	UID types.UID `json:"uid"`
+}
+
+// RepositoryReference names a volume data repository: the one of a storage location (in the
+// operator's namespace) for the volumes of one source namespace.
+type RepositoryReference struct {
+	// StorageLocation is the BackupStorageLocation holding the repository.
+	// +kubebuilder:validation:MaxLength=253
+	StorageLocation string `json:"storageLocation"`
+	// Namespace is the namespace whose volumes the repository holds, under
+	// <prefix>/kopia/<namespace>/.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+}
+
+// Key is "<location>_<namespace>": unique, since neither name may hold '_', and usable as a
+// label value and a Secret key.
+func (r RepositoryReference) Key() string { return r.StorageLocation + "_" + r.Namespace }
+
+// PodVolumeBackupSpec says which volume to copy where. It is immutable except cancel.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false"
+// +kubebuilder:validation:XValidation:rule="self.node == oldSelf.node && self.pod == oldSelf.pod && self.volume == oldSelf.volume && self.repository == oldSelf.repository && has(self.tags) == has(oldSelf.tags) && (!has(self.tags) || self.tags == oldSelf.tags) && has(self.persistentVolumeClaimUID) == has(oldSelf.persistentVolumeClaimUID) && (!has(self.persistentVolumeClaimUID) || self.persistentVolumeClaimUID == oldSelf.persistentVolumeClaimUID)",message="spec is immutable except cancel"
+type PodVolumeBackupSpec struct {
+	// Node is the node the pod runs on; its node agent does the copy.
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// Pod is the pod whose volume is copied.
+	Pod PodReference `json:"pod"`
+	// Volume is the name of the volume in the pod's spec.
+	// +kubebuilder:validation:MaxLength=63
+	Volume string `json:"volume"`
+	// PersistentVolumeClaim is the claim behind the volume, "" for an emptyDir.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PersistentVolumeClaim string `json:"persistentVolumeClaim,omitempty"`
+	// PersistentVolumeClaimUID is that claim's UID: snapshots of the same claim are parents of
+	// each other.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	PersistentVolumeClaimUID types.UID `json:"persistentVolumeClaimUID,omitempty"`
+	// Repository is where the data goes.
+	Repository RepositoryReference `json:"repository"`
+	// Tags are recorded on the snapshot; the latest snapshot with the same tags is its parent.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Tags map[string]string `json:"tags,omitempty"`
+	// Cancel, set to true, stops the copy; nothing is saved.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// PodVolumeBackupStatus is what the node agent observed and did.
+type PodVolumeBackupStatus struct {
+	// +optional
+	Phase PodVolumePhase `json:"phase,omitempty"`
+	// BytesDone is how many bytes of file content were read so far.
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+	// BytesTotal is the size of the files in the volume, once known.
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// UploadedBytes is how many bytes were written to the repository: far less than BytesDone
+	// when most of the volume is unchanged since its parent snapshot.
+	// +optional
+	UploadedBytes int64 `json:"uploadedBytes,omitempty"`
+	// Files is how many files the snapshot holds.
+	// +optional
+	Files int64 `json:"files,omitempty"`
+	// Progress is "bytesDone/bytesTotal" in binary units, for kubectl's Progress column.
+	// +optional
+	Progress string `json:"progress,omitempty"`
+	// SnapshotID is the repository snapshot holding the data, once Completed.
+	// +optional
+	SnapshotID string `json:"snapshotID,omitempty"`
+	// ParentSnapshotID is the earlier snapshot this one was based on, "" for a first copy.
+	// +optional
+	ParentSnapshotID string `json:"parentSnapshotID,omitempty"`
+	// +optional
+	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
+	// +optional
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+	// Message says why the copy failed or was cancelled, or what it skipped.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// PodVolumeBackup copies the data of one pod volume into a volume repository: one async
+// operation of a backup, run by the node agent of the pod's node. It lives in the operator's
+// namespace, whichever namespace the backup and the pod are in.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pvb,categories=cairn
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.metadata.labels.cairn\.dev/backup-name`
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.spec.pod.name`
+// +kubebuilder:printcolumn:name="Volume",type=string,JSONPath=`.spec.volume`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.pod.namespace`,priority=1
+// +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.status.snapshotID`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type PodVolumeBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PodVolumeBackupSpec   `json:"spec,omitempty"`
+	Status PodVolumeBackupStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PodVolumeBackupList is a list of PodVolumeBackups.
+type PodVolumeBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodVolumeBackup `json:"items"`
+}
