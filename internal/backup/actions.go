@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -31,10 +32,14 @@ type ExecuteResult struct {
 	Item *unstructured.Unstructured
 	// AdditionalItems are backed up with this item, by the same worker (PVCs of a pod).
 	AdditionalItems []ItemID
-	// OperationID, when set, names an async operation that keeps running after Execute.
-	OperationID string
-	// PostOperationItems are added to the backup once the operation completes.
+	// OperationIDs name the async operations that keep running after Execute (a pod's volume
+	// copies: one each), each recorded and followed on its own.
+	OperationIDs []string
+	// PostOperationItems are added to the backup once its operations complete.
 	PostOperationItems []ItemID
+	// Notes are logged against the item (what the action chose not to do, and why); Warnings
+	// too, counted as the backup's warnings.
+	Notes, Warnings []string
 }
 
 // OperationProgress is what Progress reports of an async operation.
@@ -50,6 +55,10 @@ type OperationProgress struct {
 	Description        string
 	Started            time.Time
 	Updated            time.Time
+	// Result is what a completed operation produced that the backup must remember, in the
+	// action's own encoding (a volume copy: its snapshot); it is kept in the operations file,
+	// so it reaches a second cluster with the backup.
+	Result json.RawMessage
 }
 
 // BackupItemAction is a plugin that sees every item of the resources it applies to (v2 of

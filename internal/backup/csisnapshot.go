@@ -84,7 +84,7 @@ func (a CSISnapshotAction) Execute(ctx context.Context, item *unstructured.Unstr
 	if err != nil {
 		return res, fmt.Errorf("creating a VolumeSnapshot of PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
-	res.OperationID = pvc.Namespace + "/" + created.GetName()
+	res.OperationIDs = []string{pvc.Namespace + "/" + created.GetName()}
 	res.PostOperationItems = []ItemID{{GroupResource: volumeSnapshotsGR, Namespace: pvc.Namespace, Name: created.GetName()}}
 	return res, nil
 }

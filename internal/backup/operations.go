@@ -52,6 +52,7 @@ func Advance(ctx context.Context, op Operation, t OperationTracker, now time.Tim
 	case p.Completed:
 		op.Phase = OperationCompleted
 		op.PostOperationItems = append(op.PostOperationItems, p.PostOperationItems...)
+		op.Result = p.Result
 	default:
 		op.Phase = OperationInProgress
 	}
@@ -93,6 +94,23 @@ func OperationCounts(ops []Operation) (running, completed, failed int) {
 		}
 	}
 	return running, completed, failed
+}
+
+// UnitsBytes are the units of an operation whose progress counts bytes (a volume copy).
+const UnitsBytes = "bytes"
+
+// OperationBytes sums the progress of the operations that count bytes: what the volume
+// copies have read so far and what they will read, as far as known. A completed copy whose
+// total was never reported counts what it read.
+func OperationBytes(ops []Operation) (done, total int64) {
+	for _, op := range ops {
+		if op.Units != UnitsBytes {
+			continue
+		}
+		done += op.NCompleted
+		total += max(op.NTotal, op.NCompleted)
+	}
+	return done, total
 }
 
 // AfterOperations is the one decision of what follows a wait for async operations, for

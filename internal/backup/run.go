@@ -115,6 +115,8 @@ type Operation struct {
 	Units       string    `json:"units,omitempty"`
 	Description string    `json:"description,omitempty"`
 	Updated     time.Time `json:"updated,omitzero"`
+	// Result is what the operation produced, once Completed (OperationProgress.Result).
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // Phases of an Operation.
@@ -654,10 +656,19 @@ func (ru *run) backUpItem(ctx context.Context, id ItemID, entry string, item *un
 			item = res.Item
 		}
 		additional = append(additional, res.AdditionalItems...)
-		if res.OperationID != "" {
+		for _, note := range res.Notes {
+			ru.log.WithField("item", id.String()).WithField("action", action.Name()).Info(note)
+		}
+		for _, warning := range res.Warnings {
+			ru.itemWarning(id, warning)
+		}
+		for i, opID := range res.OperationIDs {
+			op := Operation{Action: action.Name(), OperationID: opID, Item: id, Started: ru.clock().Now()}
+			if i == 0 {
+				op.PostOperationItems = res.PostOperationItems // added once, whichever operation completes them
+			}
 			ru.mu.Lock()
-			ru.operations = append(ru.operations, Operation{Action: action.Name(), OperationID: res.OperationID, Item: id,
-				PostOperationItems: res.PostOperationItems, Started: ru.clock().Now()})
+			ru.operations = append(ru.operations, op)
 			ru.mu.Unlock()
 		}
 	}

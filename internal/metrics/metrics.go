@@ -34,6 +34,7 @@ const (
 	labelKind       = "kind"
 	labelFrom       = "from"
 	labelTo         = "to"
+	labelNamespace  = "namespace"
 )
 
 // durationBuckets span a few seconds to a day: backups and restores of small namespaces take
@@ -126,6 +127,23 @@ var (
 		Name: "cairn_reconcile_conflicts_total",
 		Help: "Reconciles that met an optimistic-lock conflict (someone else wrote the object first) and were requeued.",
 	}, []string{labelController})
+	volumeBytesRead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_volume_backup_bytes_read_total",
+		Help: "Bytes of pod volume data the node agent read for completed copies.",
+	})
+	volumeBytesUploaded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_volume_backup_bytes_uploaded_total",
+		Help: "Bytes the node agent wrote to volume repositories for completed copies (far less than read when volumes change little).",
+	})
+	volumeCopyDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cairn_volume_backup_duration_seconds",
+		Help:    "Time one pod volume copy took, by how it ended (Completed, Failed, Cancelled).",
+		Buckets: durationBuckets,
+	}, []string{labelPhase})
+	repositorySize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cairn_volume_repository_size_bytes",
+		Help: "Bytes a volume repository holds in its storage location, measured after each maintenance.",
+	}, []string{labelLocation, labelNamespace})
 	refusedPhaseTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cairn_refused_phase_transitions_total",
 		Help: "Status writes refused because the phase-owner table (internal/phases) lacks their phase change, or their writer does not own the phase left: a programming error, by kind and phases.",
@@ -138,6 +156,7 @@ func init() {
 		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
 		restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
 		restoreDuration, restoreQueueWait, reconcileConflicts, refusedPhaseTransitions,
+		volumeBytesRead, volumeBytesUploaded, volumeCopyDuration, repositorySize,
 		collector,
 	)
 }
@@ -150,6 +169,21 @@ func ConflictRequeued(controller string) { reconcileConflicts.WithLabelValues(co
 // table lacks its phase change from → to (internal/phases.Table.Check).
 func PhaseTransitionRefused(kind, from, to string) {
 	refusedPhaseTransitions.WithLabelValues(kind, from, to).Inc()
+}
+
+// VolumeCopyEnded counts a pod volume copy that ended in phase after d, having read and
+// uploaded the given bytes (counted only when Completed).
+func VolumeCopyEnded(phase string, d time.Duration, read, uploaded int64) {
+	volumeCopyDuration.WithLabelValues(phase).Observe(d.Seconds())
+	if phase == string(cairnv1.PodVolumePhaseCompleted) {
+		volumeBytesRead.Add(float64(read))
+		volumeBytesUploaded.Add(float64(uploaded))
+	}
+}
+
+// RepositorySize records the size of the volume repository of location for namespace.
+func RepositorySize(location, namespace string, bytes int64) {
+	repositorySize.WithLabelValues(location, namespace).Set(float64(bytes))
 }
 
 // DeletionStarted counts a deleted backup's data removal, which the deletion reconciler

@@ -594,11 +594,15 @@ func (r *Repository) Snapshots(ctx context.Context, tags map[string]string) ([]s
 	return out, nil
 }
 
-// Maintain runs quick or full maintenance with kopia's safety margins for running beside
-// writers (full maintenance keeps unreferenced data for hours before deleting it). The
-// repository must have been opened as the maintenance owner, the Username@Hostname that
-// initialised it. Callers must run at most one Maintain per repository at a time.
-func (r *Repository) Maintain(ctx context.Context, full bool) error {
+// Maintain runs quick or full maintenance. Without exclusive it keeps kopia's safety margins
+// for running beside writers (full maintenance keeps unreferenced data for a day before
+// deleting it), and runs only when opened as the maintenance owner, the Username@Hostname that
+// initialised the repository. With exclusive the caller guarantees that nothing else reads or
+// writes the repository while it runs (Cairn's blob proxy holds it: internal/blobproxy.Locks),
+// so it runs whoever the owner is, without margins (kopia's SafetyNone), and full maintenance
+// gives back the space of deleted snapshots at once. Callers must run at most one Maintain per
+// repository at a time.
+func (r *Repository) Maintain(ctx context.Context, full, exclusive bool) error {
 	if err := r.failed(); err != nil {
 		return err
 	}
@@ -613,8 +617,13 @@ func (r *Repository) Maintain(ctx context.Context, full bool) error {
 		mode = maintenance.ModeFull
 	}
 
+	safety := maintenance.SafetyFull
+	if exclusive {
+		safety = maintenance.SafetyNone
+	}
+
 	return repo.DirectWriteSession(ctx, dr, repo.WriteSessionOptions{Purpose: maintenanceName},
 		func(ctx context.Context, w repo.DirectRepositoryWriter) error {
-			return snapshotmaintenance.Run(ctx, w, mode, false, maintenance.SafetyFull)
+			return snapshotmaintenance.Run(ctx, w, mode, exclusive, safety)
 		})
 }

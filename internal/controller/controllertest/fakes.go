@@ -157,7 +157,7 @@ func (AsyncSecretAction) AppliesTo() []schema.GroupResource {
 func (AsyncSecretAction) Execute(_ context.Context, item *unstructured.Unstructured, _ *cairnv1.Backup) (backup.ExecuteResult, error) {
 	res := backup.ExecuteResult{Item: item}
 	if strings.HasPrefix(item.GetNamespace(), "ops") {
-		res.OperationID = "op-" + item.GetNamespace() + "-" + item.GetName()
+		res.OperationIDs = []string{"op-" + item.GetNamespace() + "-" + item.GetName()}
 		// What the operation makes (think VolumeSnapshotContent) joins the backup when it is done.
 		res.PostOperationItems = []backup.ItemID{{GroupResource: schema.GroupResource{Resource: "configmaps"},
 			Namespace: item.GetNamespace(), Name: item.GetName() + "-result"}}

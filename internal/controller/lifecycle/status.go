@@ -84,3 +84,21 @@ func checkPhaseChange(ctx context.Context, table *phases.Table, owner phases.Own
 
 // ObjectName is namespace/name, for messages.
 func ObjectName(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+
+// PatchPodVolumeBackupStatus is the one way the node agent writes a PodVolumeBackup's status:
+// mutate applies the change, a phase change is checked against phases.PodVolumeBackup (a
+// refused one is never written), and the patch is optimistically locked. On failure pvb gets
+// back the status it had.
+func PatchPodVolumeBackupStatus(ctx context.Context, c client.Client, owner phases.Owner, pvb *cairnv1.PodVolumeBackup, mutate func(*cairnv1.PodVolumeBackupStatus)) error {
+	old := pvb.DeepCopy()
+	mutate(&pvb.Status)
+	if err := checkPhaseChange(ctx, phases.PodVolumeBackup, owner, "", pvb, phases.Phase(old.Status.Phase), phases.Phase(pvb.Status.Phase)); err != nil {
+		pvb.Status = old.Status
+		return err
+	}
+	if err := c.Status().Patch(ctx, pvb, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		pvb.Status = old.Status
+		return fmt.Errorf("updating the status of PodVolumeBackup %s: %w", pvb.Name, err)
+	}
+	return nil
+}

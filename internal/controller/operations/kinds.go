@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -75,6 +76,9 @@ type operationsStatus[P ~string] struct {
 	Phase                        P
 	Attempted, Completed, Failed int32
 	Errors                       int32
+	// BytesDone and BytesTotal are the operations' bytes (backup.OperationBytes): the volume
+	// copies' progress; both 0 when no operation counts bytes.
+	BytesDone, BytesTotal int64
 }
 
 // Backups is the operations reconciler's kind for backups: the operations of
@@ -112,14 +116,21 @@ func Backups(registry *backup.Registry) Kind[*cairnv1.Backup, cairnv1.BackupPhas
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
 				s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = v.Attempted, v.Completed, v.Failed
+				if v.BytesTotal > 0 {
+					s.Progress = ptr.Deref(s.Progress, cairnv1.BackupProgress{}).WithVolumeBytes(v.BytesDone, v.BytesTotal)
+				}
 			})
 		},
 	}
 }
 
 func backupOperationsStatus(s *cairnv1.BackupStatus) operationsStatus[cairnv1.BackupPhase] {
-	return operationsStatus[cairnv1.BackupPhase]{Phase: s.Phase, Errors: s.Errors,
+	v := operationsStatus[cairnv1.BackupPhase]{Phase: s.Phase, Errors: s.Errors,
 		Attempted: s.BackupItemOperationsAttempted, Completed: s.BackupItemOperationsCompleted, Failed: s.BackupItemOperationsFailed}
+	if s.Progress != nil {
+		v.BytesDone, v.BytesTotal = s.Progress.VolumeBytesDone, s.Progress.VolumeBytesTotal
+	}
+	return v
 }
 
 // Restores is the operations reconciler's kind for restores: the operations of

@@ -122,6 +122,7 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		s.Phase = r.Kind.next(s.Phase, ops)
 		s.Attempted, s.Completed, s.Failed = int32(len(ops)), int32(completed), int32(failed)
 		s.Errors = max(s.Errors, int32(failed))
+		s.BytesDone, s.BytesTotal = backup.OperationBytes(ops)
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -142,7 +143,7 @@ func (r *Reconciler[T, P]) advance(ctx context.Context, obj T, ops []backup.Oper
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 		next := backup.Advance(callCtx, op, r.Kind.tracker(op.Action, obj), now, r.Kind.itemOperationTimeout(obj))
 		cancel()
-		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.Description != op.Description {
+		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.NTotal != op.NTotal || next.Description != op.Description {
 			changed = true
 		}
 		if next.Phase == backup.OperationFailed && op.Phase != backup.OperationFailed {
