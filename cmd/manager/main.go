@@ -1,4 +1,5 @@
-// Command manager is Cairn's operator: every reconciler in one binary.
+// Command manager is Cairn's operator, every reconciler in one binary, and, as
+// `manager node-agent`, its node agent (DESIGN.md section 16).
 package main
 
 import (
@@ -35,6 +36,9 @@ func main() {
 
 // run starts the manager and returns the process exit code.
 func run(args []string) int {
+	if len(args) > 0 && args[0] == nodeAgentCommand {
+		return runNodeAgent(args[1:])
+	}
 	opts, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Print(usage())
@@ -100,6 +104,13 @@ func run(args []string) int {
 		ActAsRequesterEverywhere:   opts.actAsRequester == actAsRequesterEverywhere,
 		MaxArchiveEntrySize:        opts.maxEntryBytes,
 		DownloadSigningKey:         downloadKey,
+		VolumeData: controller.VolumeDataConfig{
+			PasswordSecret:          opts.passwordSecret,
+			ServerBindAddress:       opts.repositoryAddr,
+			NodeAgentServiceAccount: opts.nodeAgentSA,
+			MaintenanceInterval:     opts.maintenanceInterval,
+			MaintenanceTimeout:      opts.maintenanceTimeout,
+		},
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

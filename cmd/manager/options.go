@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/operations"
+	"github.com/cairn-backup/cairn/internal/controller/repositories"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
@@ -56,6 +57,11 @@ type options struct {
 	chartObjects         string
 	actAsRequester       string
 	maxEntrySize         string
+	repositoryAddr       string
+	nodeAgentSA          string
+	passwordSecret       string
+	maintenanceInterval  time.Duration
+	maintenanceTimeout   time.Duration
 	// maxEntryBytes is maxEntrySize, parsed.
 	maxEntryBytes int64
 	// priorities is restorePriorities, parsed.
@@ -119,6 +125,16 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Where backups, restores and downloads act with the rights of the person who created them: "+actAsRequesterTeams+" (every namespace but --namespace, whose objects the operator carries out with its own rights: who may create them there is an administrator) or "+actAsRequesterEverywhere+" (--namespace too).")
 	fs.StringVar(&o.maxEntrySize, "max-archive-entry-size", resource.NewQuantity(archive.DefaultMaxEntrySize, resource.BinarySI).String(),
 		"The largest single entry of a backup archive the manager reads (a quantity such as 16Mi): a larger one is refused before it is read, so a hostile archive cannot make the manager's memory grow. Keep it well above the largest object your API server stores.")
+	fs.StringVar(&o.repositoryAddr, "repository-server-bind-address", "0",
+		"Where the repository server (the blob proxy the node agents copy volume data through) listens, such as :8445; 0 runs none, and no volume data can be copied.")
+	fs.StringVar(&o.nodeAgentSA, "node-agent-service-account", controller.DefaultNodeAgentServiceAccount,
+		"The node agents' ServiceAccount in --namespace: the only one the repository server accepts.")
+	fs.StringVar(&o.passwordSecret, "repository-password-secret", controller.DefaultRepositoryPasswordSecret,
+		"The Secret in --namespace that holds the volume repositories' passwords, one key per repository, created at first use. Keep a copy: without it the volume data cannot be read.")
+	fs.DurationVar(&o.maintenanceInterval, "repository-maintenance-interval", repositories.DefaultMaintenanceInterval,
+		"How often each volume repository is maintained (deleted snapshots' space given back).")
+	fs.DurationVar(&o.maintenanceTimeout, "repository-maintenance-timeout", repositories.DefaultMaintenanceTimeout,
+		"The longest one repository's maintenance may take, including waiting for the copies into it to end.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -160,6 +176,15 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.backoffMax < o.backoffMin {
 		return o, fmt.Errorf("invalid value %s for --retry-backoff-max: must be at least --retry-backoff-min (%s)", o.backoffMax, o.backoffMin)
+	}
+	if o.maintenanceInterval <= 0 {
+		return o, fmt.Errorf("invalid value %s for --repository-maintenance-interval: must be greater than zero", o.maintenanceInterval)
+	}
+	if o.maintenanceTimeout <= 0 {
+		return o, fmt.Errorf("invalid value %s for --repository-maintenance-timeout: must be greater than zero", o.maintenanceTimeout)
+	}
+	if errs := validation.IsDNS1123Subdomain(o.passwordSecret); len(errs) > 0 {
+		return o, fmt.Errorf("invalid value %q for --repository-password-secret: %s", o.passwordSecret, strings.Join(errs, "; "))
 	}
 	if o.phaseTimeout <= 0 {
 		return o, fmt.Errorf("invalid value %s for --phase-timeout: must be greater than zero", o.phaseTimeout)

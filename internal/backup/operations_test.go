@@ -190,3 +190,18 @@ func TestCancelOperationsBoundsEachCall(t *testing.T) {
 		}
 	}
 }
+
+func TestOperationBytes(t *testing.T) {
+	ops := []Operation{
+		{Units: UnitsBytes, NCompleted: 10, NTotal: 100},
+		{Units: UnitsBytes, NCompleted: 50}, // total not known yet
+		{Units: "snapshots", NCompleted: 1, NTotal: 1},
+		{NCompleted: 7, NTotal: 9},
+	}
+	if done, total := OperationBytes(ops); done != 60 || total != 150 {
+		t.Fatalf("OperationBytes = %d/%d, want 60/150", done, total)
+	}
+	if done, total := OperationBytes(nil); done != 0 || total != 0 {
+		t.Fatalf("OperationBytes(nil) = %d/%d", done, total)
+	}
+}

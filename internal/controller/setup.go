@@ -15,6 +15,7 @@ import (
 	"time"
 
 	signing "github.com/cairn-backup/cairn/internal/download"
+	"github.com/cairn-backup/cairn/internal/podvolume"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
@@ -38,6 +39,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/queue"
 	"github.com/cairn-backup/cairn/internal/controller/readiness"
+	"github.com/cairn-backup/cairn/internal/controller/repositories"
 	restorecontroller "github.com/cairn-backup/cairn/internal/controller/restore"
 	"github.com/cairn-backup/cairn/internal/controller/schedule"
 	"github.com/cairn-backup/cairn/internal/controller/storagelocation"
@@ -142,6 +144,8 @@ type Config struct {
 	// too (--act-as-requester=all-namespaces); by default the operator carries out the objects
 	// there with its own rights.
 	ActAsRequesterEverywhere bool
+	// VolumeData configures the copies of pod volume data (DESIGN.md section 16).
+	VolumeData VolumeDataConfig
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []lifecycle.RecoveryStep
@@ -230,6 +234,11 @@ type wiring struct {
 	catalog      *backupsync.Catalog
 	signer       *signing.Signer
 	downloadBase string
+	// passwords, repositories and leftovers are volume data's (volumedata.go): the backup
+	// action makes passwords; the finalizer's cleanup and the deletion remove leftovers.
+	passwords    *podvolume.Passwords
+	repositories *repositories.Service
+	leftovers    lifecycle.Leftovers
 }
 
 // wire makes what the reconcilers share and adds the startup recovery and the download server
@@ -264,7 +273,13 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 	if err := mgr.Add(w.recovery); err != nil {
 		return nil, fmt.Errorf("adding the startup recovery: %w", err)
 	}
-	actions := append([]backup.BackupItemAction{backup.CSISnapshotAction{Dynamic: w.dyn}}, cfg.Actions...)
+	if err := w.volumeData(mgr); err != nil {
+		return nil, err
+	}
+	actions := append([]backup.BackupItemAction{
+		backup.CSISnapshotAction{Dynamic: w.dyn},
+		podvolume.BackupAction{Client: mgr.GetClient(), Namespace: cfg.Namespace, Passwords: w.passwords},
+	}, cfg.Actions...)
 	w.registry = backup.NewRegistry(nil, actions...)
 	w.runner = &backup.Runner{Dynamic: w.dyn, Raw: w.disco.RESTClient(), Discovery: w.disco, Workers: cfg.ItemBlockWorkerCount,
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
@@ -302,6 +317,7 @@ func (w *wiring) backupOwners() []namedReconciler {
 		SyncFrequency: w.cfg.ItemOperationSyncFrequency,
 		PhaseTimeout:  w.cfg.PhaseTimeout,
 		Kind:          operations.Backups(w.registry),
+		WakeOn:        []operations.WakeOn{{Object: &cairnv1.PodVolumeBackup{}, Owner: podvolume.BackupOf}},
 	}
 	return []namedReconciler{
 		{"queue", &queue.Reconciler{
@@ -339,7 +355,7 @@ func (w *wiring) backupOwners() []namedReconciler {
 			Namespace:         w.cfg.Namespace,
 			Runner:            w.runner,
 			Discovery:         w.disco,
-			Dynamic:           w.dyn,
+			Leftovers:         w.leftovers,
 			APIReader:         w.mgr.GetAPIReader(),
 			Stores:            w.stores,
 			Clock:             w.cfg.Clock,
@@ -354,7 +370,7 @@ func (w *wiring) backupOwners() []namedReconciler {
 		}},
 		{"deletion", &deletion.Reconciler{
 			Client:     w.mgr.GetClient(),
-			Dynamic:    w.dyn,
+			Leftovers:  w.leftovers,
 			Stores:     w.stores,
 			Clock:      w.cfg.Clock,
 			Recorder:   w.mgr.GetEventRecorder("cairn-deletion"),
@@ -475,5 +491,6 @@ func CacheOptions(namespace string) cache.Options {
 		&corev1.Secret{}:                 {Namespaces: only},
 		&corev1.ConfigMap{}:              {Namespaces: only},
 		&cairnv1.BackupStorageLocation{}: {Namespaces: only},
+		&cairnv1.PodVolumeBackup{}:       {Namespaces: only},
 	}}
 }

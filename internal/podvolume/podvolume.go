@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
@@ -95,4 +96,13 @@ func Name(backupName string, backupUID types.UID, pod cairnv1.PodReference, volu
 		prefix = strings.TrimRight(prefix[:40], ".-") // a label may not end in either
 	}
 	return prefix + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// BackupOf is the backup a PodVolumeBackup copies for, from its BackupAnnotation.
+func BackupOf(obj client.Object) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(obj.GetAnnotations()[BackupAnnotation], "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
 }

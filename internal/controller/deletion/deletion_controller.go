@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
-	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/backupsync"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
@@ -58,12 +56,13 @@ const deletionSafetyRequeue = time.Minute
 // backup back here.
 type Reconciler struct {
 	client.Client
-	// Dynamic deletes the backup's VolumeSnapshots.
-	Dynamic  dynamic.Interface
-	Stores   stores.Stores
-	Clock    clock.Clock
-	Recorder events.EventRecorder
-	Gate     interface {
+	// Leftovers removes what the backup's async operations made: CSI VolumeSnapshots and
+	// volume snapshots; their records, the PodVolumeBackups, go with the object.
+	Leftovers lifecycle.Leftovers
+	Stores    stores.Stores
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
 		Wait(ctx context.Context) error
 	}
 	// BackoffMin and BackoffMax bound the wait between deletion attempts.
@@ -244,6 +243,13 @@ func (r *Reconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
 	if err := r.ownsData(ctx, store, keys, b); err != nil {
 		return err
 	}
+	// The operations file records the volume snapshots: they go before it does.
+	if err := r.Stores.Call(ctx, func(ctx context.Context) error {
+		_, err := r.Leftovers.Remove(ctx, b.UID, store.ObjectStore, keys.ItemOperations)
+		return err
+	}); err != nil {
+		return fmt.Errorf("removing the backup's snapshots: %w", err)
+	}
 	var objects []string
 	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
 		objects, err = store.List(ctx, keys.Dir)
@@ -254,13 +260,7 @@ func (r *Reconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
 	if _, err := r.Stores.DeleteObjects(ctx, store, keys, objects, nil); err != nil {
 		return fmt.Errorf("storage location %s: %w", bsl.Name, err)
 	}
-	if r.Dynamic == nil {
-		return nil
-	}
-	return r.Stores.Call(ctx, func(ctx context.Context) error {
-		_, err := backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
-		return err
-	})
+	return nil
 }
 
 // ownsData refuses to delete a committed backup made by another Backup object of the same
@@ -330,6 +330,9 @@ func (r *Reconciler) fail(ctx context.Context, b *cairnv1.Backup, message string
 
 // release removes the data finalizer, which lets the API server delete the object.
 func (r *Reconciler) release(ctx context.Context, b *cairnv1.Backup, keptData bool) error {
+	if err := lifecycle.DeletePodVolumeBackups(ctx, r.Client, r.Stores.Namespace, b.UID); err != nil {
+		return err
+	}
 	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(b, cairnv1.BackupDataFinalizer)
 	if err := r.Patch(ctx, b, patch); err != nil {

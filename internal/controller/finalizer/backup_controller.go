@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -57,12 +56,13 @@ type BackupReconciler struct {
 	// Runner fetches post-operation items and rebuilds the archive with them.
 	Runner    *backup.Runner
 	Discovery discovery.DiscoveryInterface
-	// Dynamic deletes the VolumeSnapshots of cancelled backups.
-	Dynamic  dynamic.Interface
-	Stores   stores.Stores
-	Clock    clock.Clock
-	Recorder events.EventRecorder
-	Gate     interface {
+	// Leftovers removes what the async operations of cancelled and failed backups made (CSI
+	// VolumeSnapshots, volume snapshots).
+	Leftovers lifecycle.Leftovers
+	Stores    stores.Stores
+	Clock     clock.Clock
+	Recorder  events.EventRecorder
+	Gate      interface {
 		Wait(ctx context.Context) error
 	}
 	// CleanupBackoffMin and CleanupBackoffMax bound the wait between cleanup attempts.

@@ -144,7 +144,7 @@ func (r *BackupReconciler) cleanUp(ctx context.Context, b *cairnv1.Backup, c cle
 		}
 		return ctrl.Result{RequeueAfter: next.Sub(r.Clock.Now())}, nil
 	}
-	message := fmt.Sprintf("%s: removed %d objects from the storage location and %d VolumeSnapshots; the log is kept",
+	message := fmt.Sprintf("%s: removed %d objects from the storage location and %d snapshots; the log is kept",
 		c.failureReason, removed, snapshots)
 	return ctrl.Result{}, r.endCleanup(ctx, b, c, message, corev1.EventTypeNormal)
 }
@@ -194,6 +194,13 @@ func (r *BackupReconciler) removeData(ctx context.Context, b *cairnv1.Backup, c 
 		return 0, 0, err
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
+	// The operations file records the volume snapshots: they go before it does.
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+		snapshots, err = r.Leftovers.Remove(ctx, b.UID, store.ObjectStore, keys.ItemOperations)
+		return err
+	}); err != nil {
+		return 0, snapshots, err
+	}
 	if _, done := r.logged.Get(b.UID); !done {
 		if err := r.Stores.Call(ctx, func(ctx context.Context) error { return appendToLog(ctx, store, keys, objects, c.logLine) }); err != nil {
 			return 0, 0, err
@@ -212,14 +219,6 @@ func (r *BackupReconciler) removeData(ctx context.Context, b *cairnv1.Backup, c 
 		return err
 	}); err != nil {
 		return removed, 0, err
-	}
-	if r.Dynamic != nil {
-		if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
-			snapshots, err = backup.DeleteSnapshots(ctx, r.Dynamic, b.UID)
-			return err
-		}); err != nil {
-			return removed, snapshots, err
-		}
 	}
 	return removed, snapshots, nil
 }

@@ -12,13 +12,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
@@ -56,6 +59,8 @@ type Reconciler[T client.Object, P ~string] struct {
 	// SyncFrequency is how often unfinished operations are polled; 0 means
 	// DefaultSyncFrequency.
 	SyncFrequency time.Duration
+	// WakeOn are the objects whose changes poll their owner's operations at once.
+	WakeOn []WakeOn
 	// CallTimeout bounds each Progress and Cancel call; 0 means backup.OperationCallTimeout.
 	CallTimeout time.Duration
 	// PhaseTimeout bounds how long the operations may stay unreadable or unwritable (storage
@@ -295,8 +300,24 @@ func (r *Reconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 		o, ok := obj.(T)
 		return ok && r.Kind.owns(r.Kind.status(o).Phase)
 	})
-	return lifecycle.Register(r.Name(), ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(r.Kind.new(), builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()}),
-		r)
+		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()})
+	for _, w := range r.WakeOn {
+		b = b.Watches(w.Object, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+			if name, ok := w.Owner(obj); ok {
+				return []reconcile.Request{{NamespacedName: name}}
+			}
+			return nil
+		}))
+	}
+	return lifecycle.Register(r.Name(), b, r)
+}
+
+// WakeOn is a kind of object whose changes are news of an operation (a PodVolumeBackup's
+// progress): a change polls the operations of the object Owner names at once, rather than at
+// the next SyncFrequency.
+type WakeOn struct {
+	Object client.Object
+	Owner  func(client.Object) (types.NamespacedName, bool)
 }

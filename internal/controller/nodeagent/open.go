@@ -1,0 +1,50 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/blobproxy"
+	"github.com/cairn-backup/cairn/internal/repository"
+)
+
+// ProxyRepositories opens repositories through the manager's repository server at url, with
+// the projected token in tokenFile; each open one keeps its kopia config in its own directory
+// under configDir, removed on Close. Every agent is the same kopia client (cairn@cairn), so a
+// volume's snapshots chain whichever node its pod runs on.
+func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
+	return func(ctx context.Context, ref cairnv1.RepositoryReference, password string) (Repository, error) {
+		st, err := blobproxy.New(ctx, &blobproxy.Options{URL: url, Location: ref.StorageLocation, Namespace: ref.Namespace, TokenFile: tokenFile}, false)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp(configDir, "repository-")
+		if err != nil {
+			_ = st.Close(ctx)
+			return nil, err
+		}
+		r, err := repository.Open(ctx, repository.Options{Storage: st, Password: password, Hostname: "cairn", Username: "cairn", ConfigDir: dir})
+		if err != nil {
+			_ = st.Close(ctx)
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		return &openRepository{Repository: r, close: func() {
+			_ = st.Close(context.WithoutCancel(ctx))
+			_ = os.RemoveAll(dir)
+		}}, nil
+	}
+}
+
+// openRepository closes what was opened with the repository.
+type openRepository struct {
+	*repository.Repository
+	close func()
+}
+
+func (r *openRepository) Close() error {
+	err := r.Repository.Close()
+	r.close()
+	return err
+}

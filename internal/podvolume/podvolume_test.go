@@ -1,0 +1,156 @@
+package podvolume
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+)
+
+var pod = cairnv1.PodReference{Namespace: "shop", Name: "db-0", UID: "pod-uid-1"}
+
+func TestName(t *testing.T) {
+	long := strings.Repeat("a", 39) + "." + strings.Repeat("b", 200)
+	for _, tc := range []struct {
+		name       string
+		a, b       string // names from two calls that must be equal (same) or differ
+		same       bool
+		backupName string
+	}{
+		{"same claim from two pods", Name("nightly", "b1", pod, "data", "pvc-1"), Name("nightly", "b1", cairnv1.PodReference{Namespace: "shop", Name: "db-1", UID: "pod-uid-2"}, "other", "pvc-1"), true, "nightly"},
+		{"two claims", Name("nightly", "b1", pod, "data", "pvc-1"), Name("nightly", "b1", pod, "data", "pvc-2"), false, "nightly"},
+		{"same claim, another backup", Name("nightly", "b1", pod, "data", "pvc-1"), Name("nightly", "b2", pod, "data", "pvc-1"), false, "nightly"},
+		{"two emptyDirs of a pod", Name("nightly", "b1", pod, "cache", ""), Name("nightly", "b1", pod, "scratch", ""), false, "nightly"},
+		{"an emptyDir of two pods", Name("nightly", "b1", pod, "cache", ""), Name("nightly", "b1", cairnv1.PodReference{UID: "pod-uid-2"}, "cache", ""), false, "nightly"},
+		{"a long name is cut and stays valid", Name(long, "b1", pod, "cache", ""), Name(long, "b1", pod, "cache", ""), true, long},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if (tc.a == tc.b) != tc.same {
+				t.Fatalf("Name gave %q and %q, want same=%v", tc.a, tc.b, tc.same)
+			}
+			for _, n := range []string{tc.a, tc.b} {
+				if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+					t.Fatalf("%q is not a valid object name: %v", n, errs)
+				}
+			}
+		})
+	}
+}
+
+func TestTags(t *testing.T) {
+	if got := Tags(pod, "data", "pvc-1"); len(got) != 1 || got["pvc-uid"] != "pvc-1" {
+		t.Fatalf("claim tags = %v: want only the claim's UID, so any pod mounting it continues its chain", got)
+	}
+	got := Tags(pod, "cache", "")
+	if got["pod"] != "db-0" || got["pod-namespace"] != "shop" || got["volume"] != "cache" || len(got) != 3 {
+		t.Fatalf("emptyDir tags = %v", got)
+	}
+	if _, ok := got["pod-uid"]; ok {
+		t.Fatal("emptyDir tags hold the pod UID: a replacement pod would start from nothing")
+	}
+}
+
+func record(t *testing.T, s Snapshot) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSnapshots(t *testing.T) {
+	repo := cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}
+	good := Snapshot{Pod: pod, Volume: "data", Repository: repo, SnapshotID: "k1"}
+	for _, tc := range []struct {
+		name    string
+		ops     []backup.Operation
+		want    []string
+		wantErr string
+	}{
+		{"only completed volume copies", []backup.Operation{
+			{Action: ActionName, OperationID: "a", Phase: backup.OperationCompleted, Result: record(t, good)},
+			{Action: ActionName, OperationID: "b", Phase: backup.OperationFailed},
+			{Action: ActionName, OperationID: "c", Phase: backup.OperationInProgress},
+			{Action: "cairn.dev/csi-snapshot", OperationID: "d", Phase: backup.OperationCompleted, Result: record(t, good)},
+		}, []string{"k1"}, ""},
+		{"a completed copy without a record is skipped", []backup.Operation{
+			{Action: ActionName, OperationID: "a", Phase: backup.OperationCompleted},
+		}, nil, ""},
+		{"a record that cannot be read is an error", []backup.Operation{
+			{Action: ActionName, OperationID: "a", Phase: backup.OperationCompleted, Result: json.RawMessage(`{"snapshotID":`)},
+		}, nil, "cannot be read"},
+		{"a record without a repository is an error", []backup.Operation{
+			{Action: ActionName, OperationID: "a", Phase: backup.OperationCompleted, Result: record(t, Snapshot{SnapshotID: "k1"})},
+		}, nil, "names no snapshot or repository"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Snapshots(tc.ops)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, s := range got {
+				ids = append(ids, s.SnapshotID)
+			}
+			if strings.Join(ids, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("snapshots = %v, want %v", ids, tc.want)
+			}
+		})
+	}
+}
+
+func TestProgressOf(t *testing.T) {
+	started := metav1.NewTime(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	base := cairnv1.PodVolumeBackup{Spec: cairnv1.PodVolumeBackupSpec{Pod: pod, Volume: "data",
+		Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}}}
+	for _, tc := range []struct {
+		name      string
+		status    cairnv1.PodVolumeBackupStatus
+		completed bool
+		err       string
+		done      int64
+	}{
+		{"new", cairnv1.PodVolumeBackupStatus{}, false, "", 0},
+		{"copying", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseInProgress, BytesDone: 10, BytesTotal: 100, StartTimestamp: &started}, false, "", 10},
+		{"completed", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseCompleted, BytesDone: 100, BytesTotal: 100, SnapshotID: "k1"}, true, "", 100},
+		{"failed", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseFailed, Message: "pod shop/db-0 is gone"}, false, "pod shop/db-0 is gone", 0},
+		{"cancelled without a message", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseCancelled}, false, "Cancelled", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pvb := base.DeepCopy()
+			pvb.Status = tc.status
+			p, err := progressOf(pvb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Completed != tc.completed || p.NCompleted != tc.done || p.Units != backup.UnitsBytes {
+				t.Fatalf("progress = %+v", p)
+			}
+			if (tc.err == "") != (p.Err == "") || !strings.Contains(p.Err, tc.err) {
+				t.Fatalf("Err = %q, want %q", p.Err, tc.err)
+			}
+			if tc.completed {
+				var s Snapshot
+				if err := json.Unmarshal(p.Result, &s); err != nil || s.SnapshotID != "k1" || s.Repository.Namespace != "shop" {
+					t.Fatalf("result %s: %v", p.Result, err)
+				}
+			}
+			if tc.status.StartTimestamp != nil && !p.Started.Equal(started.Time) {
+				t.Fatalf("Started = %v", p.Started)
+			}
+		})
+	}
+}
