@@ -53,14 +53,8 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 	// marked Unavailable: deleting a backup through it could remove the other's objects.
 	// (Without a reader — a lone location, whose Secret cannot be read either — there is
 	// nothing to compare with.)
-	if r != nil {
-		var all cairnv1.BackupStorageLocationList
-		if err := r.List(ctx, &all, client.InNamespace(bsl.Namespace)); err != nil {
-			return nil, fmt.Errorf("listing the storage locations: %w", err)
-		}
-		if others := Nested(all.Items, bsl); len(others) > 0 {
-			return nil, NestedError(others)
-		}
+	if err := refuseNested(ctx, r, bsl); err != nil {
+		return nil, err
 	}
 	writable := bsl.Spec.AccessMode != cairnv1.AccessModeReadOnly
 	var prefix string
@@ -73,12 +67,9 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 
 	switch bsl.Spec.Provider {
 	case cairnv1.StorageProviderFilesystem:
-		path := bsl.Spec.Config[cairnv1.ConfigKeyPath]
-		if path == "" {
-			return nil, fmt.Errorf("%w: a filesystem location needs config.path", ErrConfig)
-		}
-		if !filepath.IsAbs(path) {
-			return nil, fmt.Errorf("%w: config.path %q must be an absolute path", ErrConfig, path)
+		path, err := filesystemPath(bsl)
+		if err != nil {
+			return nil, err
 		}
 		fs, err := storage.NewFilesystem(path)
 		if err != nil {
@@ -102,6 +93,35 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		store = storage.ReadOnly(store)
 	}
 	return &Store{ObjectStore: store, Layout: layout, validate: validate}, nil
+}
+
+// refuseNested returns NestedError when bsl's objects nest with an older location's. Without
+// a reader (a lone location, whose Secret cannot be read either) there is nothing to compare
+// with.
+func refuseNested(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation) error {
+	if r == nil {
+		return nil
+	}
+	var all cairnv1.BackupStorageLocationList
+	if err := r.List(ctx, &all, client.InNamespace(bsl.Namespace)); err != nil {
+		return fmt.Errorf("listing the storage locations: %w", err)
+	}
+	if others := Nested(all.Items, bsl); len(others) > 0 {
+		return NestedError(others)
+	}
+	return nil
+}
+
+// filesystemPath is a filesystem location's config.path, which must be absolute.
+func filesystemPath(bsl *cairnv1.BackupStorageLocation) (string, error) {
+	path := bsl.Spec.Config[cairnv1.ConfigKeyPath]
+	if path == "" {
+		return "", fmt.Errorf("%w: a filesystem location needs config.path", ErrConfig)
+	}
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("%w: config.path %q must be an absolute path", ErrConfig, path)
+	}
+	return path, nil
 }
 
 func s3Config(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation) (storage.S3Config, error) {
