@@ -187,6 +187,7 @@ func TestLintStrict(t *testing.T) {
 			for _, args := range [][]string{
 				{"--set", "rbac.mode=full"},
 				{"--set", "rbac.mode=backupOnly"},
+				{"--set", "nodeAgent.enabled=false"},
 				{"-f", filepath.Join("testdata", "everything.values.yaml")},
 			} {
 				if out, err := runHelm(t, h.binary(t), append([]string{"lint", "--strict", "."}, args...)...); err != nil {
@@ -285,6 +286,16 @@ func TestSchemaRejects(t *testing.T) {
 		{"rbac.customResourceGroups=example.com", "customResourceGroups"}, // a string, not a list
 		{"actAsRequester=nowhere", "actAsRequester"},
 		{"maxArchiveEntrySize=big", "maxArchiveEntrySize"},
+		{"nodeAgent.enabled=yes", "enabled"},
+		{"nodeAgent.kubeletDir=var/lib/kubelet", "kubeletDir"},
+		{"nodeAgent.repositoryServer.port=0", "port"},
+		{"nodeAgent.repositoryServer.port=65536", "port"},
+		{"nodeAgent.gomemlimit=200M", "gomemlimit"},
+		{"nodeAgent.tolerations=all", "tolerations"},
+		{"nodeAgent.serviceAccount.name=Node_Agent", "name"},
+		{"nodeAgent.hostNetwork=true", "hostNetwork"}, // no such value
+		{"repositoryMaintenance.interval=hourly", "interval"},
+		{"repositoryMaintenance.timeout=30", "timeout"},
 	}
 	for _, h := range helmVersions {
 		for _, tc := range cases {
@@ -607,6 +618,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 	docs := documents(t, out)
 	types := map[string]func() any{
 		"Deployment":                       func() any { return &appsv1.Deployment{} },
+		"DaemonSet":                        func() any { return &appsv1.DaemonSet{} },
 		"Service":                          func() any { return &corev1.Service{} },
 		"ServiceAccount":                   func() any { return &corev1.ServiceAccount{} },
 		"Secret":                           func() any { return &corev1.Secret{} },
@@ -642,7 +654,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 			t.Errorf("%s: %v", key, err)
 		}
 	}
-	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 2, "ServiceMonitor": 1, "PersistentVolumeClaim": 1} {
+	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 2, "ServiceMonitor": 1, "PersistentVolumeClaim": 1, "DaemonSet": 1} {
 		if kinds[kind] != want {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, want)
 		}
@@ -683,6 +695,25 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 	}
 	if d.Spec.Template.Spec.ServiceAccountName != "cairn-sa" || *d.Spec.Replicas != 2 {
 		t.Errorf("serviceAccountName %q, replicas %d", d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
+	}
+	for _, want := range []string{"--repository-server-bind-address=:9445", "--node-agent-service-account=cairn-agent",
+		"--repository-maintenance-interval=6h", "--repository-maintenance-timeout=1h"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal(docs["DaemonSet/cairn-node-agent"], &ds); err != nil {
+		t.Fatal(err)
+	}
+	pod := ds.Spec.Template.Spec
+	if !slices.Contains(pod.Containers[0].Args, "--repository-server=http://cairn-repository.cairn-system.svc:9445") ||
+		pod.Volumes[0].HostPath == nil || pod.Volumes[0].HostPath.Path != "/var/lib/k0s/kubelet/pods" ||
+		pod.ServiceAccountName != "cairn-agent" || pod.PriorityClassName != "system-node-critical" ||
+		pod.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" ||
+		ds.Spec.Template.Annotations["example.com/agent"] != "yes" || len(pod.ImagePullSecrets) != 1 ||
+		pod.Containers[0].Resources.Limits.Memory().String() != "1Gi" {
+		t.Errorf("node agent: args %q, pod %+v", pod.Containers[0].Args, pod)
 	}
 }
 

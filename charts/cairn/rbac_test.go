@@ -20,10 +20,18 @@ import (
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
@@ -284,16 +292,27 @@ type accessReviewer struct {
 // ("" = cluster-wide).
 func (r accessReviewer) allowed(verb, group, resource, subresource, namespace string) bool {
 	r.t.Helper()
+	return serviceAccountAllowed(r.t, r.clientset, r.mode.namespace, r.mode.serviceAccount(),
+		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: group, Resource: resource, Subresource: subresource})
+}
+
+// serviceAccountGroups are the groups the API server puts a ServiceAccount of namespace in.
+func serviceAccountGroups(namespace string) []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+}
+
+// serviceAccountAllowed is the API server's answer, from a SubjectAccessReview, for the
+// ServiceAccount name of namespace saNamespace doing attrs.
+func serviceAccountAllowed(t *testing.T, clientset *kubernetes.Clientset, saNamespace, name string, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   r.mode.user(),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + r.mode.namespace, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Group: group, Resource: resource, Subresource: subresource,
-		},
+		User:               "system:serviceaccount:" + saNamespace + ":" + name,
+		Groups:             serviceAccountGroups(saNamespace),
+		ResourceAttributes: &attrs,
 	}}
-	got, err := r.clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+	got, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return got.Status.Allowed
 }
@@ -589,6 +608,160 @@ func TestCustomResourceGroupsSchemaRefusesServedGroups(t *testing.T) {
 			if _, err := runHelm(t, helmBinary(t), "template", "cairn", ".", "--set", "rbac.customResourceGroups[0]="+group); err == nil {
 				t.Errorf("rbac.customResourceGroups=%s accepted", group)
 			}
+		}
+	}
+}
+
+// TestNodeAgentRBAC installs mode full's RBAC, which holds the node agent's, and acts as the
+// node agent's ServiceAccount on the API server: it patches a PodVolumeBackup's status and reads
+// the Secret of the repositories' passwords, and is refused every other Secret, listing
+// Secrets, creating or deleting PodVolumeBackups, and anything that runs code in a pod.
+func TestNodeAgentRBAC(t *testing.T) {
+	env := startControlPlane(t)
+	m := rbacModes[0]
+	if m.name != "full" {
+		t.Fatalf("rbacModes[0] is %s, want full", m.name)
+	}
+	installRBAC(t, m)
+	ns := m.namespace
+	serviceAccount := m.release + "-cairn-node-agent"
+	passwords := m.release + "-cairn-repository-passwords"
+	ctx := context.Background()
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cairnv1.AddToScheme(scheme))
+	admin, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentConfig := rest.CopyConfig(env.Config)
+	agentConfig.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":" + serviceAccount, Groups: serviceAccountGroups(ns)}
+	agent, err := client.New(agentConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const elsewhere = "node-agent-elsewhere"
+	pvb := func(namespace string) *cairnv1.PodVolumeBackup {
+		return &cairnv1.PodVolumeBackup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "b1-web-data", Labels: map[string]string{cairnv1.PodVolumeNodeLabel: "node-1"}},
+			Spec: cairnv1.PodVolumeBackupSpec{Node: "node-1", Pod: cairnv1.PodReference{Namespace: "team-a", Name: "web-0", UID: "uid-1"},
+				Volume: "data", Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "team-a"}},
+		}
+	}
+	secret := func(namespace, name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: map[string][]byte{"default_team-a": []byte("pw")}}
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: elsewhere}},
+		pvb(ns), pvb(elsewhere),
+		secret(ns, passwords), secret(ns, "other"), secret(elsewhere, passwords),
+	} {
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// What the agent does, done: each call's error must be nil (allowed) or Forbidden.
+	for _, step := range []struct {
+		name    string
+		do      func() error
+		allowed bool
+	}{
+		{"get its PodVolumeBackup", func() error { return agent.Get(ctx, client.ObjectKeyFromObject(pvb(ns)), &cairnv1.PodVolumeBackup{}) }, true},
+		{"list its node's PodVolumeBackups", func() error {
+			return agent.List(ctx, &cairnv1.PodVolumeBackupList{}, client.InNamespace(ns), client.MatchingLabels{cairnv1.PodVolumeNodeLabel: "node-1"})
+		}, true},
+		{"patch a PodVolumeBackup's status", func() error {
+			return agent.Status().Patch(ctx, pvb(ns), client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"InProgress","bytesDone":10}}`)))
+		}, true},
+		{"get the passwords Secret", func() error {
+			var s corev1.Secret
+			if err := agent.Get(ctx, client.ObjectKey{Namespace: ns, Name: passwords}, &s); err != nil {
+				return err
+			}
+			if string(s.Data["default_team-a"]) != "pw" {
+				t.Errorf("the passwords Secret read as %v", s.Data)
+			}
+			return nil
+		}, true},
+		{"create an event", func() error {
+			return agent.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b1-web-data.1"},
+				InvolvedObject: corev1.ObjectReference{Kind: "PodVolumeBackup", Namespace: ns, Name: "b1-web-data"}, Reason: "Started", Message: "copying", Type: "Normal"})
+		}, true},
+		{"list pods everywhere", func() error { return agent.List(ctx, &corev1.PodList{}) }, true},
+		{"get another Secret", func() error { return agent.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, &corev1.Secret{}) }, false},
+		{"get a Secret of the passwords' name elsewhere", func() error {
+			return agent.Get(ctx, client.ObjectKey{Namespace: elsewhere, Name: passwords}, &corev1.Secret{})
+		}, false},
+		{"list Secrets", func() error { return agent.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }, false},
+		{"list Secrets everywhere", func() error { return agent.List(ctx, &corev1.SecretList{}) }, false},
+		{"change the passwords", func() error { return agent.Update(ctx, secret(ns, passwords)) }, false},
+		{"create a PodVolumeBackup", func() error {
+			p := pvb(ns)
+			p.Name = "made-by-the-agent"
+			return agent.Create(ctx, p)
+		}, false},
+		{"delete a PodVolumeBackup", func() error { return agent.Delete(ctx, pvb(ns)) }, false},
+		{"get a PodVolumeBackup of another namespace", func() error {
+			return agent.Get(ctx, client.ObjectKeyFromObject(pvb(elsewhere)), &cairnv1.PodVolumeBackup{})
+		}, false},
+		{"list claims", func() error { return agent.List(ctx, &corev1.PersistentVolumeClaimList{}) }, false},
+	} {
+		err := step.do()
+		switch {
+		case step.allowed && err != nil:
+			t.Errorf("%s: %v", step.name, err)
+		case !step.allowed && !apierrors.IsForbidden(err):
+			t.Errorf("%s: %v, want Forbidden", step.name, err)
+		}
+	}
+	var got cairnv1.PodVolumeBackup
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(pvb(ns)), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != cairnv1.PodVolumePhaseInProgress || got.Status.BytesDone != 10 {
+		t.Errorf("status after the agent's patch: %+v", got.Status)
+	}
+
+	// What no agent may do, asked of the API server.
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		verb, group, resource, subresource, namespace string
+		want                                          bool
+	}{
+		{"get", "", "persistentvolumeclaims", "", "team-a", true},
+		{"get", "", "persistentvolumes", "", "", true},
+		{"watch", "", "pods", "", "", true},
+		{"update", "cairn.dev", "podvolumebackups", "status", ns, true},
+		{"create", "events.k8s.io", "events", "", ns, true},
+		{"create", "", "pods", "exec", "team-a", false},
+		{"get", "", "pods", "exec", "team-a", false},
+		{"create", "", "pods", "attach", "team-a", false},
+		{"create", "", "pods", "portforward", "team-a", false},
+		{"get", "", "nodes", "proxy", "", false},
+		{"create", "", "serviceaccounts", "token", ns, false},
+		{"create", "authentication.k8s.io", "tokenreviews", "", "", false},
+		{"create", "", "pods", "", "team-a", false},
+		{"delete", "", "pods", "", "team-a", false},
+		{"patch", "", "pods", "", "team-a", false},
+		{"watch", "", "secrets", "", ns, false},
+		{"get", "", "secrets", "", "team-a", false},
+		{"create", "", "secrets", "", ns, false},
+		{"update", "cairn.dev", "backups", "", ns, false},
+		{"get", "cairn.dev", "backupstoragelocations", "", ns, false},
+		{"impersonate", "", "serviceaccounts", "", "", false},
+		{"escalate", "rbac.authorization.k8s.io", "roles", "", ns, false},
+		{"*", "*", "*", "", "", false},
+	} {
+		attrs := authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace}
+		if got := serviceAccountAllowed(t, clientset, ns, serviceAccount, attrs); got != a.want {
+			t.Errorf("node agent: %s %s.%s/%s in %q: allowed %v, want %v", a.verb, a.resource, a.group, a.subresource, a.namespace, got, a.want)
 		}
 	}
 }

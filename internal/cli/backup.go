@@ -72,12 +72,14 @@ func newBackupCreateCommand(e *env) *cobra.Command {
 		Short: "Create a backup",
 		Example: `  cairn backup create nightly-web -n team-a --wait
   cairn backup create all --include-namespaces '*' --exclude-resources secrets --ttl 72h -n cairn-system
-  cairn backup create now --from-schedule daily -n team-a`,
+  cairn backup create now --from-schedule daily -n team-a
+  cairn backup create with-data --include-namespaces shop --default-volumes-to-fs-backup -n cairn-system --wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.fromSchedule != "" {
 				for _, f := range []string{"include-namespaces", "exclude-namespaces", "include-resources", "exclude-resources",
-					"include-cluster-resources", "selector", "or-selector", "storage-location", "ttl", "item-operation-timeout", "snapshot-volumes"} {
+					"include-cluster-resources", "selector", "or-selector", "storage-location", "ttl", "item-operation-timeout", "snapshot-volumes",
+					"default-volumes-to-fs-backup"} {
 					if cmd.Flags().Changed(f) {
 						return usageErrorf("--%s cannot be used with --from-schedule: the backup takes the schedule's template", f)
 					}
@@ -128,7 +130,8 @@ func newBackupDescribeCommand(e *env) *cobra.Command {
 	var details bool
 	cmd := newDescribeCommand(e, backupKind, "Show a backup in detail: why it waits, its progress, operations, warnings and errors",
 		func(b *cairnv1.Backup) error { return e.describeBackup(b, details) })
-	cmd.Flags().BoolVar(&details, "details", false, "Also list the backed-up resources and every warning and error (read from storage).")
+	cmd.Flags().BoolVar(&details, "details", false,
+		"Also list the copies of the pods' volumes (PodVolumeBackups in --cairn-namespace), and the backed-up resources and every warning and error (read from storage).")
 	return cmd
 }
 

@@ -64,6 +64,10 @@ func withStatusesAfterCreate(t *testing.T, e *env, phases ...string) {
 						_ = c.Get(ctx, client.ObjectKeyFromObject(o), o)
 						o.Status.Phase = cairnv1.BackupPhase(phase)
 						o.Status.Progress = cairnv1.NewBackupProgress(int64(i), int64(len(phases)-1))
+						if phase == string(cairnv1.BackupPhaseWaitingForPluginOperations) {
+							// The items are written; the volumes are being copied.
+							o.Status.Progress = cairnv1.NewBackupProgress(int64(len(phases)-1), int64(len(phases)-1)).WithVolumeBytes(100<<20, 200<<20)
+						}
 						if phase == "Failed" {
 							o.Status.FailureReason = "the storage location is unavailable"
 						}
@@ -138,6 +142,8 @@ func TestUsageExitCodes(t *testing.T) {
 		{"backup", "get", "-o", "xml"},
 		{"backup", "create", "b1", "--ttl", "soon"},
 		{"backup", "create", "b1", "--from-schedule", "s", "--ttl", "1h"},
+		{"backup", "create", "b1", "--from-schedule", "s", "--default-volumes-to-fs-backup"},
+		{"backup", "create", "b1", "--default-volumes-to-fs-backup=sometimes"},
 		{"restore", "create", "r1"},
 		{"schedule", "create", "s1"},
 		{"frobnicate"},

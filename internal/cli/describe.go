@@ -2,17 +2,21 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
@@ -122,7 +126,16 @@ func (d describer) backupSpec(indent int, s cairnv1.BackupSpec) {
 	}
 	d.line(indent, "TTL", "%s", ttl)
 	d.line(indent, "Snapshot volumes", "%s", tristate(s.SnapshotVolumes, "yes, where a VolumeSnapshotClass exists"))
+	d.line(indent, "Volume data", "%s", volumeDataSelection(s.DefaultVolumesToFsBackup))
 	d.line(indent, "Item operation timeout", "%s", s.GetItemOperationTimeout())
+}
+
+// volumeDataSelection says which pod volumes' data a backup copies (spec.defaultVolumesToFsBackup).
+func volumeDataSelection(all *bool) string {
+	if all != nil && *all {
+		return "every PVC and emptyDir volume, except those in backup.cairn.dev/backup-volumes-excludes"
+	}
+	return "the volumes pods list in backup.cairn.dev/backup-volumes"
 }
 
 func (d describer) conditions(conds []metav1.Condition) {
@@ -205,6 +218,9 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 		progress = fmt.Sprintf("%d of %d items backed up", p.ItemsBackedUp, p.TotalItems)
 	}
 	d.line(0, "Progress", "%s", progress)
+	if p := b.Status.Progress; p != nil && (p.VolumeBytesDone > 0 || p.VolumeBytesTotal > 0) {
+		d.line(0, "Volume bytes", "%s of %s read", humanBytes(p.VolumeBytesDone), humanBytes(p.VolumeBytesTotal))
+	}
 	d.line(0, "Operations", "%s", operationsLine(b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsCompleted, b.Status.BackupItemOperationsFailed))
 	if b.Status.ArchiveSHA256 != "" {
 		d.line(0, "Archive", "%s, SHA-256 %s", humanBytes(b.Status.ArchiveSize), b.Status.ArchiveSHA256)
@@ -218,6 +234,11 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 		return err
 	}
 	ctx := context.Background()
+	if details {
+		if err := e.writeBackupVolumes(ctx, b); err != nil {
+			return err
+		}
+	}
 	if b.Status.Phase.IsTerminal() && (details || b.Status.Warnings+b.Status.Errors > 0) {
 		var results backup.Results
 		if err := e.readJSON(ctx, b.Namespace, b.Name, cairnv1.DownloadTargetBackupResults, &results); err != nil {
@@ -237,6 +258,83 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 		}
 	}
 	return nil
+}
+
+// writeBackupVolumes lists the copies of backup b's pod volumes: its PodVolumeBackups, in the
+// operator's namespace (--cairn-namespace), labelled with b's UID. Someone who may not list
+// them (a team, whose backups' PodVolumeBackups are the operator's) is told so in one line:
+// the backup's Volume bytes sum them up. Any other failure to list them is said too, and is
+// not the command's error either.
+func (e *env) writeBackupVolumes(ctx context.Context, b *cairnv1.Backup) error {
+	if b.UID == "" {
+		return nil // not created (yet): no volume copy can name it
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ns := e.operatorNamespace
+	var list cairnv1.PodVolumeBackupList
+	err = c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{cairnv1.PodVolumeBackupUIDLabel: string(b.UID)})
+	switch {
+	case apierrors.IsForbidden(err):
+		e.printf("\nVolumes: not shown: you may not list PodVolumeBackups in namespace %s (Volume bytes above sums them up).\n", ns)
+		return nil
+	case err != nil:
+		e.printf("\nVolumes: cannot list the PodVolumeBackups in namespace %s: %v\n", ns, err)
+		return nil
+	}
+	e.printf("\n")
+	return writeVolumes(e.streams.Out, list.Items)
+}
+
+// writeVolumes writes a table of pod volume copies, by pod and volume: the phase, the bytes
+// read of the volume's size, the bytes uploaded (little, for an unchanged volume), the speed
+// of a finished copy, the snapshot and the message.
+func writeVolumes(w io.Writer, pvbs []cairnv1.PodVolumeBackup) error {
+	fmt.Fprintf(w, "Volumes:\n")
+	if len(pvbs) == 0 {
+		fmt.Fprintf(w, "  none\n")
+		return nil
+	}
+	pvbs = slices.Clone(pvbs)
+	slices.SortFunc(pvbs, func(a, b cairnv1.PodVolumeBackup) int {
+		return cmp.Or(cmp.Compare(a.Spec.Pod.Namespace, b.Spec.Pod.Namespace), cmp.Compare(a.Spec.Pod.Name, b.Spec.Pod.Name),
+			cmp.Compare(a.Spec.Volume, b.Spec.Volume))
+	})
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintf(tw, "  POD\tVOLUME\tPHASE\tBYTES\tUPLOADED\tSPEED\tSNAPSHOT\tMESSAGE\n")
+	for _, p := range pvbs {
+		st := p.Status
+		phase := st.Phase
+		if phase == "" {
+			phase = cairnv1.PodVolumePhaseNew
+		}
+		bytes := humanBytes(st.BytesDone)
+		if st.BytesTotal > 0 {
+			bytes += "/" + humanBytes(st.BytesTotal)
+		}
+		cells := []string{"  " + p.Spec.Pod.Namespace + "/" + p.Spec.Pod.Name, p.Spec.Volume, string(phase), bytes,
+			humanBytes(st.UploadedBytes), volumeSpeed(st), cmp.Or(st.SnapshotID, "<none>")}
+		if st.Message != "" {
+			cells = append(cells, st.Message)
+		}
+		fmt.Fprintf(tw, "%s\n", strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// volumeSpeed is the bytes a copy read over the time it took, once it has both a start and a
+// completion; "-" before.
+func volumeSpeed(st cairnv1.PodVolumeBackupStatus) string {
+	if st.StartTimestamp == nil || st.CompletionTimestamp == nil {
+		return "-"
+	}
+	took := st.CompletionTimestamp.Sub(st.StartTimestamp.Time)
+	if took <= 0 {
+		return "-"
+	}
+	return humanBytes(int64(float64(st.BytesDone)/took.Seconds())) + "/s"
 }
 
 // maxJSONFileSize bounds a results or resource-list file that describe reads into memory,

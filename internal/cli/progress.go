@@ -9,30 +9,46 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
-// observation is one state of a followed backup or restore: its phase, why it is in it, and
-// how many items are done.
+// observation is one state of a followed backup or restore: its phase, why it is in it, how
+// many items are done, and how many bytes of pod volume data were read (a backup's, once its
+// volumes are being copied).
 type observation struct {
-	Phase  string
-	Reason string
-	Done   int64
-	Total  int64
-	At     time.Time
+	Phase       string
+	Reason      string
+	Done        int64
+	Total       int64
+	VolumeDone  int64
+	VolumeTotal int64
+	At          time.Time
+}
+
+// hasVolumes says whether the observation counts volume bytes.
+func (o observation) hasVolumes() bool { return o.VolumeDone > 0 || o.VolumeTotal > 0 }
+
+// itemsDone says whether every item counted is done: what moves after that is volume data.
+func (o observation) itemsDone() bool { return o.Done >= o.Total }
+
+// complete says whether nothing counted is left: the items, and the volume bytes if any.
+func (o observation) complete() bool {
+	return o.itemsDone() && (!o.hasVolumes() || o.VolumeDone >= o.VolumeTotal)
 }
 
 // progressPrinter shows a followed backup or restore: a line for each phase change, and the
-// items done — a bar rewritten in place on a terminal, plain lines (at most one a second)
-// otherwise, so that logs of CI jobs stay readable.
+// items done, then the volume bytes read — a bar rewritten in place on a terminal, plain lines
+// (at most one a second) otherwise, so that logs of CI jobs stay readable.
 type progressPrinter struct {
 	w        io.Writer
 	terminal bool
 	// noun is what the items are called ("items").
 	noun string
 
-	started  bool
-	last     observation
-	first    *observation // the first sample with items, for the rate
-	lastLine time.Time
-	barShown bool
+	started bool
+	last    observation
+	first   *observation // the first sample with items, for the rate
+	// firstVolumes is the first sample with volume bytes, for their rate.
+	firstVolumes *observation
+	lastLine     time.Time
+	barShown     bool
 }
 
 // progressLineInterval is the least time between two plain progress lines.
@@ -49,24 +65,34 @@ func (p *progressPrinter) observe(o observation) {
 			line += ": " + o.Reason
 		}
 		fmt.Fprintln(p.w, line)
+		p.lastLine = time.Time{} // a new phase shows its progress at once
 	}
-	progressed := o.Total > 0 && (!p.started || o.Done != p.last.Done || o.Total != p.last.Total)
+	itemsMoved := o.Total > 0 && (!p.started || o.Done != p.last.Done || o.Total != p.last.Total)
+	volumesMoved := o.hasVolumes() && (!p.started || o.VolumeDone != p.last.VolumeDone || o.VolumeTotal != p.last.VolumeTotal)
 	p.started = true
 	p.last = o
-	if !progressed {
+	if !itemsMoved && !volumesMoved {
 		return
 	}
 	if p.first == nil {
 		first := o
 		p.first = &first
 	}
+	if p.firstVolumes == nil && o.hasVolumes() {
+		first := o
+		p.firstVolumes = &first
+	}
 	text := p.progressText(o)
 	if p.terminal {
-		fmt.Fprintf(p.w, "\r\033[K%s %s", bar(o.Done, o.Total), text)
+		b := bar(o.Done, o.Total)
+		if o.hasVolumes() && o.itemsDone() {
+			b = bar(o.VolumeDone, o.VolumeTotal)
+		}
+		fmt.Fprintf(p.w, "\r\033[K%s %s", b, text)
 		p.barShown = true
 		return
 	}
-	if o.Done == o.Total || p.lastLine.IsZero() || o.At.Sub(p.lastLine) >= progressLineInterval {
+	if o.complete() || p.lastLine.IsZero() || o.At.Sub(p.lastLine) >= progressLineInterval {
 		fmt.Fprintln(p.w, text)
 		p.lastLine = o.At
 	}
@@ -83,13 +109,30 @@ func (p *progressPrinter) endBar() {
 }
 
 // progressText is "45/100 items, 12.5 items/s, ETA 4s"; the rate and ETA once they can be
-// told (items done since the first sample, over the time since).
+// told (items done since the first sample, over the time since). With volume bytes it goes on
+// with ", volumes 10.0 MiB/200.0 MiB", and once the items are done the rate and ETA are the
+// bytes': "100/100 items, volumes 120.0 MiB/200.0 MiB, 20.0 MiB/s, ETA 4s".
 func (p *progressPrinter) progressText(o observation) string {
 	text := fmt.Sprintf("%d/%d %s", o.Done, o.Total, p.noun)
-	rate, eta, ok := estimate(*p.first, o)
-	if ok {
-		text += fmt.Sprintf(", %.1f %s/s", rate, p.noun)
-		if o.Done < o.Total {
+	if !o.hasVolumes() || !o.itemsDone() {
+		if rate, eta, ok := estimate(*p.first, o); ok {
+			text += fmt.Sprintf(", %.1f %s/s", rate, p.noun)
+			if o.Done < o.Total {
+				text += ", ETA " + duration.HumanDuration(eta)
+			}
+		}
+	}
+	if !o.hasVolumes() {
+		return text
+	}
+	text += fmt.Sprintf(", volumes %s/%s", humanBytes(o.VolumeDone), humanBytes(o.VolumeTotal))
+	if !o.itemsDone() {
+		return text
+	}
+	first := observation{Done: p.firstVolumes.VolumeDone, At: p.firstVolumes.At}
+	if rate, eta, ok := estimate(first, observation{Done: o.VolumeDone, Total: o.VolumeTotal, At: o.At}); ok {
+		text += fmt.Sprintf(", %s/s", humanBytes(int64(rate)))
+		if o.VolumeDone < o.VolumeTotal {
 			text += ", ETA " + duration.HumanDuration(eta)
 		}
 	}

@@ -87,3 +87,44 @@ func TestEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressLinesWithVolumes: a backup whose items are written and whose volumes are being
+// copied shows the bytes, with their rate and ETA once the items are done; lines still come
+// at most once a second, and the last one always.
+func TestProgressLinesWithVolumes(t *testing.T) {
+	at := func(s float64) time.Time { return now.Add(time.Duration(s * float64(time.Second))) }
+	const mib = 1 << 20
+	steps := []observation{
+		{Phase: "InProgress", Done: 10, Total: 40, At: at(0)},
+		{Phase: "InProgress", Done: 30, Total: 40, VolumeDone: 0, VolumeTotal: 200 * mib, At: at(1)},
+		{Phase: "InProgress", Done: 40, Total: 40, VolumeDone: 10 * mib, VolumeTotal: 200 * mib, At: at(2)},
+		{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 10 * mib, VolumeTotal: 200 * mib, At: at(2.5)},
+		{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 50 * mib, VolumeTotal: 200 * mib, At: at(4)},
+		{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 60 * mib, VolumeTotal: 200 * mib, At: at(4.5)}, // within a second: not shown
+		{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 130 * mib, VolumeTotal: 200 * mib, At: at(6)},
+		{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 200 * mib, VolumeTotal: 200 * mib, At: at(6.5)}, // the last one is always shown
+		{Phase: "Completed", Done: 40, Total: 40, VolumeDone: 200 * mib, VolumeTotal: 200 * mib, At: at(7)},
+	}
+	var buf bytes.Buffer
+	p := &progressPrinter{w: &buf, noun: "items"}
+	for _, o := range steps {
+		p.observe(o)
+	}
+	p.finish()
+	golden(t, "progress-volumes.golden", buf.Bytes())
+}
+
+// TestProgressBarVolumes: once the items are done, the bar is the volume bytes'.
+func TestProgressBarVolumes(t *testing.T) {
+	var buf bytes.Buffer
+	p := &progressPrinter{w: &buf, terminal: true, noun: "items"}
+	p.observe(observation{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 0, VolumeTotal: 100 << 20, At: now})
+	p.observe(observation{Phase: "WaitingForPluginOperations", Done: 40, Total: 40, VolumeDone: 50 << 20, VolumeTotal: 100 << 20, At: now.Add(5 * time.Second)})
+	p.finish()
+	want := "WaitingForPluginOperations\n" +
+		"\r\033[K[>                             ] 40/40 items, volumes 0 B/100.0 MiB" +
+		"\r\033[K[==============>               ] 40/40 items, volumes 50.0 MiB/100.0 MiB, 10.0 MiB/s, ETA 5s\n"
+	if got := buf.String(); got != want {
+		t.Errorf("bar output:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -119,6 +119,8 @@ type backupFlags struct {
 	ttl                  optionalDuration
 	itemOperationTimeout optionalDuration
 	snapshotVolumes      optionalBool
+	// defaultVolumesToFsBackup is spec.defaultVolumesToFsBackup (docs/volumes.md).
+	defaultVolumesToFsBackup optionalBool
 }
 
 func (f *backupFlags) add(fs *pflag.FlagSet) {
@@ -127,6 +129,9 @@ func (f *backupFlags) add(fs *pflag.FlagSet) {
 	fs.Var(&f.ttl, "ttl", "How long to keep the backup before it expires and is deleted, such as 72h (default: the manager's --default-backup-ttl; 0s keeps it forever).")
 	fs.Var(&f.itemOperationTimeout, "item-operation-timeout", "How long async plugin operations (volume snapshots) may take (default 4h).")
 	optionalBoolVar(fs, &f.snapshotVolumes, "snapshot-volumes", "Whether to take CSI snapshots of persistent volumes (default: yes, where a VolumeSnapshotClass exists).")
+	optionalBoolVar(fs, &f.defaultVolumesToFsBackup, "default-volumes-to-fs-backup",
+		"Copy the data of every PVC and emptyDir volume of the backed-up pods, except those a pod excludes with backup.cairn.dev/backup-volumes-excludes "+
+			"(default: only the volumes pods list in backup.cairn.dev/backup-volumes; docs/volumes.md).")
 }
 
 // spec is the BackupSpec the flags say.
@@ -142,7 +147,8 @@ func (f *backupFlags) spec() (cairnv1.BackupSpec, error) {
 		LabelSelector:           filters.LabelSelector, OrLabelSelectors: filters.OrLabelSelectors,
 		StorageLocation: f.storageLocation,
 		TTL:             f.ttl.v, ItemOperationTimeout: f.itemOperationTimeout.v,
-		SnapshotVolumes: f.snapshotVolumes.v,
+		SnapshotVolumes:          f.snapshotVolumes.v,
+		DefaultVolumesToFsBackup: f.defaultVolumesToFsBackup.v,
 	}, nil
 }
 

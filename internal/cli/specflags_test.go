@@ -54,6 +54,8 @@ func TestBackupFlags(t *testing.T) {
 		{name: "--item-operation-timeout", args: []string{"--item-operation-timeout", "30m"}, want: cairnv1.BackupSpec{ItemOperationTimeout: &metav1.Duration{Duration: 30 * time.Minute}}},
 		{name: "--snapshot-volumes=false", args: []string{"--snapshot-volumes=false"}, want: cairnv1.BackupSpec{SnapshotVolumes: ptr.To(false)}},
 		{name: "--snapshot-volumes", args: []string{"--snapshot-volumes"}, want: cairnv1.BackupSpec{SnapshotVolumes: ptr.To(true)}},
+		{name: "--default-volumes-to-fs-backup", args: []string{"--default-volumes-to-fs-backup"}, want: cairnv1.BackupSpec{DefaultVolumesToFsBackup: ptr.To(true)}},
+		{name: "--default-volumes-to-fs-backup=false", args: []string{"--default-volumes-to-fs-backup=false"}, want: cairnv1.BackupSpec{DefaultVolumesToFsBackup: ptr.To(false)}},
 		{name: "a bad selector", args: []string{"-l", "app in"}, wantErr: "invalid --selector"},
 		{name: "an empty or-selector part", args: []string{"--or-selector", "app=a or "}, wantErr: "invalid --or-selector"},
 		{name: "both selectors", args: []string{"-l", "a=b", "--or-selector", "c=d"}, wantErr: "cannot be used together"},
@@ -69,7 +71,7 @@ func TestBackupFlags(t *testing.T) {
 }
 
 func TestBadDurationFlags(t *testing.T) {
-	for _, args := range [][]string{{"--ttl", "soon"}, {"--ttl", "-1h"}, {"--item-operation-timeout", "x"}, {"--snapshot-volumes=maybe"}} {
+	for _, args := range [][]string{{"--ttl", "soon"}, {"--ttl", "-1h"}, {"--item-operation-timeout", "x"}, {"--snapshot-volumes=maybe"}, {"--default-volumes-to-fs-backup=all"}} {
 		var f backupFlags
 		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 		f.add(fs)
@@ -150,6 +152,8 @@ func TestScheduleFlags(t *testing.T) {
 		{name: "--schedule", args: []string{"--schedule", "0 3 * * *"}, want: cairnv1.ScheduleSpec{Schedule: "0 3 * * *"}},
 		{name: "template flags", args: []string{"--schedule", "@daily", "--include-namespaces", "web", "--ttl", "168h", "--storage-location", "s3"},
 			want: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{IncludedNamespaces: []string{"web"}, TTL: &metav1.Duration{Duration: 168 * time.Hour}, StorageLocation: "s3"}}},
+		{name: "--default-volumes-to-fs-backup", args: []string{"--schedule", "@daily", "--default-volumes-to-fs-backup"},
+			want: cairnv1.ScheduleSpec{Schedule: "@daily", Template: cairnv1.BackupSpec{DefaultVolumesToFsBackup: ptr.To(true)}}},
 		{name: "--paused", args: []string{"--schedule", "@daily", "--paused"}, want: cairnv1.ScheduleSpec{Schedule: "@daily", Paused: true}},
 		{name: "--skip-immediately", args: []string{"--schedule", "@daily", "--skip-immediately"}, want: cairnv1.ScheduleSpec{Schedule: "@daily", SkipImmediately: true}},
 		{name: "--use-owner-references-in-backup", args: []string{"--schedule", "@daily", "--use-owner-references-in-backup"}, want: cairnv1.ScheduleSpec{Schedule: "@daily", UseOwnerReferencesInBackup: true}},

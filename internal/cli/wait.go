@@ -96,6 +96,7 @@ func backupObservation(b *cairnv1.Backup) observation {
 	o := observation{Phase: string(b.EffectivePhase()), Reason: waitReason(b.Status.QueuePosition, b.Status.Conditions, b.Status.FailureReason, b.Status.ValidationErrors)}
 	if p := b.Status.Progress; p != nil {
 		o.Done, o.Total = p.ItemsBackedUp, p.TotalItems
+		o.VolumeDone, o.VolumeTotal = p.VolumeBytesDone, p.VolumeBytesTotal
 	}
 	return o
 }

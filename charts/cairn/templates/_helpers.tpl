@@ -88,3 +88,47 @@ rules of its object of the given kind as YAML ({rules: [...]}).
 {{- define "cairn.objectsConfigMap" -}}
 {{ include "cairn.fullname" . }}-objects
 {{- end }}
+
+{{/* The node agent's name: its DaemonSet's, and its RBAC's. */}}
+{{- define "cairn.nodeAgentName" -}}
+{{- printf "%s-node-agent" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of the node agent's objects. */}}
+{{- define "cairn.nodeAgentLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "cairn.nodeAgentSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the node agent's pods (never the manager's: another component). */}}
+{{- define "cairn.nodeAgentSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "cairn.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: node-agent
+{{- end }}
+
+{{/* The node agent's ServiceAccount. */}}
+{{- define "cairn.nodeAgentServiceAccountName" -}}
+{{- $sa := .Values.nodeAgent.serviceAccount }}
+{{- if $sa.create }}
+{{- default (include "cairn.nodeAgentName" .) $sa.name }}
+{{- else }}
+{{- required "nodeAgent.serviceAccount.name is required when nodeAgent.serviceAccount.create is false" $sa.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret of the volume data repositories' passwords, one key "<location>_<namespace>" per
+repository, which the manager creates at first use (docs/volumes.md). Not one of the chart's
+objects: helm never renders, upgrades or deletes it.
+*/}}
+{{- define "cairn.repositoryPasswordSecret" -}}
+{{- printf "%s-repository-passwords" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Service in front of the manager's blob proxy, which node agents write volume data through. */}}
+{{- define "cairn.repositoryService" -}}
+{{- printf "%s-repository" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
