@@ -68,7 +68,9 @@ func (w *wiring) volumeData(mgr ctrl.Manager) error {
 	}
 	auth := blobproxy.NewTokenReviewAuthenticator(clientset, blobproxy.Audience,
 		"system:serviceaccount:"+w.cfg.Namespace+":"+cfg.NodeAgentServiceAccount)
-	if err := mgr.Add(&repositories.Proxy{Addr: cfg.ServerBindAddress, Handler: blobproxy.NewServer(backends, auth, locks)}); err != nil {
+	server := blobproxy.NewServer(backends, auth, locks)
+	server.Log = mgr.GetLogger().WithName("repository-server")
+	if err := mgr.Add(&repositories.Proxy{Addr: cfg.ServerBindAddress, Handler: server, Close: server.Close}); err != nil {
 		return fmt.Errorf("adding the repository server: %w", err)
 	}
 	return nil

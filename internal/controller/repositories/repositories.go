@@ -321,6 +321,8 @@ type Proxy struct {
 	Handler http.Handler
 	// Ready, when set, is closed once the proxy listens (tests).
 	Ready chan struct{}
+	// Close, when set, runs once the server has shut down (blobproxy.Server.Close).
+	Close func()
 }
 
 // NeedLeaderElection: see Proxy.
@@ -347,6 +349,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
+	if p.Close != nil {
+		p.Close()
+	}
 	return nil
 }
 
