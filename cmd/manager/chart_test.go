@@ -87,4 +87,26 @@ func TestChartDefaultsAreTheManagers(t *testing.T) {
 	if fs.Lookup("download-signing-key-file") == nil {
 		t.Error("the chart sets --download-signing-key-file, which the manager does not have")
 	}
+
+	// Repository maintenance: the manager's schedule. (The repository server is the one
+	// deliberate difference: the chart runs node agents, so it serves them on
+	// nodeAgent.repositoryServer.port; a manager run alone serves none.)
+	maintenance, _ := values["repositoryMaintenance"].(map[string]any)
+	for key, flagName := range map[string]string{"interval": "repository-maintenance-interval", "timeout": "repository-maintenance-timeout"} {
+		f := fs.Lookup(flagName)
+		if f == nil {
+			t.Errorf("the chart sets --%s, which the manager does not have", flagName)
+			continue
+		}
+		got, err := time.ParseDuration(fmt.Sprint(maintenance[key]))
+		want, _ := time.ParseDuration(f.DefValue)
+		if err != nil || got != want {
+			t.Errorf("values.yaml repositoryMaintenance.%s: %v, the manager's --%s default: %s", key, maintenance[key], flagName, f.DefValue)
+		}
+	}
+	for _, flagName := range []string{"repository-server-bind-address", "node-agent-service-account", "repository-password-secret"} {
+		if fs.Lookup(flagName) == nil {
+			t.Errorf("the chart sets --%s, which the manager does not have", flagName)
+		}
+	}
 }

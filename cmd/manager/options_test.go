@@ -58,7 +58,9 @@ func TestParseOptions(t *testing.T) {
 				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
 				"--backup-sync-period=0s",
 				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
-				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces", "--max-archive-entry-size=32Mi"},
+				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces", "--max-archive-entry-size=32Mi",
+				"--repository-server-bind-address=:9445", "--node-agent-service-account=agents", "--repository-password-secret=repo-pw",
+				"--repository-maintenance-interval=2h", "--repository-maintenance-timeout=10m"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -68,7 +70,9 @@ func TestParseOptions(t *testing.T) {
 					restorePriorities: "namespaces,configmaps,deployments.apps", priorities: []string{"namespaces", "configmaps", "deployments.apps"},
 					restoreNamespaceWait: time.Minute, restoreScratchDir: "/scratch", defaultBackupTTL: 24 * time.Hour,
 					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download",
-					actAsRequester: "all-namespaces", maxEntrySize: "32Mi", maxEntryBytes: 32 << 20}
+					actAsRequester: "all-namespaces", maxEntrySize: "32Mi", maxEntryBytes: 32 << 20,
+					repositoryAddr: ":9445", nodeAgentSA: "agents", passwordSecret: "repo-pw",
+					maintenanceInterval: 2 * time.Hour, maintenanceTimeout: 10 * time.Minute}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -100,6 +104,9 @@ func TestParseOptions(t *testing.T) {
 		{name: "unknown requester rule", args: []string{"--act-as-requester=nowhere"}, wantErr: `invalid value "nowhere" for --act-as-requester: must be team-namespaces or all-namespaces`},
 		{name: "entry size not a quantity", args: []string{"--max-archive-entry-size=big"}, wantErr: `invalid value "big" for --max-archive-entry-size`},
 		{name: "entry size too small", args: []string{"--max-archive-entry-size=1Ki"}, wantErr: "must be a quantity of at least 1Mi"},
+		{name: "zero maintenance interval", args: []string{"--repository-maintenance-interval=0s"}, wantErr: "invalid value 0s for --repository-maintenance-interval: must be greater than zero"},
+		{name: "zero maintenance timeout", args: []string{"--repository-maintenance-timeout=0s"}, wantErr: "--repository-maintenance-timeout: must be greater than zero"},
+		{name: "bad password secret", args: []string{"--repository-password-secret=Bad_Name"}, wantErr: `invalid value "Bad_Name" for --repository-password-secret`},
 		{name: "unknown flag", args: []string{"--concurrency=2"}, wantErr: "concurrency"},
 		{name: "stray argument", args: []string{"run"}, wantErr: `unexpected argument "run"`},
 	}
@@ -133,5 +140,40 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(text, f) {
 			t.Errorf("usage does not mention %s", f)
 		}
+	}
+}
+
+func TestParseNodeAgentOptions(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	good := []string{"--node-name=node-a", "--repository-server=http://cairn-repository.cairn-system.svc:8445"}
+	o, err := parseNodeAgentOptions(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" {
+		t.Fatalf("options = %+v", o)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no node", []string{"--repository-server=http://x:1"}, "--node-name (or $NODE_NAME) is required"},
+		{"bad node", append([]string{"--node-name=Node_A"}, good[1:]...), `invalid value "Node_A" for --node-name`},
+		{"no repository server", []string{"--node-name=node-a"}, `invalid value "" for --repository-server`},
+		{"repository server without a scheme", []string{"--node-name=node-a", "--repository-server=cairn:8445"}, "must be an http or https URL"},
+		{"relative pods dir", append([]string{"--pods-dir=pods"}, good...), `invalid value "pods" for --pods-dir`},
+		{"stray argument", append(good, "run"), `unexpected argument "run"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseNodeAgentOptions(tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+	t.Setenv("NODE_NAME", "node-b")
+	if o, err := parseNodeAgentOptions(good[1:]); err != nil || o.node != "node-b" {
+		t.Fatalf("NODE_NAME: %+v, %v", o, err)
 	}
 }
