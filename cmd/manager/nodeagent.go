@@ -154,9 +154,7 @@ func runNodeAgent(args []string) int {
 		return 1
 	}
 	log.Info("Starting node agent", "node", opts.node, "namespace", opts.namespace, "podsDir", opts.podsDir, "repositoryServer", opts.repositoryServer)
-	err = mgr.Start(ctrl.SetupSignalHandler())
-	agent.Stop()
-	if err != nil {
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Node agent stopped with an error")
 		return 1
 	}

@@ -31,8 +31,11 @@ type BackupAction struct {
 	Client client.Client
 	// Namespace is the operator's namespace.
 	Namespace string
-	// Passwords makes sure each repository has its password before a node agent needs it.
-	Passwords *Passwords
+	// Repositories prepares each repository (its password, its initialisation) before a node
+	// agent copies into it.
+	Repositories interface {
+		Prepare(ctx context.Context, ref cairnv1.RepositoryReference) error
+	}
 }
 
 var podsGR = schema.GroupResource{Resource: "pods"}
@@ -67,8 +70,8 @@ func (a BackupAction) Execute(ctx context.Context, item *unstructured.Unstructur
 		return res, fmt.Errorf("the backup has no storage location to copy volume data into")
 	}
 	repository := cairnv1.RepositoryReference{StorageLocation: b.Status.StorageLocation, Namespace: pod.Namespace}
-	if _, err := a.Passwords.Ensure(ctx, repository); err != nil {
-		return res, err
+	if err := a.Repositories.Prepare(ctx, repository); err != nil {
+		return res, fmt.Errorf("the pod's volumes cannot be copied: %w", err)
 	}
 	ref := cairnv1.PodReference{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 	for _, v := range toCopy {

@@ -82,7 +82,15 @@ type Options struct {
 	// ConfigDir is a private directory (0700) for kopia's local config file, held while open;
 	// one per open Repository. The password is never written there.
 	ConfigDir string
+	// MustExist refuses to initialise a missing repository (ErrNotInitialized): only one
+	// process may initialise a repository, since two initialising it at once can leave its
+	// format and its blob configuration written by different clients, and it unreadable.
+	MustExist bool
 }
+
+// ErrNotInitialized is wrapped by Open's error when the repository does not exist and
+// Options.MustExist forbids creating it.
+var ErrNotInitialized = errors.New("the repository does not exist")
 
 // Repository is an open repository. Its methods may be called concurrently, except Maintain
 // (see the package comment) and Close.
@@ -111,6 +119,18 @@ type Result struct {
 	UploadedBytes int64  // bytes written to storage by this snapshot
 }
 
+// Exists reports whether st holds a repository (one was ever initialised there).
+func Exists(ctx context.Context, st blob.Storage) (bool, error) {
+	_, err := st.GetMetadata(ctx, format.KopiaRepositoryBlobID)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, blob.ErrBlobNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("probing repository: %w", err)
+}
+
 // Open opens the repository in opt.Storage, initialising it first if it has never been
 // (then the client opening it becomes the maintenance owner). A wrong password gives an
 // error wrapping ErrWrongPassword.
@@ -124,6 +144,9 @@ func Open(ctx context.Context, opt Options) (*Repository, error) {
 	if _, err := opt.Storage.GetMetadata(ctx, format.KopiaRepositoryBlobID); err != nil {
 		if !errors.Is(err, blob.ErrBlobNotFound) {
 			return nil, fmt.Errorf("probing repository: %w", err)
+		}
+		if opt.MustExist {
+			return nil, ErrNotInitialized
 		}
 
 		// Another client may have initialised it meanwhile: then it also sets it up.

@@ -24,8 +24,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/blobproxy"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/podvolume"
@@ -64,6 +66,8 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	running map[string]*copyRun
+	// copies counts the copy goroutines, which Stop waits for.
+	copies sync.WaitGroup
 }
 
 // copyRun is a copy this process runs.
@@ -154,6 +158,7 @@ func (r *Reconciler) start(ctx context.Context, pvb *cairnv1.PodVolumeBackup) er
 	}
 	r.running[pvb.Name] = &copyRun{cancel: cancel}
 	r.mu.Unlock()
+	r.copies.Add(1)
 	go r.run(runCtx, pvb.DeepCopy())
 	return nil
 }
@@ -174,13 +179,15 @@ func (r *Reconciler) stop(name string, cause error) {
 	}
 }
 
-// Stop stops every running copy (the agent is shutting down); each ends Failed.
+// Stop stops every running copy (the agent is shutting down) and waits until each has written
+// its end, Failed: the next agent on the node has nothing to clean up after a graceful stop.
 func (r *Reconciler) Stop() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, run := range r.running {
 		run.cancel(errAgentStopping)
 	}
+	r.mu.Unlock()
+	r.copies.Wait()
 }
 
 var errAgentStopping = errors.New("the node agent stopped during the copy; nothing was saved")
@@ -189,6 +196,7 @@ var errAgentStopping = errors.New("the node agent stopped during the copy; nothi
 func (r *Reconciler) run(ctx context.Context, pvb *cairnv1.PodVolumeBackup) {
 	log := ctrl.Log.WithName("nodeagent").WithValues("podvolumebackup", pvb.Name)
 	started := r.Clock.Now()
+	defer r.copies.Done()
 	defer func() {
 		r.mu.Lock()
 		delete(r.running, pvb.Name)
@@ -211,8 +219,9 @@ func (r *Reconciler) run(ctx context.Context, pvb *cairnv1.PodVolumeBackup) {
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err = retry.OnError(retry.DefaultBackoff, func(error) bool { return writeCtx.Err() == nil }, func() error {
+		// Read from the API server, not the cache: the agent may be stopping, its cache with it.
 		var fresh cairnv1.PodVolumeBackup
-		if err := r.Client.Get(writeCtx, client.ObjectKeyFromObject(pvb), &fresh); err != nil {
+		if err := r.Reader.Get(writeCtx, client.ObjectKeyFromObject(pvb), &fresh); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		return r.finish(writeCtx, &fresh, phase, message, res)
@@ -258,7 +267,7 @@ func (r *Reconciler) copy(ctx context.Context, pvb *cairnv1.PodVolumeBackup) (re
 	if err != nil {
 		return repository.Result{}, err
 	}
-	repo, err := r.Open(ctx, pvb.Spec.Repository, password)
+	repo, err := r.open(ctx, pvb.Spec.Repository, password)
 	if err != nil {
 		return repository.Result{}, fmt.Errorf("opening the volume repository of location %s for namespace %s: %w",
 			pvb.Spec.Repository.StorageLocation, pvb.Spec.Repository.Namespace, err)
@@ -270,6 +279,25 @@ func (r *Reconciler) copy(ctx context.Context, pvb *cairnv1.PodVolumeBackup) (re
 	res, err := repo.Snapshot(ctx, dir, pvb.Spec.Tags, func(p repository.Progress) { hashed.Store(p.HashedBytes) })
 	stopReports()
 	return res, err
+}
+
+// maintenanceRetry is how often a copy waiting for its repository's maintenance tries again.
+const maintenanceRetry = 5 * time.Second
+
+// open opens the repository, waiting while its maintenance runs (the copy stays InProgress,
+// bounded by the backup's itemOperationTimeout and its cancel).
+func (r *Reconciler) open(ctx context.Context, ref cairnv1.RepositoryReference, password string) (Repository, error) {
+	for {
+		repo, err := r.Open(ctx, ref, password)
+		if !errors.Is(err, blobproxy.ErrMaintenanceRunning) {
+			return repo, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(maintenanceRetry):
+		}
+	}
 }
 
 // reportProgress writes the bytes read so far every ProgressInterval while the copy runs
@@ -388,6 +416,15 @@ func diskUsage(ctx context.Context, dir string) (int64, error) {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	// When the manager stops, the copies stop first, each recording its end (the manager
+	// waits for its runnables, up to its graceful shutdown timeout).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.Stop()
+		return nil
+	})); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodeagent").

@@ -11,7 +11,8 @@ import (
 
 // ProxyRepositories opens repositories through the manager's repository server at url, with
 // the projected token in tokenFile; each open one keeps its kopia config in its own directory
-// under configDir, removed on Close. Every agent is the same kopia client (cairn@cairn), so a
+// under configDir, removed on Close. The manager initialises a repository before it asks for
+// a copy into it (never two clients at once); an agent never does. Every agent is the same kopia client (cairn@cairn), so a
 // volume's snapshots chain whichever node its pod runs on.
 func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
 	return func(ctx context.Context, ref cairnv1.RepositoryReference, password string) (Repository, error) {
@@ -24,7 +25,7 @@ func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
 			_ = st.Close(ctx)
 			return nil, err
 		}
-		r, err := repository.Open(ctx, repository.Options{Storage: st, Password: password, Hostname: "cairn", Username: "cairn", ConfigDir: dir})
+		r, err := repository.Open(ctx, repository.Options{Storage: st, Password: password, Hostname: "cairn", Username: "cairn", ConfigDir: dir, MustExist: true})
 		if err != nil {
 			_ = st.Close(ctx)
 			_ = os.RemoveAll(dir)

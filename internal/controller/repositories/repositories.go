@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kopia/kopia/repo/blob"
@@ -49,6 +50,36 @@ type Service struct {
 	// Interval is the time between maintenance runs; Timeout bounds one repository's run,
 	// including the wait for its copies to end.
 	Interval, Timeout time.Duration
+
+	// preparing serialises Prepare per repository.
+	preparing sync.Map // repository key → *sync.Mutex
+}
+
+// Prepare makes a repository ready for copies into it: its password exists, and the
+// repository is initialised, by this process and one call at a time (two clients initialising
+// a repository at once can leave it unreadable, so node agents never do). Its error says why a
+// location cannot take volume data: the backup's copies are not started, and it names the
+// cause in the backup's log.
+func (s *Service) Prepare(ctx context.Context, ref cairnv1.RepositoryReference) error {
+	mu, _ := s.preparing.LoadOrStore(ref.Key(), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if _, err := s.Passwords.Ensure(ctx, ref); err != nil {
+		return err
+	}
+	exists, err := s.exists(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("the volume repository of location %s for namespace %s cannot be reached: %w", ref.StorageLocation, ref.Namespace, err)
+	}
+	if exists {
+		return nil
+	}
+	_, closeRepo, err := s.open(ctx, ref, true)
+	if err != nil {
+		return fmt.Errorf("creating the volume repository of location %s for namespace %s: %w", ref.StorageLocation, ref.Namespace, err)
+	}
+	closeRepo()
+	return nil
 }
 
 // open opens a repository in this process, under a session of the Locks (refreshed while it
@@ -276,6 +307,9 @@ func (s *Service) Maintain(ctx context.Context, ref cairnv1.RepositoryReference)
 		return fmt.Errorf("waiting for the copies into the repository to end: %w", err)
 	}
 	defer release()
+	if exists, err := s.exists(ctx, ref); err != nil || !exists {
+		return err // nothing was ever copied into it: nothing to maintain, and nothing to create
+	}
 	r, closeRepo, err := s.open(ctx, ref, false)
 	if err != nil {
 		return err
@@ -292,6 +326,16 @@ func (s *Service) Maintain(ctx context.Context, ref cairnv1.RepositoryReference)
 	metrics.RepositorySize(ref.StorageLocation, ref.Namespace, size)
 	ctrl.Log.WithName("repositories").Info("Maintained a volume repository", "repository", ref.Key(), "bytes", size, "took", time.Since(started).String())
 	return nil
+}
+
+// exists reports whether the repository was ever initialised.
+func (s *Service) exists(ctx context.Context, ref cairnv1.RepositoryReference) (bool, error) {
+	st, _, err := s.Backends.Open(ctx, ref.StorageLocation, ref.Namespace)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = st.Close(context.WithoutCancel(ctx)) }()
+	return repository.Exists(ctx, st)
 }
 
 // labelValue is the repository label of its PodVolumeBackups.
