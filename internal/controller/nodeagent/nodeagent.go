@@ -426,9 +426,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("nodeagent").
+	return lifecycle.Register("nodeagent", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.PodVolumeBackup{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}), r)
 }

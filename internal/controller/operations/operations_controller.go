@@ -300,9 +300,14 @@ func (r *Reconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 		o, ok := obj.(T)
 		return ok && r.Kind.owns(r.Kind.status(o).Phase)
 	})
-	b := ctrl.NewControllerManagedBy(mgr).
+	return lifecycle.Register(r.Name(), r.wakeOn(ctrl.NewControllerManagedBy(mgr).
 		For(r.Kind.new(), builder.WithPredicates(owned)).
-		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()})
+		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()})),
+		r)
+}
+
+// wakeOn adds b a watch of each WakeOn kind, which reconciles the object its Owner names.
+func (r *Reconciler[T, P]) wakeOn(b *builder.Builder) *builder.Builder {
 	for _, w := range r.WakeOn {
 		b = b.Watches(w.Object, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 			if name, ok := w.Owner(obj); ok {
@@ -311,7 +316,7 @@ func (r *Reconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		}))
 	}
-	return lifecycle.Register(r.Name(), b, r)
+	return b
 }
 
 // WakeOn is a kind of object whose changes are news of an operation (a PodVolumeBackup's
