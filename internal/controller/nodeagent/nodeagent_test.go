@@ -425,7 +425,9 @@ var _ = Describe("Volume data", Ordered, func() {
 		fillVolume(emptyDir(pod, "data"), 4096)
 		CreateBackup(OperatorNamespace, "pv-cancel", cairnv1.BackupSpec{IncludedNamespaces: []string{"pv-cancel"}})
 		p := waitInProgress("pv-cancel")
-		Eventually(func() int64 { return ptr.Deref(GetBackup(OperatorNamespace, "pv-cancel").Status.Progress, cairnv1.BackupProgress{}).VolumeBytesDone }).
+		Eventually(func() int64 {
+			return ptr.Deref(GetBackup(OperatorNamespace, "pv-cancel").Status.Progress, cairnv1.BackupProgress{}).VolumeBytesDone
+		}).
 			Should(BeNumerically(">", 0), "the backup shows the bytes its copies read")
 		CancelBackup("pv-cancel")
 		Eventually(pvbPhase(p)).WithTimeout(5 * time.Second).Should(Equal(cairnv1.PodVolumePhaseCancelled))
