@@ -8,7 +8,7 @@ mkdir -p docs/bench
 BENCHTIME=${BENCHTIME:-3x}
 # BENCHES chooses which benchmarks run (default: all); the report is written from every raw
 # output in docs/bench/, so the others keep their last numbers.
-BENCHES=${BENCHES:-storage queue backup cancel deletion restore restorecancel expiry sync untrusted tenant}
+BENCHES=${BENCHES:-storage queue backup cancel deletion restore restorecancel expiry sync untrusted tenant volumes}
 want() { [[ " $BENCHES " == *" $1 "* ]]; }
 
 if want storage; then
@@ -69,9 +69,24 @@ if want tenant; then
   go test -run '^$' -bench '^BenchmarkTenant10kConfigMaps$' -benchtime 1x -timeout 30m ./test/bench/ | tee docs/bench/tenant.txt >&2
 fi
 
+if want volumes; then
+  echo "bench: volumes (200 MiB random + 10,000 files of 4 KiB copied twice through the blob proxy by a child process, next to tar | sha256sum; no control plane)" >&2
+  go test -run '^$' -bench '^BenchmarkVolumes200MiBAnd10kFiles$' -benchtime 1x -timeout 20m ./test/bench/ | tee docs/bench/volumes.txt >&2
+fi
+
 # metric FILE BENCH UNIT: the value a benchmark reported for a unit.
 metric() {
   awk -v b="$2" -v u="$3" '$1 ~ "^Benchmark"b"(-[0-9]+)?$" { for (i=2; i<=NF; i++) if ($(i)==u) print $(i-1) }' "$1"
+}
+
+# verdict VALUE OP GOAL: "pass" when VALUE OP GOAL holds (OP is >= or <), else "**miss**"
+# and by how much.
+verdict() {
+  awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN {
+    if (v == "") { print "**no result**"; exit }
+    if (op == ">=") { if (v+0 >= g+0) print "pass"; else printf "**miss** (%.0f%% short)\n", (g-v)*100/g }
+    else { if (v+0 < g+0) print "pass"; else printf "**miss** (%.0f%% over)\n", (v-g)*100/g }
+  }'
 }
 
 # table FILE: one markdown row per benchmark line: name, MB/s, ms/op, B/op.
@@ -479,5 +494,83 @@ How to read it:
   the benchmark, and other test runs were using the machine: the same restore took from 11 to
   18 s from one round to the next, and one round's ratio from 0.85 to 1.35. The ratio can
   tell 10% from 50%, not 3% from 6%: compare runs on a quiet machine for that.
+MD
+v=docs/bench/volumes.txt
+cat >>docs/benchmarks.md <<MD
+
+## Volume data: 200 MiB and 10,000 small files through the blob proxy
+
+Issue 28's measure. One directory holds one file of 200 MiB of random bytes and 10,000 random
+files of 4 KiB in 100 directories: $(metric $v Volumes200MiBAnd10kFiles data-MB) MB of
+incompressible data. The floor is \`tar -cf - DIR | sha256sum\` (every file read and hashed,
+nothing written), run before and after the copies; the faster of the two is the floor, which
+makes the bar stricter. Each copy is what the node agent does for one PodVolumeBackup: open
+the repository through the blob proxy (\`nodeagent.ProxyRepositories\`: a proxy session, then
+kopia's open with its key derivation), snapshot the directory, close. It runs in a child
+process (the benchmark's test binary, run again) with the chart's \`GOMEMLIMIT=200MiB\`
+(\`nodeAgent.gomemlimit\`), so that its peak RSS (\`ru_maxrss\`) is its own. The manager's side
+runs in the benchmark's process: \`blobproxy.NewServer\` on an httptest server on 127.0.0.1 (a
+static authenticator, a token file), opening a new filesystem location through
+\`blobproxy.LocationBackends\` (its BackupStorageLocation in a fake API client), so every pack
+crosses the same HTTP hop and is written by the same kopia filesystem storage as in a cluster.
+The first copy initialises the repository; the second, of the unchanged directory, has the
+first as its parent. The data was just written, so the floor and the copies all read it from
+the page cache.
+
+| measurement | result | goal | verdict |
+|---|---|---|---|
+| floor: \`tar -cf - DIR \\| sha256sum\` | $(metric $v Volumes200MiBAnd10kFiles floor-s) s, $(metric $v Volumes200MiBAnd10kFiles floor-MB/s) MB/s | — | — |
+| first backup, fresh repository: open + snapshot + close | $(metric $v Volumes200MiBAnd10kFiles first-s) s (open $(metric $v Volumes200MiBAnd10kFiles first-open-s) s), $(metric $v Volumes200MiBAnd10kFiles first-MB/s) MB/s | — | — |
+| first backup's throughput / the floor's | $(metric $v Volumes200MiBAnd10kFiles first-of-floor) | ≥ 0.5 | $(verdict "$(metric $v Volumes200MiBAnd10kFiles first-of-floor)" ">=" 0.5) |
+| the same, the snapshot call alone | $(metric $v Volumes200MiBAnd10kFiles first-snapshot-s) s, $(metric $v Volumes200MiBAnd10kFiles first-snapshot-MB/s) MB/s | — | — |
+| first backup: uploaded / repository size on disk | $(metric $v Volumes200MiBAnd10kFiles first-uploaded-MiB) / $(metric $v Volumes200MiBAnd10kFiles repository-MiB) MiB | — | — |
+| first backup: CPU of the copy / of the proxy (the benchmark's process) | $(metric $v Volumes200MiBAnd10kFiles first-copy-cpu-s) / $(metric $v Volumes200MiBAnd10kFiles first-proxy-cpu-s) s | — | — |
+| second backup, unchanged: open + snapshot + close | $(metric $v Volumes200MiBAnd10kFiles second-s) s (open $(metric $v Volumes200MiBAnd10kFiles second-open-s) s, snapshot $(metric $v Volumes200MiBAnd10kFiles second-snapshot-s) s) | — | — |
+| first / second | $(metric $v Volumes200MiBAnd10kFiles second-speedup-x)× | ≥ 10× | $(verdict "$(metric $v Volumes200MiBAnd10kFiles second-speedup-x)" ">=" 10) |
+| the same, the snapshot calls alone | $(metric $v Volumes200MiBAnd10kFiles second-snapshot-speedup-x)× | — | — |
+| second backup: uploaded | $(metric $v Volumes200MiBAnd10kFiles second-uploaded-bytes) bytes | — | — |
+| node agent (the copy's process) peak RSS, first backup | $(metric $v Volumes200MiBAnd10kFiles first-peak-rss-MiB) MiB | < 256 MiB | $(verdict "$(metric $v Volumes200MiBAnd10kFiles first-peak-rss-MiB)" "<" 256) |
+| the same, second backup | $(metric $v Volumes200MiBAnd10kFiles second-peak-rss-MiB) MiB | < 256 MiB | $(verdict "$(metric $v Volumes200MiBAnd10kFiles second-peak-rss-MiB)" "<" 256) |
+| the same process doing nothing (the test binary's own) | $(metric $v Volumes200MiBAnd10kFiles idle-child-rss-MiB) MiB | — | — |
+
+How to read it:
+- The goals are on the copy as the node agent makes it, open and close included; the snapshot
+  call alone is shown beside it. The node agent's own walk that sizes the volume for progress
+  (\`du\`) and its status writes are not in it.
+- The first copy is CPU-bound in the copy's process: profiled
+  (\`CAIRN_BENCH_VOLUMES_PROFILE_DIR=DIR\` writes first.pprof, second.pprof and proxy.pprof), its
+  roughly 1.8 CPU-seconds go to content-defined chunking (buzhash, about a quarter), BLAKE2B
+  hashing (15%), copying buffers (memmove, 15%), encryption (AES-GCM and its per-content
+  HMAC-SHA256, about 10%), zstd-fastest trying to compress incompressible data (8%) and the
+  key derivation (PBKDF2-SHA256, 600,000 rounds, 11%: done twice, once to initialise and once
+  to open). The proxy hop costs the manager's side about 0.7 CPU-seconds, mostly the writes of
+  the 10 MiB packs into the page cache: it is not what the copy waits for. The 200 MiB file is
+  read by one goroutine (\`ParallelUploadAboveSize\` is off, a memory knob); allowing parallel
+  upload of files over 32 MiB was tried on this machine and did not help (87 and 107 MB/s,
+  the same CPU): with two cores shared by the copy, the proxy and other runs there is no idle
+  core to give it.
+- The second copy reads no file content (kopia reuses the parent's entries of files whose
+  size and modification time are unchanged) and uploads only the snapshot's manifest and
+  index. About 0.11 s of it, roughly 40%, is kopia's key derivation on open (PBKDF2-SHA256,
+  600,000 rounds), paid by every copy because the node agent opens the repository for each
+  PodVolumeBackup; the snapshot calls alone are further apart (the row below the goal's: 10.8
+  to 14.8× in the runs made while writing this benchmark). The ratio is also small
+  because this volume is small: a fixed quarter of a second against under 2 s; on a
+  larger volume with the same number of files the second copy takes the same time, so the
+  ratio grows with the data. The knob, if the goal must hold at this size: keep an opened
+  repository in the node agent for the next copy of the same repository (a backup of several
+  volumes of one namespace, or the next backup within minutes), so the derivation is paid once;
+  kopia offers no cheaper key derivation than PBKDF2-600,000 (its other is scrypt, 64 MiB per
+  open), though Cairn's password is 32 random bytes and would need none.
+- The peak RSS includes the test binary's own, shown idle in the last row (it links the
+  envtest, Kubernetes client and controller packages of every benchmark, which the node
+  agent's binary does not all need); the copy adds 100 to 130 MiB to it. Not profiled: kopia's
+  10 MiB pack buffers for two upload workers and the heap the Go runtime lets grow (GOGC 100)
+  before GOMEMLIMIT makes it collect harder are the likely part of it.
+- These machines are shared and noisy (two cores, other runs): the floor (tar and sha256sum,
+  two processes) and a copy (the copy's process and the proxy) each need both cores, so a
+  busy neighbour moves them differently. Runs on the day this benchmark was written put the
+  first copy at 0.41 to 0.59 of the floor and the second at 6.4 to 10× faster than the first:
+  compare runs on the same machine, and read the ratios as ± 20%.
 MD
 echo "bench: wrote docs/benchmarks.md" >&2
