@@ -17,11 +17,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/blobproxy"
 	"github.com/cairn-backup/cairn/internal/controller/nodeagent"
+	"github.com/cairn-backup/cairn/internal/location"
+	"github.com/cairn-backup/cairn/internal/repository"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -188,6 +191,10 @@ func benchmarkVolumes(b *testing.B) {
 	}
 	req := copyRequest{URL: hs.URL, TokenFile: tokenFile, ConfigDir: configDir, Dir: data, Password: "bench-password"}
 
+	// The manager creates the repository before it asks for a copy into it (node agents never
+	// initialise one): as repositories.Service.Prepare does, here, untimed.
+	initRepository(b, reader, bsl, req.Password, configDir)
+
 	// The floor, before and after the copies; the faster is the bar (both read from the page
 	// cache, as the copies do: the data was just written).
 	floorBefore := floorSeconds(b, data)
@@ -237,6 +244,27 @@ func benchmarkVolumes(b *testing.B) {
 }
 
 // withProfile sets req's CPU profile to name.pprof in the directory volumeProfileEnv names, if any.
+// initRepository initialises the volume repository of the benchmark's namespace in bsl.
+func initRepository(b *testing.B, reader client.Reader, bsl *cairnv1.BackupStorageLocation, password, configDir string) {
+	b.Helper()
+	st, _, err := location.KopiaStorage(b.Context(), reader, bsl, volumeNamespace)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = st.Close(b.Context()) }()
+	dir, err := os.MkdirTemp(configDir, "init-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := repository.Open(b.Context(), repository.Options{Storage: st, Password: password, Hostname: "cairn", Username: "manager", ConfigDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func withProfile(req copyRequest, name string) copyRequest {
 	if dir := os.Getenv(volumeProfileEnv); dir != "" {
 		req.CPUProfile = filepath.Join(dir, name+".pprof")
