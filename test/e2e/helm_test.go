@@ -398,7 +398,7 @@ func (c *helmCluster) deploymentArgs(namespace, name string) []string {
 }
 
 // runManagerAsChart runs bin/manager as the chart's pod would: with the Deployment's
-// arguments (but listening on 127.0.0.1, unpacking restores into a temporary directory
+// arguments (but listening on 127.0.0.1 (the repository server on a free port), unpacking restores into a temporary directory
 // instead of the pod's /scratch, and reading the download signing key from a file written from
 // the Deployment's Secret, as the kubelet mounts it), authenticated as the chart's
 // ServiceAccount.
@@ -410,6 +410,8 @@ func (c *helmCluster) runManagerAsChart(namespace, deployment, serviceAccount st
 		case strings.HasPrefix(arg, "--metrics-bind-address"), strings.HasPrefix(arg, "--health-probe-bind-address"),
 			strings.HasPrefix(arg, "--download-bind-address"):
 			continue // startManager's loopback addresses
+		case strings.HasPrefix(arg, "--repository-server-bind-address="):
+			arg = "--repository-server-bind-address=127.0.0.1:0" // the node agents' server, on loopback
 		case strings.HasPrefix(arg, "--download-signing-key-file="):
 			key := filepath.Base(strings.TrimPrefix(arg, "--download-signing-key-file="))
 			arg = "--download-signing-key-file=" + c.mountSigningKey(namespace, deployment, key)
