@@ -388,6 +388,23 @@ var _ = Describe("Volume data", Ordered, func() {
 		Expect(ReadLog(store, storage.Layout{}.Backup(OperatorNamespace, "pv-shared"))).To(ContainSubstring("is copied from another pod"))
 	})
 
+	It("copies the volumes of a team's own backup, its PodVolumeBackups out of the team's reach", func() {
+		pod := runningPod("pv-team", "app", nodeA, "data", "", true)
+		size := fillVolume(emptyDir(pod, "data"), 64<<10)
+		CreateBackup("pv-team", "team-b", cairnv1.BackupSpec{})
+		var b *cairnv1.Backup
+		Eventually(func(g Gomega) {
+			b = GetBackup("pv-team", "team-b")
+			g.Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted), "failureReason %q", b.Status.FailureReason)
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+		pvbs := podVolumeBackups(b)
+		Expect(pvbs).To(HaveLen(1))
+		Expect(pvbs[0].Namespace).To(Equal(OperatorNamespace))
+		Expect(pvbs[0].Annotations[podvolume.BackupAnnotation]).To(Equal("pv-team/team-b"))
+		Expect(pvbs[0].Status.BytesTotal).To(Equal(size))
+		Expect(pvbs[0].Spec.Repository).To(Equal(cairnv1.RepositoryReference{StorageLocation: "pv", Namespace: "pv-team"}))
+	})
+
 	It("warns about a pod that is not running and copies nothing of it, without waiting", func() {
 		runningPod("pv-pending", "waiting", nodeA, "data", "", false)
 		CreateBackup(OperatorNamespace, "pv-pending", cairnv1.BackupSpec{IncludedNamespaces: []string{"pv-pending"}})
