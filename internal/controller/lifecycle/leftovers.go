@@ -84,8 +84,17 @@ func (l Leftovers) volumeSnapshots(ctx context.Context, uid types.UID, store sto
 			return nil, fmt.Errorf("listing the backup's PodVolumeBackups: %w", err)
 		}
 		for i := range pvbs.Items {
-			if p := &pvbs.Items[i]; p.Status.Phase == cairnv1.PodVolumePhaseCompleted && p.Status.SnapshotID != "" {
+			p := &pvbs.Items[i]
+			switch {
+			case p.Status.Phase == cairnv1.PodVolumePhaseCompleted && p.Status.SnapshotID != "":
 				snaps = append(snaps, podvolume.SnapshotOf(p))
+			case !p.Status.Phase.IsTerminal():
+				// A copy the backup's run started and never handed to the operations (the
+				// manager restarted during the run): stopped, it saves nothing. One that
+				// completes meanwhile is found here again when the backup is deleted.
+				if err := podvolume.CancelCopy(ctx, l.Client, l.Namespace, p.Name); err != nil {
+					return nil, fmt.Errorf("cancelling volume copy %s: %w", p.Name, err)
+				}
 			}
 		}
 	}

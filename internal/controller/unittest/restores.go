@@ -90,7 +90,7 @@ func (w *WriteCounter) Funcs(next interceptor.Funcs) interceptor.Funcs {
 func NewClient(t *testing.T, funcs interceptor.Funcs, objects ...client.Object) client.WithWatch {
 	t.Helper()
 	return fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objects...).
-		WithStatusSubresource(&cairnv1.Restore{}, &cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}).
+		WithStatusSubresource(&cairnv1.Restore{}, &cairnv1.Backup{}, &cairnv1.BackupStorageLocation{}, &cairnv1.PodVolumeBackup{}).
 		WithInterceptorFuncs(funcs).Build()
 }
 
