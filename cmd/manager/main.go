@@ -39,6 +39,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == nodeAgentCommand {
 		return runNodeAgent(args[1:])
 	}
+	if len(args) > 0 && args[0] == restoreHelperCommand {
+		return runRestoreHelper(args[1:])
+	}
 	opts, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Print(usage())
