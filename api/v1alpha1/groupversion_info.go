@@ -27,6 +27,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&BackupStorageLocation{}, &BackupStorageLocationList{},
 		&Restore{}, &RestoreList{},
 		&PodVolumeBackup{}, &PodVolumeBackupList{},
+		&PodVolumeRestore{}, &PodVolumeRestoreList{},
 		&Schedule{}, &ScheduleList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)

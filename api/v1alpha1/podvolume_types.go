@@ -48,6 +48,10 @@ const (
 	// PodVolumeNodeLabel is the node a PodVolumeBackup runs on, so each node agent watches
 	// only its own.
 	PodVolumeNodeLabel = "cairn.dev/node"
+	// PodVolumeRestoreNameLabel and PodVolumeRestoreUIDLabel carry a PodVolumeRestore back
+	// to its restore.
+	PodVolumeRestoreNameLabel = "cairn.dev/restore-name"
+	PodVolumeRestoreUIDLabel  = "cairn.dev/restore-uid"
 	// PodVolumeRepositoryLabel names the repository ("<location>_<namespace>"), so maintenance
 	// can tell whether a copy into it is running.
 	PodVolumeRepositoryLabel = "cairn.dev/repository"
@@ -114,27 +118,29 @@ type PodVolumeBackupSpec struct {
 	Cancel bool `json:"cancel,omitempty"`
 }
 
-// PodVolumeBackupStatus is what the node agent observed and did.
-type PodVolumeBackupStatus struct {
+// PodVolumeStatus is what the node agent observed and did, for a PodVolumeBackup or a
+// PodVolumeRestore alike.
+type PodVolumeStatus struct {
 	// +optional
 	Phase PodVolumePhase `json:"phase,omitempty"`
-	// BytesDone is how many bytes of file content were read so far.
+	// BytesDone is how many bytes of file content were read (a backup) or written (a restore)
+	// so far.
 	// +optional
 	BytesDone int64 `json:"bytesDone,omitempty"`
 	// BytesTotal is the size of the files in the volume, once known.
 	// +optional
 	BytesTotal int64 `json:"bytesTotal,omitempty"`
-	// UploadedBytes is how many bytes were written to the repository: far less than BytesDone
-	// when most of the volume is unchanged since its parent snapshot.
+	// UploadedBytes is how many bytes a backup wrote to the repository: far less than
+	// BytesDone when most of the volume is unchanged since its parent snapshot.
 	// +optional
 	UploadedBytes int64 `json:"uploadedBytes,omitempty"`
-	// Files is how many files the snapshot holds.
+	// Files is how many files the snapshot holds (a backup) or were restored (a restore).
 	// +optional
 	Files int64 `json:"files,omitempty"`
 	// Progress is "bytesDone/bytesTotal" in binary units, for kubectl's Progress column.
 	// +optional
 	Progress string `json:"progress,omitempty"`
-	// SnapshotID is the repository snapshot holding the data, once Completed.
+	// SnapshotID is the repository snapshot holding the data, once a backup Completed.
 	// +optional
 	SnapshotID string `json:"snapshotID,omitempty"`
 	// ParentSnapshotID is the earlier snapshot this one was based on, "" for a first copy.
@@ -170,8 +176,8 @@ type PodVolumeBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   PodVolumeBackupSpec   `json:"spec,omitempty"`
-	Status PodVolumeBackupStatus `json:"status,omitempty"`
+	Spec   PodVolumeBackupSpec `json:"spec,omitempty"`
+	Status PodVolumeStatus     `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -181,4 +187,66 @@ type PodVolumeBackupList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []PodVolumeBackup `json:"items"`
+}
+
+// PodVolumeRestoreSpec says which snapshot to write into which volume of a restored pod. It
+// is immutable except cancel.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false"
+// +kubebuilder:validation:XValidation:rule="self.node == oldSelf.node && self.pod == oldSelf.pod && self.volume == oldSelf.volume && self.repository == oldSelf.repository && self.snapshotID == oldSelf.snapshotID",message="spec is immutable except cancel"
+type PodVolumeRestoreSpec struct {
+	// Node is the node the restored pod runs on; its node agent writes the data.
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// Pod is the restored pod, whose volume receives the data.
+	Pod PodReference `json:"pod"`
+	// Volume is the name of the volume in the pod's spec.
+	// +kubebuilder:validation:MaxLength=63
+	Volume string `json:"volume"`
+	// SourcePod is the pod as it was backed up (namespace and name, before any mapping).
+	// +optional
+	SourcePod *PodReference `json:"sourcePod,omitempty"`
+	// Repository holds the snapshot.
+	Repository RepositoryReference `json:"repository"`
+	// SnapshotID is the snapshot the backup recorded for the volume.
+	// +kubebuilder:validation:MaxLength=128
+	SnapshotID string `json:"snapshotID"`
+	// Cancel, set to true, stops the restore of the volume; the pod's restore helper then
+	// fails, and the application does not start on partial data.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// PodVolumeRestore writes a volume snapshot back into a restored pod's volume: one async
+// operation of a restore, run by the node agent of the pod's node. It lives in the operator's
+// namespace, whichever namespace the restore and the pod are in.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pvr,categories=cairn
+// +kubebuilder:printcolumn:name="Restore",type=string,JSONPath=`.metadata.labels.cairn\.dev/restore-name`
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.spec.pod.name`
+// +kubebuilder:printcolumn:name="Volume",type=string,JSONPath=`.spec.volume`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.pod.namespace`,priority=1
+// +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.spec.snapshotID`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type PodVolumeRestore struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PodVolumeRestoreSpec `json:"spec,omitempty"`
+	Status PodVolumeStatus      `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PodVolumeRestoreList is a list of PodVolumeRestores.
+type PodVolumeRestoreList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodVolumeRestore `json:"items"`
 }

@@ -306,9 +306,24 @@ type RestoreProgress struct {
 	// ItemsRestored is the number of items handled so far (created, updated, skipped or failed).
 	// +optional
 	ItemsRestored int64 `json:"itemsRestored,omitempty"`
-	// Summary is "itemsRestored/totalItems", for kubectl's Progress column.
+	// Summary is "itemsRestored/totalItems", for kubectl's Progress column (with the volume
+	// bytes while volume data is written: WithVolumeBytes).
 	// +optional
 	Summary string `json:"summary,omitempty"`
+	// VolumeBytesDone is how many bytes of pod volume data the restore's PodVolumeRestores have
+	// written so far.
+	// +optional
+	VolumeBytesDone int64 `json:"volumeBytesDone,omitempty"`
+	// VolumeBytesTotal is how many bytes the volume snapshots being restored hold, as far as known.
+	// +optional
+	VolumeBytesTotal int64 `json:"volumeBytesTotal,omitempty"`
+}
+
+// WithVolumeBytes returns p with the volume byte counts set and the summary saying them.
+func (p RestoreProgress) WithVolumeBytes(done, total int64) *RestoreProgress {
+	p.VolumeBytesDone, p.VolumeBytesTotal = done, total
+	p.Summary = fmt.Sprintf("%d/%d, volumes %s/%s", p.ItemsRestored, p.TotalItems, HumanBytes(done), HumanBytes(total))
+	return &p
 }
 
 // NewRestoreProgress returns the progress for these counts, with its Summary filled in.

@@ -326,7 +326,7 @@ func writeVolumes(w io.Writer, pvbs []cairnv1.PodVolumeBackup) error {
 
 // volumeSpeed is the bytes a copy read over the time it took, once it has both a start and a
 // completion; "-" before.
-func volumeSpeed(st cairnv1.PodVolumeBackupStatus) string {
+func volumeSpeed(st cairnv1.PodVolumeStatus) string {
 	if st.StartTimestamp == nil || st.CompletionTimestamp == nil {
 		return "-"
 	}

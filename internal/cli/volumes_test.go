@@ -38,7 +38,7 @@ func copyingBackup() *cairnv1.Backup {
 }
 
 // podVolumeBackup is a PodVolumeBackup of the backup with UID backupUID, in namespace.
-func podVolumeBackup(namespace, name, backupUID, pod, volume string, status cairnv1.PodVolumeBackupStatus) *cairnv1.PodVolumeBackup {
+func podVolumeBackup(namespace, name, backupUID, pod, volume string, status cairnv1.PodVolumeStatus) *cairnv1.PodVolumeBackup {
 	return &cairnv1.PodVolumeBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: map[string]string{cairnv1.PodVolumeBackupUIDLabel: backupUID, cairnv1.PodVolumeBackupNameLabel: "b1"}},
@@ -53,16 +53,16 @@ func podVolumeBackup(namespace, name, backupUID, pod, volume string, status cair
 // namespace.
 func copyingVolumes() []client.Object {
 	return []client.Object{
-		podVolumeBackup(DefaultOperatorNamespace, "b1-web-0-data", "uid-b1", "web-0", "data", cairnv1.PodVolumeBackupStatus{
+		podVolumeBackup(DefaultOperatorNamespace, "b1-web-0-data", "uid-b1", "web-0", "data", cairnv1.PodVolumeStatus{
 			Phase: cairnv1.PodVolumePhaseCompleted, BytesDone: 200 * mib, BytesTotal: 200 * mib, UploadedBytes: 12 * mib, Files: 10000,
 			SnapshotID: "k5f0c1e8a9b2d3c4e5f60718293a4b5c6", StartTimestamp: at(-100 * time.Second), CompletionTimestamp: at(-60 * time.Second)}),
-		podVolumeBackup(DefaultOperatorNamespace, "b1-db-0-wal", "uid-b1", "db-0", "wal", cairnv1.PodVolumeBackupStatus{
+		podVolumeBackup(DefaultOperatorNamespace, "b1-db-0-wal", "uid-b1", "db-0", "wal", cairnv1.PodVolumeStatus{
 			Phase: cairnv1.PodVolumePhaseInProgress, BytesDone: 30 * mib, BytesTotal: 100 * mib, UploadedBytes: 30 * mib, StartTimestamp: at(-20 * time.Second)}),
-		podVolumeBackup(DefaultOperatorNamespace, "b1-web-0-cache", "uid-b1", "web-0", "cache", cairnv1.PodVolumeBackupStatus{
+		podVolumeBackup(DefaultOperatorNamespace, "b1-web-0-cache", "uid-b1", "web-0", "cache", cairnv1.PodVolumeStatus{
 			Phase: cairnv1.PodVolumePhaseFailed, Message: "the pod web-0 is not Running on node-1 any more"}),
-		podVolumeBackup(DefaultOperatorNamespace, "b1-web-0-tmp", "uid-b1", "web-0", "tmp", cairnv1.PodVolumeBackupStatus{}),
-		podVolumeBackup(DefaultOperatorNamespace, "b0-web-0-data", "uid-b0", "web-0", "data", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseCompleted}),
-		podVolumeBackup("team-a", "b1-forged", "uid-b1", "web-0", "forged", cairnv1.PodVolumeBackupStatus{}),
+		podVolumeBackup(DefaultOperatorNamespace, "b1-web-0-tmp", "uid-b1", "web-0", "tmp", cairnv1.PodVolumeStatus{}),
+		podVolumeBackup(DefaultOperatorNamespace, "b0-web-0-data", "uid-b0", "web-0", "data", cairnv1.PodVolumeStatus{Phase: cairnv1.PodVolumePhaseCompleted}),
+		podVolumeBackup("team-a", "b1-forged", "uid-b1", "web-0", "forged", cairnv1.PodVolumeStatus{}),
 	}
 }
 
@@ -78,7 +78,7 @@ func TestDescribeBackupVolumes(t *testing.T) {
 // --cairn-namespace.
 func TestDescribeBackupVolumesInOtherOperatorNamespace(t *testing.T) {
 	e, out, errOut := testEnv(t, copyingBackup(),
-		podVolumeBackup("backup-system", "b1-web-0-data", "uid-b1", "web-0", "data", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseCompleted}))
+		podVolumeBackup("backup-system", "b1-web-0-data", "uid-b1", "web-0", "data", cairnv1.PodVolumeStatus{Phase: cairnv1.PodVolumePhaseCompleted}))
 	if got := run(e, "backup", "describe", "b1", "--details", "--cairn-namespace", "backup-system"); got != ExitOK {
 		t.Fatalf("exit %d: %s", got, errOut)
 	}
@@ -147,14 +147,14 @@ func TestDescribeBackupVolumeBytes(t *testing.T) {
 func TestVolumeSpeed(t *testing.T) {
 	tests := []struct {
 		name string
-		st   cairnv1.PodVolumeBackupStatus
+		st   cairnv1.PodVolumeStatus
 		want string
 	}{
-		{"not started", cairnv1.PodVolumeBackupStatus{BytesDone: 10}, "-"},
-		{"running", cairnv1.PodVolumeBackupStatus{BytesDone: 10 * mib, StartTimestamp: at(-time.Second)}, "-"},
-		{"done in 4s", cairnv1.PodVolumeBackupStatus{BytesDone: 100 * mib, StartTimestamp: at(-5 * time.Second), CompletionTimestamp: at(-time.Second)}, "25.0 MiB/s"},
-		{"done at once", cairnv1.PodVolumeBackupStatus{BytesDone: 100, StartTimestamp: at(0), CompletionTimestamp: at(0)}, "-"},
-		{"empty", cairnv1.PodVolumeBackupStatus{StartTimestamp: at(-2 * time.Second), CompletionTimestamp: at(0)}, "0 B/s"},
+		{"not started", cairnv1.PodVolumeStatus{BytesDone: 10}, "-"},
+		{"running", cairnv1.PodVolumeStatus{BytesDone: 10 * mib, StartTimestamp: at(-time.Second)}, "-"},
+		{"done in 4s", cairnv1.PodVolumeStatus{BytesDone: 100 * mib, StartTimestamp: at(-5 * time.Second), CompletionTimestamp: at(-time.Second)}, "25.0 MiB/s"},
+		{"done at once", cairnv1.PodVolumeStatus{BytesDone: 100, StartTimestamp: at(0), CompletionTimestamp: at(0)}, "-"},
+		{"empty", cairnv1.PodVolumeStatus{StartTimestamp: at(-2 * time.Second), CompletionTimestamp: at(0)}, "0 B/s"},
 	}
 	for _, tt := range tests {
 		if got := volumeSpeed(tt.st); got != tt.want {

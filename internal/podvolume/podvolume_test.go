@@ -118,16 +118,16 @@ func TestProgressOf(t *testing.T) {
 		Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}}}
 	for _, tc := range []struct {
 		name      string
-		status    cairnv1.PodVolumeBackupStatus
+		status    cairnv1.PodVolumeStatus
 		completed bool
 		err       string
 		done      int64
 	}{
-		{"new", cairnv1.PodVolumeBackupStatus{}, false, "", 0},
-		{"copying", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseInProgress, BytesDone: 10, BytesTotal: 100, StartTimestamp: &started}, false, "", 10},
-		{"completed", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseCompleted, BytesDone: 100, BytesTotal: 100, SnapshotID: "k1"}, true, "", 100},
-		{"failed", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseFailed, Message: "pod shop/db-0 is gone"}, false, "pod shop/db-0 is gone", 0},
-		{"cancelled without a message", cairnv1.PodVolumeBackupStatus{Phase: cairnv1.PodVolumePhaseCancelled}, false, "Cancelled", 0},
+		{"new", cairnv1.PodVolumeStatus{}, false, "", 0},
+		{"copying", cairnv1.PodVolumeStatus{Phase: cairnv1.PodVolumePhaseInProgress, BytesDone: 10, BytesTotal: 100, StartTimestamp: &started}, false, "", 10},
+		{"completed", cairnv1.PodVolumeStatus{Phase: cairnv1.PodVolumePhaseCompleted, BytesDone: 100, BytesTotal: 100, SnapshotID: "k1"}, true, "", 100},
+		{"failed", cairnv1.PodVolumeStatus{Phase: cairnv1.PodVolumePhaseFailed, Message: "pod shop/db-0 is gone"}, false, "pod shop/db-0 is gone", 0},
+		{"cancelled without a message", cairnv1.PodVolumeStatus{Phase: cairnv1.PodVolumePhaseCancelled}, false, "Cancelled", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pvb := base.DeepCopy()

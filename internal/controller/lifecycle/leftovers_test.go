@@ -36,7 +36,7 @@ func copyOf(name, uid string, phase cairnv1.PodVolumePhase, snapshot string) *ca
 	return &cairnv1.PodVolumeBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cairn-system", Labels: map[string]string{cairnv1.PodVolumeBackupUIDLabel: uid}},
 		Spec:       cairnv1.PodVolumeBackupSpec{Volume: name, Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}},
-		Status:     cairnv1.PodVolumeBackupStatus{Phase: phase, SnapshotID: snapshot},
+		Status:     cairnv1.PodVolumeStatus{Phase: phase, SnapshotID: snapshot},
 	}
 }
 

@@ -89,7 +89,7 @@ func ObjectName(o client.Object) string { return o.GetNamespace() + "/" + o.GetN
 // mutate applies the change, a phase change is checked against phases.PodVolumeBackup (a
 // refused one is never written), and the patch is optimistically locked. On failure pvb gets
 // back the status it had.
-func PatchPodVolumeBackupStatus(ctx context.Context, c client.Client, owner phases.Owner, pvb *cairnv1.PodVolumeBackup, mutate func(*cairnv1.PodVolumeBackupStatus)) error {
+func PatchPodVolumeBackupStatus(ctx context.Context, c client.Client, owner phases.Owner, pvb *cairnv1.PodVolumeBackup, mutate func(*cairnv1.PodVolumeStatus)) error {
 	old := pvb.DeepCopy()
 	mutate(&pvb.Status)
 	if err := checkPhaseChange(ctx, phases.PodVolumeBackup, owner, "", pvb, phases.Phase(old.Status.Phase), phases.Phase(pvb.Status.Phase)); err != nil {

@@ -146,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // hour holds no reconcile worker and a cancel is seen at once.
 func (r *Reconciler) start(ctx context.Context, pvb *cairnv1.PodVolumeBackup) error {
 	now := metav1.NewTime(r.Clock.Now())
-	if err := lifecycle.PatchPodVolumeBackupStatus(ctx, r.Client, phases.OwnerNodeAgent, pvb, func(s *cairnv1.PodVolumeBackupStatus) {
+	if err := lifecycle.PatchPodVolumeBackupStatus(ctx, r.Client, phases.OwnerNodeAgent, pvb, func(s *cairnv1.PodVolumeStatus) {
 		s.Phase, s.StartTimestamp, s.Message = cairnv1.PodVolumePhaseInProgress, &now, ""
 	}); err != nil {
 		return err
@@ -237,7 +237,7 @@ func (r *Reconciler) finish(ctx context.Context, pvb *cairnv1.PodVolumeBackup, p
 		return nil
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	return lifecycle.PatchPodVolumeBackupStatus(ctx, r.Client, phases.OwnerNodeAgent, pvb, func(s *cairnv1.PodVolumeBackupStatus) {
+	return lifecycle.PatchPodVolumeBackupStatus(ctx, r.Client, phases.OwnerNodeAgent, pvb, func(s *cairnv1.PodVolumeStatus) {
 		s.Phase, s.Message, s.CompletionTimestamp = phase, message, &now
 		if phase == cairnv1.PodVolumePhaseCompleted {
 			s.SnapshotID, s.ParentSnapshotID = res.ID, res.Parent
@@ -329,7 +329,7 @@ func (r *Reconciler) reportProgress(ctx context.Context, pvb *cairnv1.PodVolumeB
 			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(pvb), &fresh); err != nil || fresh.Status.Phase != cairnv1.PodVolumePhaseInProgress {
 				continue
 			}
-			if err := lifecycle.PatchPodVolumeBackupStatus(ctx, r.Client, phases.OwnerNodeAgent, &fresh, func(s *cairnv1.PodVolumeBackupStatus) {
+			if err := lifecycle.PatchPodVolumeBackupStatus(ctx, r.Client, phases.OwnerNodeAgent, &fresh, func(s *cairnv1.PodVolumeStatus) {
 				s.BytesDone, s.BytesTotal, s.Progress = n, max(total, n), progressSummary(n, max(total, n))
 			}); err == nil {
 				written = n
