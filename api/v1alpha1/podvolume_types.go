@@ -193,12 +193,16 @@ type PodVolumeBackupList struct {
 // is immutable except cancel.
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false"
-// +kubebuilder:validation:XValidation:rule="self.node == oldSelf.node && self.pod == oldSelf.pod && self.volume == oldSelf.volume && self.repository == oldSelf.repository && self.snapshotID == oldSelf.snapshotID",message="spec is immutable except cancel"
+// +kubebuilder:validation:XValidation:rule="(oldSelf.node == '' || self.node == oldSelf.node) && self.pod.namespace == oldSelf.pod.namespace && self.pod.name == oldSelf.pod.name && (oldSelf.pod.uid == '' || self.pod.uid == oldSelf.pod.uid) && self.volume == oldSelf.volume && self.repository == oldSelf.repository && self.snapshotID == oldSelf.snapshotID",message="spec is immutable except cancel, and the node and pod UID once set"
 type PodVolumeRestoreSpec struct {
-	// Node is the node the restored pod runs on; its node agent writes the data.
+	// Node is the node the restored pod runs on; its node agent writes the data. "" until the
+	// pod is scheduled: the restore creates the PodVolumeRestore with the pod, and sets the
+	// node (and the pod's UID) once, when the pod has one.
+	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
-	// Pod is the restored pod, whose volume receives the data.
+	// Pod is the restored pod, whose volume receives the data; its UID is "" until the pod
+	// is created.
 	Pod PodReference `json:"pod"`
 	// Volume is the name of the volume in the pod's spec.
 	// +kubebuilder:validation:MaxLength=63
@@ -250,3 +254,25 @@ type PodVolumeRestoreList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []PodVolumeRestore `json:"items"`
 }
+
+// PodVolumeObject is what the node agent needs of a PodVolumeBackup or a PodVolumeRestore: the
+// two share their phases, their status, and the node agent's handling of them.
+type PodVolumeObject interface {
+	// PodVolumeStatus is the object's status, to read and change.
+	PodVolumeStatus() *PodVolumeStatus
+	// NodeName is the node whose agent handles it; "" while not yet known.
+	NodeName() string
+	// CancelRequested reports spec.cancel.
+	CancelRequested() bool
+	// PodVolume names the pod and the volume.
+	PodVolume() (PodReference, string)
+}
+
+func (p *PodVolumeBackup) PodVolumeStatus() *PodVolumeStatus  { return &p.Status }
+func (p *PodVolumeBackup) NodeName() string                   { return p.Spec.Node }
+func (p *PodVolumeBackup) CancelRequested() bool              { return p.Spec.Cancel }
+func (p *PodVolumeBackup) PodVolume() (PodReference, string)  { return p.Spec.Pod, p.Spec.Volume }
+func (p *PodVolumeRestore) PodVolumeStatus() *PodVolumeStatus { return &p.Status }
+func (p *PodVolumeRestore) NodeName() string                  { return p.Spec.Node }
+func (p *PodVolumeRestore) CancelRequested() bool             { return p.Spec.Cancel }
+func (p *PodVolumeRestore) PodVolume() (PodReference, string) { return p.Spec.Pod, p.Spec.Volume }

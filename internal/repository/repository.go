@@ -82,6 +82,9 @@ type Options struct {
 	// ConfigDir is a private directory (0700) for kopia's local config file, held while open;
 	// one per open Repository. The password is never written there.
 	ConfigDir string
+	// ReadOnly opens the repository for reading only (restores): nothing is written to its
+	// storage, which may be a ReadOnly location.
+	ReadOnly bool
 	// MustExist refuses to initialise a missing repository (ErrNotInitialized): only one
 	// process may initialise a repository, since two initialising it at once can leave its
 	// format and its blob configuration written by different clients, and it unreadable.
@@ -170,6 +173,7 @@ func Open(ctx context.Context, opt Options) (*Repository, error) {
 		ClientOptions: repo.ClientOptions{
 			Hostname: opt.Hostname,
 			Username: opt.Username,
+			ReadOnly: opt.ReadOnly,
 		},
 	}
 
@@ -527,16 +531,35 @@ func (p *uploadProgress) maybeReport() {
 
 var _ upload.Progress = (*uploadProgress)(nil)
 
-// Restore writes snapshot id into targetDir, which must be empty or not exist yet.
-// Permissions and symlinks are restored; owners too when running as root.
-func (r *Repository) Restore(ctx context.Context, id, targetDir string) error {
+// RestoreOptions say how Restore writes.
+type RestoreOptions struct {
+	// Overwrite writes into a directory that already holds files: the files and directories of
+	// the snapshot replace those of the same names, and nothing else is touched. Without it
+	// the target must be empty (or not exist yet).
+	Overwrite bool
+	// Parallel is how many files are written at once; 0 means restoreWorkers.
+	Parallel int
+	// Progress, when set, is told the bytes written so far and the snapshot's size, at most
+	// once a second.
+	Progress func(done, total int64)
+}
+
+// RestoreResult describes a finished restore.
+type RestoreResult struct {
+	Bytes int64 // bytes of file content written
+	Files int64 // files written
+}
+
+// Restore writes snapshot id into targetDir. Permissions, times and symlinks are restored;
+// owners too when running as root (or with CAP_CHOWN).
+func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt RestoreOptions) (RestoreResult, error) {
 	if err := r.failed(); err != nil {
-		return err
+		return RestoreResult{}, err
 	}
 
 	abs, err := filepath.Abs(targetDir)
 	if err != nil {
-		return err
+		return RestoreResult{}, err
 	}
 
 	entries, err := os.ReadDir(abs)
@@ -544,27 +567,35 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.MkdirAll(abs, 0o700); err != nil {
-			return err
+			return RestoreResult{}, err
 		}
 	case err != nil:
-		return err
-	case len(entries) > 0:
-		return fmt.Errorf("restore target %s is not empty", targetDir)
+		return RestoreResult{}, err
+	case len(entries) > 0 && !opt.Overwrite:
+		return RestoreResult{}, fmt.Errorf("restore target %s is not empty", targetDir)
 	}
 
 	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
 	if err != nil {
-		return fmt.Errorf("loading snapshot %s: %w", id, err)
+		return RestoreResult{}, fmt.Errorf("loading snapshot %s: %w", id, err)
 	}
 
 	root, err := snapshotfs.SnapshotRoot(r.rep, man)
 	if err != nil {
-		return fmt.Errorf("snapshot %s root: %w", id, err)
+		return RestoreResult{}, fmt.Errorf("snapshot %s root: %w", id, err)
 	}
 
-	out := &restore.FilesystemOutput{TargetPath: abs, OverwriteDirectories: true}
+	var total int64
+	if man.RootEntry != nil && man.RootEntry.DirSummary != nil {
+		total = man.RootEntry.DirSummary.TotalFileSize
+	}
+
+	out := &restore.FilesystemOutput{
+		TargetPath: abs, OverwriteDirectories: true,
+		OverwriteFiles: opt.Overwrite, OverwriteSymlinks: opt.Overwrite,
+	}
 	if err := out.Init(ctx); err != nil {
-		return err
+		return RestoreResult{}, err
 	}
 
 	cancel := make(chan struct{})
@@ -572,15 +603,40 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string) error {
 
 	defer stop()
 
-	if _, err := restore.Entry(ctx, r.rep, out, root, restore.Options{
-		Parallel:               restoreWorkers,
-		RestoreDirEntryAtDepth: math.MaxInt32,
-		Cancel:                 cancel,
-	}); err != nil {
-		return fmt.Errorf("restoring snapshot %s: %w", id, err)
+	parallel := opt.Parallel
+	if parallel <= 0 {
+		parallel = restoreWorkers
 	}
 
-	return ctx.Err()
+	var lastReport atomic.Int64 // unix nanoseconds; the callback runs on the restore's workers
+
+	stats, err := restore.Entry(ctx, r.rep, out, root, restore.Options{
+		Parallel:               parallel,
+		RestoreDirEntryAtDepth: math.MaxInt32,
+		Cancel:                 cancel,
+		ProgressCallback: func(_ context.Context, s restore.Stats) {
+			now, last := time.Now().UnixNano(), lastReport.Load()
+			if opt.Progress == nil || now-last < int64(progressEvery) || !lastReport.CompareAndSwap(last, now) {
+				return
+			}
+			opt.Progress(s.RestoredTotalFileSize, total)
+		},
+	})
+
+	res := RestoreResult{Bytes: stats.RestoredTotalFileSize, Files: int64(stats.RestoredFileCount)}
+	if err != nil {
+		return res, fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+
+	if opt.Progress != nil {
+		opt.Progress(res.Bytes, max(total, res.Bytes))
+	}
+
+	return res, nil
 }
 
 // Delete deletes the snapshot id. Its data stays until maintenance reclaims it.

@@ -184,7 +184,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := r.Restore(t.Context(), res.ID, dst); err != nil {
+	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -222,7 +222,7 @@ func TestRestoreRefusesNonEmptyTarget(t *testing.T) {
 	dst := t.TempDir()
 	writeFile(t, filepath.Join(dst, "existing"), []byte("x"), 0o644)
 
-	if err := r.Restore(t.Context(), res.ID, dst); err == nil {
+	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{}); err == nil {
 		t.Fatal("restore into a non-empty directory succeeded")
 	}
 }
@@ -461,4 +461,55 @@ func storageSize(t *testing.T, st blob.Storage) int64 {
 		t.Fatal(err)
 	}
 	return total
+}
+
+// TestRestoreOverwrite: with Overwrite, a restore into a volume that holds files writes the
+// snapshot's files over theirs, leaves the others, and reports its bytes; a read-only client
+// restores too.
+func TestRestoreOverwrite(t *testing.T) {
+	f := newFixture(t)
+	r := f.mustOpen(t)
+	src := t.TempDir()
+	writeRandom(t, filepath.Join(src, "data"), 1<<20)
+	if err := os.WriteFile(filepath.Join(src, "config"), []byte("from the backup"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Snapshot(t.Context(), src, map[string]string{"pvc": "o"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(t.Context(), Options{Storage: f.storage, Password: password, Hostname: "cairn", Username: "reader", ConfigDir: t.TempDir(), ReadOnly: true, MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+
+	dst := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dst, "config"), []byte("changed since"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "extra"), []byte("not in the snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var lastDone, lastTotal int64
+	got, err := ro.Restore(t.Context(), res.ID, dst, RestoreOptions{Overwrite: true, Parallel: 4, Progress: func(done, total int64) { lastDone, lastTotal = done, total }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "config")); string(b) != "from the backup" {
+		t.Fatalf("config = %q: not written over", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "extra")); string(b) != "not in the snapshot" {
+		t.Fatalf("extra = %q: a file not in the snapshot was touched", b)
+	}
+	want := int64(1<<20 + len("from the backup"))
+	if got.Bytes != want || got.Files != 2 || lastDone != want || lastTotal != want {
+		t.Fatalf("result %+v, last progress %d/%d; want %d bytes, 2 files", got, lastDone, lastTotal, want)
+	}
+	if _, ok := readTree(t, dst)["extra"]; !ok {
+		t.Fatal("the extra file is gone")
+	}
 }
