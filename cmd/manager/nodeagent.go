@@ -121,13 +121,14 @@ func runNodeAgent(args []string) int {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cairnv1.AddToScheme(scheme))
-	// The cache holds this node's PodVolumeBackups and nothing else: pods, claims, volumes and
+	// The cache holds this node's PodVolumeBackups and PodVolumeRestores and nothing else: pods, claims, volumes and
 	// the password Secret are read directly, as needed.
 	mine := labels.SelectorFromSet(labels.Set{cairnv1.PodVolumeNodeLabel: backup.LabelValue(opts.node)})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&cairnv1.PodVolumeBackup{}: {Namespaces: map[string]cache.Config{opts.namespace: {}}, Label: mine},
+			&cairnv1.PodVolumeBackup{}:  {Namespaces: map[string]cache.Config{opts.namespace: {}}, Label: mine},
+			&cairnv1.PodVolumeRestore{}: {Namespaces: map[string]cache.Config{opts.namespace: {}}, Label: mine},
 		}},
 		Metrics:                metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress: opts.probeAddr,
@@ -136,7 +137,7 @@ func runNodeAgent(args []string) int {
 		fmt.Fprintf(os.Stderr, "node-agent: cannot create the manager: %v\n", err)
 		return 1
 	}
-	agent := &nodeagent.Reconciler{
+	agent := &nodeagent.Agent{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Node: opts.node, PodsDir: opts.podsDir,
 		Passwords: &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Secret: opts.passwordSecret},
 		Open:      nodeagent.ProxyRepositories(opts.repositoryServer, opts.tokenFile, opts.configDir),

@@ -140,6 +140,15 @@ var (
 		Help:    "Time one pod volume copy took, by how it ended (Completed, Failed, Cancelled).",
 		Buckets: durationBuckets,
 	}, []string{labelPhase})
+	volumeBytesRestored = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_volume_restore_bytes_written_total",
+		Help: "Bytes of pod volume data the node agent wrote back for completed volume restores.",
+	})
+	volumeRestoreDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cairn_volume_restore_duration_seconds",
+		Help:    "Time one pod volume restore took, by how it ended (Completed, Failed, Cancelled).",
+		Buckets: durationBuckets,
+	}, []string{labelPhase})
 	repositorySize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cairn_volume_repository_size_bytes",
 		Help: "Bytes a volume repository holds in its storage location, measured after each maintenance.",
@@ -156,7 +165,7 @@ func init() {
 		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
 		restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
 		restoreDuration, restoreQueueWait, reconcileConflicts, refusedPhaseTransitions,
-		volumeBytesRead, volumeBytesUploaded, volumeCopyDuration, repositorySize,
+		volumeBytesRead, volumeBytesUploaded, volumeCopyDuration, repositorySize, volumeBytesRestored, volumeRestoreDuration,
 		collector,
 	)
 }
@@ -178,6 +187,15 @@ func VolumeCopyEnded(phase string, d time.Duration, read, uploaded int64) {
 	if phase == string(cairnv1.PodVolumePhaseCompleted) {
 		volumeBytesRead.Add(float64(read))
 		volumeBytesUploaded.Add(float64(uploaded))
+	}
+}
+
+// VolumeRestoreEnded counts a pod volume restore that ended in phase after d, having written
+// the given bytes (counted only when Completed).
+func VolumeRestoreEnded(phase string, d time.Duration, written int64) {
+	volumeRestoreDuration.WithLabelValues(phase).Observe(d.Seconds())
+	if phase == string(cairnv1.PodVolumePhaseCompleted) {
+		volumeBytesRestored.Add(float64(written))
 	}
 }
 

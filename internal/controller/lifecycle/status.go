@@ -85,20 +85,28 @@ func checkPhaseChange(ctx context.Context, table *phases.Table, owner phases.Own
 // ObjectName is namespace/name, for messages.
 func ObjectName(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
 
-// PatchPodVolumeBackupStatus is the one way the node agent writes a PodVolumeBackup's status:
-// mutate applies the change, a phase change is checked against phases.PodVolumeBackup (a
-// refused one is never written), and the patch is optimistically locked. On failure pvb gets
-// back the status it had.
-func PatchPodVolumeBackupStatus(ctx context.Context, c client.Client, owner phases.Owner, pvb *cairnv1.PodVolumeBackup, mutate func(*cairnv1.PodVolumeStatus)) error {
-	old := pvb.DeepCopy()
-	mutate(&pvb.Status)
-	if err := checkPhaseChange(ctx, phases.PodVolumeBackup, owner, "", pvb, phases.Phase(old.Status.Phase), phases.Phase(pvb.Status.Phase)); err != nil {
-		pvb.Status = old.Status
+// PodVolumeObject is a PodVolumeBackup or a PodVolumeRestore.
+type PodVolumeObject interface {
+	client.Object
+	cairnv1.PodVolumeObject
+}
+
+// PatchPodVolumeStatus is the one way the node agent writes the status of a PodVolumeBackup
+// or PodVolumeRestore (table is its kind's: phases.PodVolumeBackup, phases.PodVolumeRestore):
+// mutate applies the change, a phase change is checked against the table (a refused one is
+// never written), and the patch is optimistically locked. On failure obj gets back the status
+// it had.
+func PatchPodVolumeStatus[T PodVolumeObject](ctx context.Context, c client.Client, table *phases.Table, owner phases.Owner, obj T, mutate func(*cairnv1.PodVolumeStatus)) error {
+	old := obj.DeepCopyObject().(T)
+	mutate(obj.PodVolumeStatus())
+	from, to := old.PodVolumeStatus().Phase, obj.PodVolumeStatus().Phase
+	if err := checkPhaseChange(ctx, table, owner, "", obj, phases.Phase(from), phases.Phase(to)); err != nil {
+		*obj.PodVolumeStatus() = *old.PodVolumeStatus()
 		return err
 	}
-	if err := c.Status().Patch(ctx, pvb, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
-		pvb.Status = old.Status
-		return fmt.Errorf("updating the status of PodVolumeBackup %s: %w", pvb.Name, err)
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		*obj.PodVolumeStatus() = *old.PodVolumeStatus()
+		return fmt.Errorf("updating the status of %s %s: %w", table.Kind, obj.GetName(), err)
 	}
 	return nil
 }

@@ -58,6 +58,12 @@ func (stallingRepository) Snapshot(ctx context.Context, _ string, _ map[string]s
 	return repository.Result{}, ctx.Err()
 }
 
+func (stallingRepository) Restore(ctx context.Context, _, _ string, opt repository.RestoreOptions) (repository.RestoreResult, error) {
+	opt.Progress(1<<20, 2<<20)
+	<-ctx.Done()
+	return repository.RestoreResult{}, ctx.Err()
+}
+
 func (stallingRepository) Close() error { return nil }
 
 var _ = Describe("Volume data", Ordered, func() {
@@ -95,7 +101,8 @@ var _ = Describe("Volume data", Ordered, func() {
 		mgr, err := ctrl.NewManager(RestCfg, ctrl.Options{
 			Scheme: testenv.Scheme(),
 			Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-				&cairnv1.PodVolumeBackup{}: {Namespaces: map[string]cache.Config{OperatorNamespace: {}}, Label: mine},
+				&cairnv1.PodVolumeBackup{}:  {Namespaces: map[string]cache.Config{OperatorNamespace: {}}, Label: mine},
+				&cairnv1.PodVolumeRestore{}: {Namespaces: map[string]cache.Config{OperatorNamespace: {}}, Label: mine},
 			}},
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
@@ -103,15 +110,15 @@ var _ = Describe("Volume data", Ordered, func() {
 		})
 		Expect(err).NotTo(HaveOccurred())
 		proxied := nodeagent.ProxyRepositories(serverURL, tokenFile, GinkgoT().TempDir())
-		agent := &nodeagent.Reconciler{
+		agent := &nodeagent.Agent{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: OperatorNamespace, Node: node, PodsDir: podsDir,
 			Passwords:        &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: OperatorNamespace, Secret: passwordSecret},
 			ProgressInterval: 100 * time.Millisecond,
-			Open: func(ctx context.Context, ref cairnv1.RepositoryReference, password string) (nodeagent.Repository, error) {
+			Open: func(ctx context.Context, ref cairnv1.RepositoryReference, password string, readOnly bool) (nodeagent.Repository, error) {
 				if stall.Load() {
 					return stallingRepository{}, nil
 				}
-				return proxied(ctx, ref, password)
+				return proxied(ctx, ref, password, readOnly)
 			},
 		}
 		Expect(agent.SetupWithManager(mgr)).To(Succeed())

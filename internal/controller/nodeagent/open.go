@@ -15,7 +15,7 @@ import (
 // a copy into it (never two clients at once); an agent never does. Every agent is the same kopia client (cairn@cairn), so a
 // volume's snapshots chain whichever node its pod runs on.
 func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
-	return func(ctx context.Context, ref cairnv1.RepositoryReference, password string) (Repository, error) {
+	return func(ctx context.Context, ref cairnv1.RepositoryReference, password string, readOnly bool) (Repository, error) {
 		st, err := blobproxy.New(ctx, &blobproxy.Options{URL: url, Location: ref.StorageLocation, Namespace: ref.Namespace, TokenFile: tokenFile}, false)
 		if err != nil {
 			return nil, err
@@ -25,7 +25,7 @@ func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
 			_ = st.Close(ctx)
 			return nil, err
 		}
-		r, err := repository.Open(ctx, repository.Options{Storage: st, Password: password, Hostname: "cairn", Username: "cairn", ConfigDir: dir, MustExist: true})
+		r, err := repository.Open(ctx, repository.Options{Storage: st, Password: password, Hostname: "cairn", Username: "cairn", ConfigDir: dir, MustExist: true, ReadOnly: readOnly})
 		if err != nil {
 			_ = st.Close(ctx)
 			_ = os.RemoveAll(dir)

@@ -1,0 +1,147 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/metrics"
+	"github.com/cairn-backup/cairn/internal/phases"
+	"github.com/cairn-backup/cairn/internal/podvolume"
+	"github.com/cairn-backup/cairn/internal/repository"
+	"github.com/cairn-backup/cairn/internal/volumes"
+)
+
+// volumeWait is how often a restore looks for a restored pod's volume directories, which the
+// kubelet makes once the pod is scheduled, before its init containers start.
+const volumeWait = time.Second
+
+// restores is the kind of PodVolumeRestores: the agent writes a snapshot into the restored
+// pod's volume, then tells the pod's restore helper (podvolume's markers).
+func restores(a *Agent) kind[*cairnv1.PodVolumeRestore] {
+	return kind[*cairnv1.PodVolumeRestore]{
+		name:  "podvolumerestore",
+		table: phases.PodVolumeRestore,
+		new:   func() *cairnv1.PodVolumeRestore { return &cairnv1.PodVolumeRestore{} },
+		messages: messages{
+			restarted:       "the node agent restarted during the restore; the volume may hold part of the data",
+			cancelledBefore: "cancelled before the restore started",
+			cancelled:       "cancelled during the restore; the volume may hold part of the data",
+			stopped:         "the node agent stopped during the restore; the volume may hold part of the data",
+		},
+		work: a.restore,
+		completed: func(s *cairnv1.PodVolumeStatus, o outcome) {
+			s.BytesDone, s.BytesTotal, s.Files = o.Bytes, o.Bytes, o.Files
+			s.Progress = progressSummary(o.Bytes, o.Bytes)
+		},
+		ended: a.mark,
+		observe: func(phase cairnv1.PodVolumePhase, d time.Duration, o outcome) {
+			metrics.VolumeRestoreEnded(string(phase), d, o.Bytes)
+		},
+	}
+}
+
+// restore waits for the restored pod's volume and marker directories, then writes the
+// snapshot into the volume: over what it holds, only for the files the snapshot has.
+func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *progress) (outcome, error) {
+	dir, err := a.waitForVolume(ctx, pvr.Spec.Pod, pvr.Spec.Volume)
+	if err != nil {
+		return outcome{}, err
+	}
+	if err := a.waitForMarkerDir(ctx, pvr); err != nil {
+		return outcome{}, err
+	}
+	repo, err := a.open(ctx, pvr.Spec.Repository, true)
+	if err != nil {
+		return outcome{}, fmt.Errorf("opening the volume repository of location %s for namespace %s: %w",
+			pvr.Spec.Repository.StorageLocation, pvr.Spec.Repository.Namespace, err)
+	}
+	defer func() { _ = repo.Close() }()
+	res, err := repo.Restore(ctx, pvr.Spec.SnapshotID, dir, repository.RestoreOptions{
+		Overwrite: true, Parallel: a.RestoreParallelism,
+		Progress: func(done, total int64) { p.done.Store(done); p.total.Store(total) },
+	})
+	return outcome{Bytes: res.Bytes, Files: res.Files}, err
+}
+
+// waitForVolume waits until the kubelet has made the volume's directory.
+func (a *Agent) waitForVolume(ctx context.Context, pod cairnv1.PodReference, volume string) (string, error) {
+	for {
+		dir, err := a.volumeDir(ctx, pod, volume)
+		var notYet errNotThereYet
+		if !errors.As(err, &notYet) {
+			return dir, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(volumeWait):
+		}
+	}
+}
+
+// markerDir is the restored pod's marker emptyDir on this node.
+func (a *Agent) markerDir(pvr *cairnv1.PodVolumeRestore) (string, error) {
+	return volumes.HostPath(a.PodsDir, pvr.Spec.Pod.UID, volumes.Volume{Name: podvolume.RestoreMarkerVolume, Kind: volumes.EmptyDir}, "", corev1.PersistentVolumeSource{})
+}
+
+// waitForMarkerDir waits until the kubelet has made the pod's marker directory: a pod without
+// one (its restore helper removed) would start on whatever the restore has written so far.
+func (a *Agent) waitForMarkerDir(ctx context.Context, pvr *cairnv1.PodVolumeRestore) error {
+	dir, err := a.markerDir(pvr)
+	if err != nil {
+		return err
+	}
+	for {
+		_, err := os.Stat(dir)
+		if err == nil {
+			return nil
+		}
+		if !os.IsNotExist(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s/%s has no directory %s for its restore helper: %w", pvr.Spec.Pod.Namespace, pvr.Spec.Pod.Name, dir, err)
+		case <-time.After(volumeWait):
+		}
+	}
+}
+
+// mark tells the restored pod's restore helper how the volume's restore ended: a done marker,
+// or a failed one holding the status message. It is written whole (a rename), never twice, and
+// not at all when the pod or its marker directory is gone.
+func (a *Agent) mark(ctx context.Context, pvr *cairnv1.PodVolumeRestore) {
+	status := pvr.Status
+	if !status.Phase.IsTerminal() || pvr.Spec.Pod.UID == "" {
+		return
+	}
+	dir, err := a.markerDir(pvr)
+	if err != nil {
+		return
+	}
+	name, content := pvr.Spec.Volume+podvolume.DoneMarkerSuffix, ""
+	if status.Phase != cairnv1.PodVolumePhaseCompleted {
+		name, content = pvr.Spec.Volume+podvolume.FailedMarkerSuffix, fmt.Sprintf("%s: %s", status.Phase, status.Message)
+	}
+	final := filepath.Join(dir, name)
+	if _, err := os.Stat(final); err == nil {
+		return
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("podvolumerestore", pvr.Name)
+	tmp := final + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		log.Info("Could not tell the restored pod how its volume's restore ended", "error", err.Error())
+		return
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		log.Info("Could not tell the restored pod how its volume's restore ended", "error", err.Error())
+	}
+}
