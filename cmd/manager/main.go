@@ -113,6 +113,7 @@ func run(args []string) int {
 			NodeAgentServiceAccount: opts.nodeAgentSA,
 			MaintenanceInterval:     opts.maintenanceInterval,
 			MaintenanceTimeout:      opts.maintenanceTimeout,
+			RestoreHelperImage:      opts.restoreHelperImage,
 		},
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)

@@ -62,6 +62,7 @@ type options struct {
 	passwordSecret       string
 	maintenanceInterval  time.Duration
 	maintenanceTimeout   time.Duration
+	restoreHelperImage   string
 	// maxEntryBytes is maxEntrySize, parsed.
 	maxEntryBytes int64
 	// priorities is restorePriorities, parsed.
@@ -135,6 +136,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"How often each volume repository is maintained (deleted snapshots' space given back).")
 	fs.DurationVar(&o.maintenanceTimeout, "repository-maintenance-timeout", repositories.DefaultMaintenanceTimeout,
 		"The longest one repository's maintenance may take, including waiting for the copies into it to end.")
+	fs.StringVar(&o.restoreHelperImage, "restore-helper-image", "",
+		"The image of the init container that holds a restored pod back until its volumes' data is written: the manager's own image. Empty: volume data is not restored.")
 	o.zap.BindFlags(fs)
 	return fs
 }

@@ -60,7 +60,7 @@ func TestParseOptions(t *testing.T) {
 				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
 				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces", "--max-archive-entry-size=32Mi",
 				"--repository-server-bind-address=:9445", "--node-agent-service-account=agents", "--repository-password-secret=repo-pw",
-				"--repository-maintenance-interval=2h", "--repository-maintenance-timeout=10m"},
+				"--repository-maintenance-interval=2h", "--repository-maintenance-timeout=10m", "--restore-helper-image=cairn/manager:1.0"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -72,7 +72,7 @@ func TestParseOptions(t *testing.T) {
 					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download",
 					actAsRequester: "all-namespaces", maxEntrySize: "32Mi", maxEntryBytes: 32 << 20,
 					repositoryAddr: ":9445", nodeAgentSA: "agents", passwordSecret: "repo-pw",
-					maintenanceInterval: 2 * time.Hour, maintenanceTimeout: 10 * time.Minute}
+					maintenanceInterval: 2 * time.Hour, maintenanceTimeout: 10 * time.Minute, restoreHelperImage: "cairn/manager:1.0"}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)

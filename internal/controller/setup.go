@@ -285,7 +285,11 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
 	w.logs = &lifecycle.LogUploads{}
-	w.restoreActions = restore.NewActions(append([]restore.Action{restore.CSIRestoreAction{Dynamic: w.dyn}}, cfg.RestoreActions...)...)
+	w.restoreActions = restore.NewActions(append([]restore.Action{
+		restore.CSIRestoreAction{Dynamic: w.dyn},
+		podvolume.RestoreAction{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace,
+			HelperImage: cfg.VolumeData.RestoreHelperImage, Repositories: w.repositories},
+	}, cfg.RestoreActions...)...)
 	w.heldOps = &operations.Held{}
 	w.restoreRunner = &restore.Runner{Dynamic: w.dyn, Discovery: w.disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: w.restoreActions,
 		Clock: cfg.Clock, ProgressInterval: cfg.ProgressInterval, StorageTimeout: cfg.StorageTimeout, ScratchDir: cfg.RestoreScratchDir,
@@ -393,6 +397,7 @@ func (w *wiring) restoreOwners() []namedReconciler {
 		SyncFrequency: w.cfg.ItemOperationSyncFrequency,
 		PhaseTimeout:  w.cfg.PhaseTimeout,
 		Kind:          operations.Restores(w.restoreActions, w.heldOps),
+		WakeOn:        []operations.WakeOn{{Object: &cairnv1.PodVolumeRestore{}, Owner: podvolume.RestoreOf}},
 	}
 	return []namedReconciler{
 		{"restore", &restorecontroller.Reconciler{
@@ -492,5 +497,6 @@ func CacheOptions(namespace string) cache.Options {
 		&corev1.ConfigMap{}:              {Namespaces: only},
 		&cairnv1.BackupStorageLocation{}: {Namespaces: only},
 		&cairnv1.PodVolumeBackup{}:       {Namespaces: only},
+		&cairnv1.PodVolumeRestore{}:      {Namespaces: only},
 	}}
 }

@@ -28,6 +28,10 @@ type VolumeDataConfig struct {
 	// (--repository-maintenance-interval, --repository-maintenance-timeout); 0 means the
 	// repositories package's defaults.
 	MaintenanceInterval, MaintenanceTimeout time.Duration
+	// RestoreHelperImage is the image of the init container that holds a restored pod back
+	// until its volumes' data is written (--restore-helper-image): the manager's own; "" means
+	// volume data cannot be restored.
+	RestoreHelperImage string
 }
 
 // Defaults of VolumeDataConfig.

@@ -29,6 +29,11 @@ type Facts struct {
 	// handle of the backup, with the operator's rights (nil: it may). A team restore may only
 	// for a handle this cluster's own record of the backup holds (tenancy.go).
 	SnapshotAllowed func(ctx context.Context, handle string) error
+	// BackupOperations returns the async operations the backup recorded (its volume copies'
+	// snapshots among them), read from its location once (nil: none).
+	BackupOperations func(ctx context.Context) ([]backup.Operation, error)
+	// BackupLocation is the name of the backup's storage location.
+	BackupLocation string
 }
 
 func (f Facts) pvRestored(name string) bool { return f.PVRestored != nil && f.PVRestored(name) }

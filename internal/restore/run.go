@@ -100,6 +100,9 @@ type Request struct {
 	// Source is the store of the backup's location, and BackupKeys the backup's objects in it.
 	Source     storage.ObjectStore
 	BackupKeys storage.BackupKeys
+	// BackupLocation is the name of the backup's location: its volume data is in that
+	// location's repositories.
+	BackupLocation string
 	// Files is the store the restore's log, results and resource list go to (FilesKeys); nil
 	// means nowhere (no ReadWrite location could hold them).
 	Files     storage.ObjectStore
@@ -190,6 +193,11 @@ type Results struct {
 // run is one restore in progress.
 type run struct {
 	*Runner
+	// backupOps are the backup's operations (Facts.BackupOperations), read once.
+	backupOpsOnce sync.Once
+	backupOps     []backup.Operation
+	backupOpsErr  error
+
 	req        Request
 	log        *backup.Log
 	restore    *cairnv1.Restore
@@ -794,7 +802,8 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		ru.record(gr, target, desired.GetName(), FailedItem, "refused: "+err.Error())
 		return
 	}
-	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore, SnapshotAllowed: ru.snapshotAllowed}
+	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore, SnapshotAllowed: ru.snapshotAllowed,
+		BackupOperations: ru.backupOperations, BackupLocation: ru.req.BackupLocation}
 	var started []backup.Operation
 	for _, action := range ru.actions().For(gr) {
 		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: facts})
@@ -963,6 +972,21 @@ func decodeItem(data []byte) (*unstructured.Unstructured, bool) {
 
 // backedUp answers Facts.BackedUp for the items the run keeps in memory (the snapshots).
 func (ru *run) backedUp(ref ItemRef) *unstructured.Unstructured { return ru.snapshots[ref] }
+
+// backupOperations answers Facts.BackupOperations: the backup's operations file, read once
+// (bounded by the storage timeout); a backup that started none has none.
+func (ru *run) backupOperations(ctx context.Context) ([]backup.Operation, error) {
+	ru.backupOpsOnce.Do(func() {
+		ru.backupOpsErr = ru.storageCall(ctx, func(ctx context.Context) (err error) {
+			ru.backupOps, err = backup.ReadOperations(ctx, ru.req.Source, ru.req.BackupKeys.ItemOperations)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+	})
+	return ru.backupOps, ru.backupOpsErr
+}
 
 // snapshotOfClaim answers Facts.SnapshotOf: the backup's VolumeSnapshot of the claim
 // (namespace and name as backed up) and its VolumeSnapshotContent, or nils.

@@ -119,6 +119,12 @@ func (r *RestoreReconciler) removeFiles(ctx context.Context, rs *cairnv1.Restore
 			}
 		}
 	}
+	// The records of its volume restores go with the restore (a running one is cancelled by
+	// its deletion: the node agent stops it).
+	if err := r.DeleteAllOf(ctx, &cairnv1.PodVolumeRestore{}, client.InNamespace(r.Namespace),
+		client.MatchingLabels{cairnv1.PodVolumeRestoreUIDLabel: string(rs.UID)}); err != nil {
+		return fmt.Errorf("deleting the restore's PodVolumeRestores: %w", err)
+	}
 	patch := client.MergeFrom(rs.DeepCopy())
 	controllerutil.RemoveFinalizer(rs, cairnv1.RestoreDataFinalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, rs, patch))

@@ -180,14 +180,21 @@ func Restores(actions *restore.Actions, held *Held) Kind[*cairnv1.Restore, cairn
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
 				s.RestoreItemOperationsAttempted, s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = v.Attempted, v.Completed, v.Failed
+				if v.BytesTotal > 0 {
+					s.Progress = ptr.Deref(s.Progress, cairnv1.RestoreProgress{}).WithVolumeBytes(v.BytesDone, v.BytesTotal)
+				}
 			})
 		},
 	}
 }
 
 func restoreOperationsStatus(s *cairnv1.RestoreStatus) operationsStatus[cairnv1.RestorePhase] {
-	return operationsStatus[cairnv1.RestorePhase]{Phase: s.Phase, Errors: s.Errors,
+	v := operationsStatus[cairnv1.RestorePhase]{Phase: s.Phase, Errors: s.Errors,
 		Attempted: s.RestoreItemOperationsAttempted, Completed: s.RestoreItemOperationsCompleted, Failed: s.RestoreItemOperationsFailed}
+	if s.Progress != nil {
+		v.BytesDone, v.BytesTotal = s.Progress.VolumeBytesDone, s.Progress.VolumeBytesTotal
+	}
+	return v
 }
 
 // operationsFile is where one object's operations are kept between polls.

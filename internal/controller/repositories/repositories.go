@@ -156,6 +156,18 @@ func (s *Service) keepAlive(key string, sess blobproxy.Session) func() {
 	}
 }
 
+// Readable says whether a restore can read a repository here: its password is known. A second
+// cluster restoring from the first one's storage needs the first one's password Secret.
+func (s *Service) Readable(ctx context.Context, ref cairnv1.RepositoryReference) error {
+	if _, err := s.Passwords.Get(ctx, ref); err != nil {
+		if errors.Is(err, podvolume.ErrNoPassword) {
+			return fmt.Errorf("%w: copy it from the cluster that made the backup (docs/volumes.md)", err)
+		}
+		return err
+	}
+	return nil
+}
+
 // DeleteSnapshots deletes volume snapshots from their repositories. A snapshot already gone
 // is not an error; any other failure is, and the caller retries (a repository under
 // maintenance refuses sessions for a while). The space comes back at the next maintenance.
@@ -400,5 +412,5 @@ func (p *Proxy) Start(ctx context.Context) error {
 }
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update,namespace=cairn-system
-// +kubebuilder:rbac:groups=cairn.dev,resources=podvolumebackups,verbs=get;list;watch;create;update;patch;delete;deletecollection,namespace=cairn-system
+// +kubebuilder:rbac:groups=cairn.dev,resources=podvolumebackups;podvolumerestores,verbs=get;list;watch;create;update;patch;delete;deletecollection,namespace=cairn-system
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

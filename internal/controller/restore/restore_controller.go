@@ -234,7 +234,7 @@ func (r *Reconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *ca
 	}
 	req := restore.Request{
 		Restore: rs, OperatorNamespace: r.Namespace,
-		Source: source, BackupKeys: source.Layout.Backup(rs.Namespace, b.Name),
+		Source: source, BackupKeys: source.Layout.Backup(rs.Namespace, b.Name), BackupLocation: b.Status.StorageLocation,
 		Writer: writer,
 		OnProgress: func(done, total int64) {
 			write(func(s *cairnv1.RestoreStatus) { s.Progress = cairnv1.NewRestoreProgress(done, total) })

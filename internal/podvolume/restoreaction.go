@@ -1,0 +1,353 @@
+package podvolume
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/restore"
+)
+
+// RestoreActionName is the name of the restore action in a restore's recorded operations.
+const RestoreActionName = "cairn.dev/pod-volume-restore"
+
+// RestoreAnnotation on a PodVolumeRestore is "<namespace>/<name>" of its restore.
+const RestoreAnnotation = "cairn.dev/restore"
+
+// RestoreAction writes the backed-up data of a restored pod's volumes back (DESIGN.md section
+// 16). For a pod whose volumes the backup copied, it adds the restore helper as the pod's first
+// init container (with the emptyDir it waits in), and creates one PodVolumeRestore per volume
+// in the operator's namespace; the pod's restore is one async operation, answered from them.
+// A PodVolumeRestore is made before its pod exists, so it names no node yet; Progress binds it
+// to the pod's node and UID once the pod is scheduled, and the node agent there writes the
+// data while the helper holds the application back.
+type RestoreAction struct {
+	// Client creates and reads PodVolumeRestores with the manager's rights; Reader reads the
+	// restored pods, uncached.
+	Client    client.Client
+	Reader    client.Reader
+	Namespace string
+	// HelperImage is the image of the restore helper: the manager's own.
+	HelperImage string
+	// Repositories says whether a repository can be read here: its password is known.
+	Repositories interface {
+		Readable(ctx context.Context, ref cairnv1.RepositoryReference) error
+	}
+}
+
+func (RestoreAction) Name() string { return RestoreActionName }
+
+func (RestoreAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{podsGR} }
+
+// restoredVolumes are the snapshots of the backed-up pod namespace/name, by volume, that a
+// restore may write: those of the pod's own namespace's repository in the backup's own
+// location. Anything else in the operations file (which storage holds, and whoever can write
+// the bucket could change) is refused: a restore never reads another namespace's repository.
+func restoredVolumes(ops []backup.Operation, namespace, name, location string) (map[string]Snapshot, []string, error) {
+	snaps, err := Snapshots(ops)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]Snapshot{}
+	var refused []string
+	for _, s := range snaps {
+		if s.Pod.Namespace != namespace || s.Pod.Name != name {
+			continue
+		}
+		if s.Repository.Namespace != namespace || s.Repository.StorageLocation != location {
+			refused = append(refused, fmt.Sprintf("volume %s: its snapshot is in the repository of location %s for namespace %s, not this backup's", s.Volume, s.Repository.StorageLocation, s.Repository.Namespace))
+			continue
+		}
+		out[s.Volume] = s
+	}
+	return out, refused, nil
+}
+
+// Execute prepares a restored pod whose volumes the backup copied.
+func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (restore.ActionOutput, error) {
+	out := restore.ActionOutput{Item: in.Item}
+	if in.Facts.BackupOperations == nil || in.Facts.Restore == nil {
+		return out, nil
+	}
+	ops, err := in.Facts.BackupOperations(ctx)
+	if err != nil {
+		return out, fmt.Errorf("reading the backup's volume snapshots: %w", err)
+	}
+	snaps, refused, err := restoredVolumes(ops, in.Original.GetNamespace(), in.Original.GetName(), in.Facts.BackupLocation)
+	if err != nil {
+		return out, err
+	}
+	if len(refused) > 0 {
+		return out, fmt.Errorf("the backup's record of the pod's volume data is refused: %s", strings.Join(refused, "; "))
+	}
+	if len(snaps) == 0 {
+		return out, nil
+	}
+	if a.HelperImage == "" {
+		return out, errors.New("the pod's volume data cannot be restored: the manager was started without --restore-helper-image")
+	}
+	var pod corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(in.Item.Object, &pod); err != nil {
+		return out, err
+	}
+	names := slices.Sorted(maps.Keys(snaps))
+	for _, v := range names {
+		if !hasDataVolume(&pod, v) {
+			return out, fmt.Errorf("the pod has no claim or emptyDir volume %s to restore the backed-up data into", v)
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == RestoreMarkerVolume {
+			return out, fmt.Errorf("the pod already has a volume named %s, which the restore needs", RestoreMarkerVolume)
+		}
+	}
+	for _, v := range names {
+		if err := a.Repositories.Readable(ctx, snaps[v].Repository); err != nil {
+			return out, fmt.Errorf("the data of volume %s cannot be restored: %w", v, err)
+		}
+	}
+	withHelper(&pod, a.HelperImage, names, in.Facts.Restore)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+	if err != nil {
+		return out, err
+	}
+	out.Item = &unstructured.Unstructured{Object: obj}
+	source := &cairnv1.PodReference{Namespace: in.Original.GetNamespace(), Name: in.Original.GetName(), UID: in.Original.GetUID()}
+	for _, v := range names {
+		if err := a.create(ctx, in.Facts.Restore, pod.Namespace, pod.Name, source, snaps[v]); err != nil {
+			return out, err
+		}
+	}
+	out.OperationID = pod.Namespace + "/" + pod.Name
+	return out, nil
+}
+
+// hasDataVolume reports whether pod has a claim or emptyDir volume named name.
+func hasDataVolume(pod *corev1.Pod, name string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == name {
+			return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.EmptyDir != nil
+		}
+	}
+	return false
+}
+
+// withHelper adds the restore helper to pod: the marker emptyDir, and the first init container
+// waiting for volumes, bounded by the restore's itemOperationTimeout. It runs as an unprivileged
+// user with nothing writable but its marker directory, which it only reads.
+func withHelper(pod *corev1.Pod, image string, volumes []string, rs *cairnv1.Restore) {
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: RestoreMarkerVolume, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Mi"))}}})
+	helper := corev1.Container{
+		Name:    RestoreHelperContainer,
+		Image:   image,
+		Command: []string{"/manager"},
+		Args: []string{"restore-helper", "--volumes=" + strings.Join(volumes, ","),
+			"--timeout=" + rs.Spec.GetItemOperationTimeout().String()},
+		VolumeMounts:             []corev1.VolumeMount{{Name: RestoreMarkerVolume, MountPath: RestoreMarkerMountPath, ReadOnly: true}},
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	pod.Spec.InitContainers = append([]corev1.Container{helper}, pod.Spec.InitContainers...)
+}
+
+// RestoreName is the name of the PodVolumeRestore of a restored pod's volume.
+func RestoreName(restoreName string, restoreUID, namespace, pod, volume string) string {
+	sum := sha256.Sum256([]byte(restoreUID + "/" + namespace + "/" + pod + "/" + volume))
+	prefix := restoreName
+	if len(prefix) > 40 {
+		prefix = strings.TrimRight(prefix[:40], ".-")
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// create creates the PodVolumeRestore of one volume (again after a retried Execute: the same
+// name, already there, is fine).
+func (a RestoreAction) create(ctx context.Context, rs *cairnv1.Restore, namespace, pod string, source *cairnv1.PodReference, snap Snapshot) error {
+	pvr := &cairnv1.PodVolumeRestore{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      RestoreName(rs.Name, string(rs.UID), namespace, pod, snap.Volume),
+			Namespace: a.Namespace,
+			Labels: map[string]string{
+				cairnv1.PodVolumeRestoreNameLabel: backup.LabelValue(rs.Name),
+				cairnv1.PodVolumeRestoreUIDLabel:  string(rs.UID),
+				cairnv1.PodVolumeRepositoryLabel:  backup.LabelValue(snap.Repository.Key()),
+			},
+			Annotations: map[string]string{RestoreAnnotation: rs.Namespace + "/" + rs.Name},
+		},
+		Spec: cairnv1.PodVolumeRestoreSpec{
+			Pod: cairnv1.PodReference{Namespace: namespace, Name: pod}, Volume: snap.Volume, SourcePod: source,
+			Repository: snap.Repository, SnapshotID: snap.SnapshotID,
+		},
+	}
+	if err := a.Client.Create(ctx, pvr); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the PodVolumeRestore of volume %s: %w", snap.Volume, err)
+	}
+	return nil
+}
+
+// podRestores are the PodVolumeRestores of the restored pod operationID ("<namespace>/<pod>").
+func (a RestoreAction) podRestores(ctx context.Context, operationID string, rs *cairnv1.Restore) ([]cairnv1.PodVolumeRestore, string, string, error) {
+	namespace, pod, ok := strings.Cut(operationID, "/")
+	if !ok {
+		return nil, "", "", fmt.Errorf("malformed operation ID %q", operationID)
+	}
+	var list cairnv1.PodVolumeRestoreList
+	if err := a.Client.List(ctx, &list, client.InNamespace(a.Namespace), client.MatchingLabels{cairnv1.PodVolumeRestoreUIDLabel: string(rs.UID)}); err != nil {
+		return nil, "", "", err
+	}
+	var out []cairnv1.PodVolumeRestore
+	for _, p := range list.Items {
+		if p.Spec.Pod.Namespace == namespace && p.Spec.Pod.Name == pod {
+			out = append(out, p)
+		}
+	}
+	return out, namespace, pod, nil
+}
+
+// Progress binds the pod's PodVolumeRestores to its node once it is scheduled, then follows
+// them: bytes written while they run, done when all are Completed, failed (naming the volume
+// and why) as soon as one fails or is cancelled.
+func (a RestoreAction) Progress(ctx context.Context, operationID string, rs *cairnv1.Restore) (backup.OperationProgress, error) {
+	pvrs, namespace, name, err := a.podRestores(ctx, operationID, rs)
+	if err != nil {
+		return backup.OperationProgress{}, err
+	}
+	p := backup.OperationProgress{Units: backup.UnitsBytes, Description: fmt.Sprintf("volumes of pod %s", operationID)}
+	if len(pvrs) == 0 {
+		p.Err = fmt.Sprintf("the PodVolumeRestores of pod %s are gone", operationID)
+		return p, nil
+	}
+	if unbound(pvrs) {
+		var pod corev1.Pod
+		err := a.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			p.Err = fmt.Sprintf("pod %s is gone before its volumes were restored", operationID)
+			return p, nil
+		case err != nil:
+			return p, err
+		case pod.Spec.NodeName == "":
+			p.Description = fmt.Sprintf("volumes of pod %s: waiting for the pod to be scheduled", operationID)
+			return p, nil
+		}
+		if err := a.bind(ctx, pvrs, &pod); err != nil {
+			return p, err
+		}
+	}
+	return progressOfRestores(p, pvrs), nil
+}
+
+func unbound(pvrs []cairnv1.PodVolumeRestore) bool {
+	for _, p := range pvrs {
+		if p.Spec.Node == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// bind gives each unbound PodVolumeRestore the pod's node and UID, and the node's label that
+// the node agent selects by.
+func (a RestoreAction) bind(ctx context.Context, pvrs []cairnv1.PodVolumeRestore, pod *corev1.Pod) error {
+	for i := range pvrs {
+		p := &pvrs[i]
+		if p.Spec.Node != "" {
+			continue
+		}
+		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		p.Spec.Node, p.Spec.Pod.UID = pod.Spec.NodeName, pod.UID
+		p.Labels[cairnv1.PodVolumeNodeLabel] = backup.LabelValue(pod.Spec.NodeName)
+		if err := a.Client.Patch(ctx, p, patch); err != nil {
+			return fmt.Errorf("binding PodVolumeRestore %s to node %s: %w", p.Name, pod.Spec.NodeName, err)
+		}
+	}
+	return nil
+}
+
+// progressOfRestores is what a pod's PodVolumeRestores say, as one operation's progress.
+func progressOfRestores(p backup.OperationProgress, pvrs []cairnv1.PodVolumeRestore) backup.OperationProgress {
+	completed := 0
+	var failures []string
+	for _, r := range pvrs {
+		p.NCompleted += r.Status.BytesDone
+		p.NTotal += max(r.Status.BytesTotal, r.Status.BytesDone)
+		if t := r.Status.StartTimestamp; t != nil && (p.Started.IsZero() || t.Time.Before(p.Started)) {
+			p.Started = t.Time
+		}
+		switch r.Status.Phase {
+		case cairnv1.PodVolumePhaseCompleted:
+			completed++
+		case cairnv1.PodVolumePhaseFailed, cairnv1.PodVolumePhaseCancelled:
+			failures = append(failures, fmt.Sprintf("volume %s: %s", r.Spec.Volume, messageOr(r.Status.Message, string(r.Status.Phase))))
+		}
+	}
+	slices.Sort(failures)
+	switch {
+	case len(failures) > 0:
+		p.Err = "restoring " + p.Description + ": " + strings.Join(failures, "; ")
+	case completed == len(pvrs):
+		p.Completed = true
+	}
+	return p
+}
+
+// Cancel stops the restores of the pod's volumes: one bound to a node is cancelled (its agent
+// stops it and tells the pod, whose helper fails), one not bound yet is deleted (no agent will
+// ever see it; its pod, if any, is never scheduled onto data).
+func (a RestoreAction) Cancel(ctx context.Context, operationID string, rs *cairnv1.Restore) error {
+	pvrs, _, _, err := a.podRestores(ctx, operationID, rs)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range pvrs {
+		p := &pvrs[i]
+		switch {
+		case p.Status.Phase.IsTerminal() || p.Spec.Cancel:
+		case p.Spec.Node == "":
+			errs = append(errs, client.IgnoreNotFound(a.Client.Delete(ctx, p)))
+		default:
+			patch := client.MergeFrom(p.DeepCopy())
+			p.Spec.Cancel = true
+			errs = append(errs, client.IgnoreNotFound(a.Client.Patch(ctx, p, patch)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RestoreOf is the restore a PodVolumeRestore writes for, from its RestoreAnnotation.
+func RestoreOf(obj client.Object) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(obj.GetAnnotations()[RestoreAnnotation], "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
