@@ -60,11 +60,16 @@ const (
 // PodReference names a pod and the incarnation of it.
 type PodReference struct {
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the pod's namespace is immutable"
 	Namespace string `json:"namespace"`
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the pod's name is immutable"
 	Name string `json:"name"`
+	// UID is "" while the pod does not exist yet (a PodVolumeRestore made with its restored
+	// pod); once set it cannot change.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="the pod's UID cannot change once set"
 	UID types.UID `json:"uid"`
 }
 
@@ -193,27 +198,30 @@ type PodVolumeBackupList struct {
 // is immutable except cancel.
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false"
-// +kubebuilder:validation:XValidation:rule="(oldSelf.node == '' || self.node == oldSelf.node) && self.pod.namespace == oldSelf.pod.namespace && self.pod.name == oldSelf.pod.name && (oldSelf.pod.uid == '' || self.pod.uid == oldSelf.pod.uid) && self.volume == oldSelf.volume && self.repository == oldSelf.repository && self.snapshotID == oldSelf.snapshotID",message="spec is immutable except cancel, and the node and pod UID once set"
 type PodVolumeRestoreSpec struct {
 	// Node is the node the restored pod runs on; its node agent writes the data. "" until the
 	// pod is scheduled: the restore creates the PodVolumeRestore with the pod, and sets the
 	// node (and the pod's UID) once, when the pod has one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="spec.node cannot change once set"
 	Node string `json:"node"`
 	// Pod is the restored pod, whose volume receives the data; its UID is "" until the pod
 	// is created.
 	Pod PodReference `json:"pod"`
 	// Volume is the name of the volume in the pod's spec.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.volume is immutable"
 	Volume string `json:"volume"`
 	// SourcePod is the pod as it was backed up (namespace and name, before any mapping).
 	// +optional
 	SourcePod *PodReference `json:"sourcePod,omitempty"`
 	// Repository holds the snapshot.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.repository is immutable"
 	Repository RepositoryReference `json:"repository"`
 	// SnapshotID is the snapshot the backup recorded for the volume.
 	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.snapshotID is immutable"
 	SnapshotID string `json:"snapshotID"`
 	// Cancel, set to true, stops the restore of the volume; the pod's restore helper then
 	// fails, and the application does not start on partial data.

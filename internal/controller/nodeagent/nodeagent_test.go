@@ -76,6 +76,8 @@ var _ = Describe("Volume data", Ordered, func() {
 		stall     atomic.Bool
 		stopAgent func()
 		clientset *kubernetes.Clientset
+		// keepDir lasts as long as the container: tokens and agents' config directories.
+		keepDir string
 	)
 
 	// tokenFor writes a token of ServiceAccount name in the operator's namespace, for the
@@ -88,7 +90,8 @@ var _ = Describe("Volume data", Ordered, func() {
 			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{blobproxy.Audience}, ExpirationSeconds: ptr.To[int64](3600)},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		file := filepath.Join(GinkgoT().TempDir(), "token")
+		// In the container's directory: an agent started in one spec outlives it.
+		file := filepath.Join(keepDir, name+"-token")
 		Expect(os.WriteFile(file, []byte(tr.Status.Token), 0o600)).To(Succeed())
 		return file
 	}
@@ -109,7 +112,9 @@ var _ = Describe("Volume data", Ordered, func() {
 			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		})
 		Expect(err).NotTo(HaveOccurred())
-		proxied := nodeagent.ProxyRepositories(serverURL, tokenFile, GinkgoT().TempDir())
+		configDir, err := os.MkdirTemp(keepDir, "config-")
+		Expect(err).NotTo(HaveOccurred())
+		proxied := nodeagent.ProxyRepositories(serverURL, tokenFile, configDir)
 		agent := &nodeagent.Agent{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: OperatorNamespace, Node: node, PodsDir: podsDir,
 			Passwords:        &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: OperatorNamespace, Secret: passwordSecret},
@@ -136,6 +141,7 @@ var _ = Describe("Volume data", Ordered, func() {
 		var err error
 		clientset, err = kubernetes.NewForConfig(RestCfg)
 		Expect(err).NotTo(HaveOccurred())
+		keepDir = GinkgoT().TempDir()
 		store, bsl = CreateDefaultLocation("pv")
 		locDir = bsl.Spec.Config["path"]
 		podsDir = GinkgoT().TempDir()
@@ -147,7 +153,7 @@ var _ = Describe("Volume data", Ordered, func() {
 		stop := StartManager(controller.Config{
 			ItemOperationSyncFrequency: 200 * time.Millisecond,
 			VolumeData: controller.VolumeDataConfig{PasswordSecret: passwordSecret, ServerBindAddress: addr,
-				NodeAgentServiceAccount: agentAccount, MaintenanceInterval: 3 * time.Second},
+				NodeAgentServiceAccount: agentAccount, MaintenanceInterval: 3 * time.Second, RestoreHelperImage: "cairn-manager:test"},
 		})
 		DeferCleanup(stop)
 		DeferCleanup(DeleteAllBackups)
@@ -507,6 +513,120 @@ var _ = Describe("Volume data", Ordered, func() {
 		Expect(pvbs[0].Status.Phase).To(Equal(cairnv1.PodVolumePhaseFailed))
 		Expect(pvbs[0].Status.Message).To(ContainSubstring("may not use the blob proxy"))
 		Expect(repositorySnapshots("pv-intruder")).To(BeEmpty())
+	})
+
+	// schedule binds a restored pod to node, as the scheduler would, and makes its volume
+	// directories, as the kubelet would before its init containers start; it returns the pod.
+	schedule := func(namespace, name, node string) *corev1.Pod {
+		GinkgoHelper()
+		var pod corev1.Pod
+		Eventually(func() error {
+			return K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &pod)
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(K8sClient.SubResource("binding").Create(SuiteCtx, &pod, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		})).To(Succeed())
+		for _, v := range []string{"data", podvolume.RestoreMarkerVolume} {
+			Expect(os.MkdirAll(emptyDir(&pod, v), 0o777)).To(Succeed())
+		}
+		return &pod
+	}
+	podVolumeRestores := func(rs *cairnv1.Restore) []cairnv1.PodVolumeRestore {
+		GinkgoHelper()
+		var list cairnv1.PodVolumeRestoreList
+		Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(OperatorNamespace),
+			client.MatchingLabels{cairnv1.PodVolumeRestoreUIDLabel: string(rs.UID)})).To(Succeed())
+		return list.Items
+	}
+	var source *corev1.Pod
+	var sourceBytes int64
+
+	It("restores a pod's volume data under a namespace mapping, and the pod's helper is told", func() {
+		source = runningPod("pv-src", "app", nodeA, "data", "", true)
+		sourceBytes = fillVolume(emptyDir(source, "data"), 2<<20)
+		CreateBackup(OperatorNamespace, "pv-rb", cairnv1.BackupSpec{IncludedNamespaces: []string{"pv-src"}})
+		WaitPhase("pv-rb", cairnv1.BackupPhaseCompleted)
+
+		CreateRestore(OperatorNamespace, "pv-r1", cairnv1.RestoreSpec{BackupName: "pv-rb",
+			NamespaceMapping: map[string]cairnv1.NamespaceName{"pv-src": "pv-dst"}})
+		pod := schedule("pv-dst", "app", nodeA)
+		By("the restored pod waits for its data in a first init container")
+		Expect(pod.Spec.InitContainers).NotTo(BeEmpty())
+		helper := pod.Spec.InitContainers[0]
+		Expect(helper.Name).To(Equal(podvolume.RestoreHelperContainer))
+		Expect(helper.Image).To(Equal("cairn-manager:test"))
+		Expect(helper.Args).To(ContainElements("restore-helper", "--volumes=data"))
+		Expect(*helper.SecurityContext.RunAsNonRoot).To(BeTrue())
+
+		rs := WaitRestore(OperatorNamespace, "pv-r1", cairnv1.RestorePhaseCompleted)
+		pvrs := podVolumeRestores(rs)
+		Expect(pvrs).To(HaveLen(1))
+		Expect(pvrs[0].Status.Phase).To(Equal(cairnv1.PodVolumePhaseCompleted), pvrs[0].Status.Message)
+		Expect(pvrs[0].Spec.Node).To(Equal(nodeA))
+		Expect(pvrs[0].Spec.Pod.UID).To(Equal(pod.UID))
+		Expect(pvrs[0].Spec.SourcePod.Namespace).To(Equal("pv-src"))
+		Expect(pvrs[0].Status.BytesDone).To(Equal(sourceBytes))
+		Expect(rs.Status.Progress.VolumeBytesDone).To(Equal(sourceBytes))
+
+		By("every file, mode and symlink is back, and the helper's marker says done")
+		for _, name := range []string{"random.bin", "small-a", "small-b", "small-c", "marker.txt"} {
+			want, err := os.ReadFile(filepath.Join(emptyDir(source, "data"), name))
+			Expect(err).NotTo(HaveOccurred())
+			got, err := os.ReadFile(filepath.Join(emptyDir(pod, "data"), name))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(bytes.Equal(got, want)).To(BeTrue(), name)
+			wantInfo, _ := os.Stat(filepath.Join(emptyDir(source, "data"), name))
+			gotInfo, _ := os.Stat(filepath.Join(emptyDir(pod, "data"), name))
+			Expect(gotInfo.Mode()).To(Equal(wantInfo.Mode()), name)
+		}
+		Expect(os.Readlink(filepath.Join(emptyDir(pod, "data"), "link"))).To(Equal("random.bin"))
+		Expect(filepath.Join(emptyDir(pod, "data"), "empty")).To(BeADirectory())
+		Expect(filepath.Join(emptyDir(pod, podvolume.RestoreMarkerVolume), "data.done")).To(BeAnExistingFile())
+		Expect(filepath.Join(emptyDir(pod, "data"), ".cairn")).NotTo(BeAnExistingFile(), "nothing of Cairn's in the restored data")
+	})
+
+	It("stops a running volume restore when the restore is cancelled: the pod's helper fails with the reason", func() {
+		stall.Store(true)
+		CreateRestore(OperatorNamespace, "pv-r2", cairnv1.RestoreSpec{BackupName: "pv-rb",
+			NamespaceMapping: map[string]cairnv1.NamespaceName{"pv-src": "pv-dst2"}})
+		pod := schedule("pv-dst2", "app", nodeA)
+		var p cairnv1.PodVolumeRestore
+		Eventually(func(g Gomega) {
+			pvrs := podVolumeRestores(GetRestore(OperatorNamespace, "pv-r2"))
+			g.Expect(pvrs).To(HaveLen(1))
+			p = pvrs[0]
+			g.Expect(p.Status.Phase).To(Equal(cairnv1.PodVolumePhaseInProgress))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		rs := GetRestore(OperatorNamespace, "pv-r2")
+		patch := client.MergeFrom(rs.DeepCopy())
+		rs.Spec.Cancel = true
+		Expect(K8sClient.Patch(SuiteCtx, rs, patch)).To(Succeed())
+		Eventually(func() cairnv1.PodVolumePhase {
+			var got cairnv1.PodVolumeRestore
+			Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(&p), &got)).To(Succeed())
+			return got.Status.Phase
+		}).WithTimeout(5 * time.Second).Should(Equal(cairnv1.PodVolumePhaseCancelled))
+		failed := filepath.Join(emptyDir(pod, podvolume.RestoreMarkerVolume), "data.failed")
+		Eventually(func() string { b, _ := os.ReadFile(failed); return string(b) }).Should(ContainSubstring("Cancelled"))
+		rs = WaitRestore(OperatorNamespace, "pv-r2", cairnv1.RestorePhaseFailed)
+		Expect(rs.Status.FailureReason).To(ContainSubstring("cancel"))
+	})
+
+	It("gives up on a restored pod that is never scheduled: no PodVolumeRestore is left behind", func() {
+		CreateRestore(OperatorNamespace, "pv-r3", cairnv1.RestoreSpec{BackupName: "pv-rb",
+			NamespaceMapping: map[string]cairnv1.NamespaceName{"pv-src": "pv-dst3"},
+			ItemOperationTimeout: &metav1.Duration{Duration: 2 * time.Second}})
+		rs := WaitRestore(OperatorNamespace, "pv-r3", cairnv1.RestorePhasePartiallyFailed)
+		Expect(rs.Status.RestoreItemOperationsFailed).To(BeEquivalentTo(1))
+		Eventually(func() []cairnv1.PodVolumeRestore { return podVolumeRestores(rs) }).Should(BeEmpty())
+	})
+
+	It("deletes a restore's PodVolumeRestores with it", func() {
+		rs := GetRestore(OperatorNamespace, "pv-r1")
+		Expect(podVolumeRestores(rs)).NotTo(BeEmpty())
+		Expect(K8sClient.Delete(SuiteCtx, rs)).To(Succeed())
+		Eventually(func() []cairnv1.PodVolumeRestore { return podVolumeRestores(rs) }).Should(BeEmpty())
 	})
 
 	It("deletes a deleted backup's snapshots and copies, and maintenance gives the space back", func() {
