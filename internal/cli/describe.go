@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -269,43 +270,81 @@ func (e *env) writeBackupVolumes(ctx context.Context, b *cairnv1.Backup) error {
 	if b.UID == "" {
 		return nil // not created (yet): no volume copy can name it
 	}
+	var list cairnv1.PodVolumeBackupList
+	return e.writePodVolumes(ctx, &list, "PodVolumeBackups", cairnv1.PodVolumeBackupUIDLabel, b.UID, func() []volumeRow {
+		rows := make([]volumeRow, 0, len(list.Items))
+		for _, p := range list.Items {
+			rows = append(rows, volumeRow{pod: p.Spec.Pod, volume: p.Spec.Volume, status: p.Status, snapshot: p.Status.SnapshotID})
+		}
+		return rows
+	}, true)
+}
+
+// writeRestoreVolumes lists the restores of restore r's pod volumes: its PodVolumeRestores, as
+// writeBackupVolumes does a backup's copies.
+func (e *env) writeRestoreVolumes(ctx context.Context, r *cairnv1.Restore) error {
+	if r.UID == "" {
+		return nil
+	}
+	var list cairnv1.PodVolumeRestoreList
+	return e.writePodVolumes(ctx, &list, "PodVolumeRestores", cairnv1.PodVolumeRestoreUIDLabel, r.UID, func() []volumeRow {
+		rows := make([]volumeRow, 0, len(list.Items))
+		for _, p := range list.Items {
+			rows = append(rows, volumeRow{pod: p.Spec.Pod, volume: p.Spec.Volume, status: p.Status, snapshot: p.Spec.SnapshotID})
+		}
+		return rows
+	}, false)
+}
+
+// writePodVolumes lists the objects of list's kind (named kind) labelled label=uid in the
+// operator's namespace, as rows says, in a table.
+func (e *env) writePodVolumes(ctx context.Context, list client.ObjectList, kind, label string, uid types.UID, rows func() []volumeRow, uploaded bool) error {
 	c, err := e.client()
 	if err != nil {
 		return err
 	}
 	ns := e.operatorNamespace
-	var list cairnv1.PodVolumeBackupList
-	err = c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{cairnv1.PodVolumeBackupUIDLabel: string(b.UID)})
+	err = c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{label: string(uid)})
 	switch {
 	case apierrors.IsForbidden(err):
-		e.printf("\nVolumes: not shown: you may not list PodVolumeBackups in namespace %s (Volume bytes above sums them up).\n", ns)
+		e.printf("\nVolumes: not shown: you may not list %s in namespace %s (Volume bytes above sums them up).\n", kind, ns)
 		return nil
 	case err != nil:
-		e.printf("\nVolumes: cannot list the PodVolumeBackups in namespace %s: %v\n", ns, err)
+		e.printf("\nVolumes: cannot list the %s in namespace %s: %v\n", kind, ns, err)
 		return nil
 	}
 	e.printf("\n")
-	return writeVolumes(e.streams.Out, list.Items)
+	return writeVolumes(e.streams.Out, rows(), uploaded)
 }
 
-// writeVolumes writes a table of pod volume copies, by pod and volume: the phase, the bytes
-// read of the volume's size, the bytes uploaded (little, for an unchanged volume), the speed
-// of a finished copy, the snapshot and the message.
-func writeVolumes(w io.Writer, pvbs []cairnv1.PodVolumeBackup) error {
+// volumeRow is one pod volume's copy or restore.
+type volumeRow struct {
+	pod      cairnv1.PodReference
+	volume   string
+	status   cairnv1.PodVolumeStatus
+	snapshot string
+}
+
+// writeVolumes writes a table of pod volume copies or restores, by pod and volume: the phase,
+// the bytes done of the volume's size, for a copy the bytes uploaded (little, for an
+// unchanged volume), the speed of a finished one, the snapshot and the message.
+func writeVolumes(w io.Writer, rows []volumeRow, uploaded bool) error {
 	fmt.Fprintf(w, "Volumes:\n")
-	if len(pvbs) == 0 {
+	if len(rows) == 0 {
 		fmt.Fprintf(w, "  none\n")
 		return nil
 	}
-	pvbs = slices.Clone(pvbs)
-	slices.SortFunc(pvbs, func(a, b cairnv1.PodVolumeBackup) int {
-		return cmp.Or(cmp.Compare(a.Spec.Pod.Namespace, b.Spec.Pod.Namespace), cmp.Compare(a.Spec.Pod.Name, b.Spec.Pod.Name),
-			cmp.Compare(a.Spec.Volume, b.Spec.Volume))
+	slices.SortFunc(rows, func(a, b volumeRow) int {
+		return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.volume, b.volume))
 	})
 	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintf(tw, "  POD\tVOLUME\tPHASE\tBYTES\tUPLOADED\tSPEED\tSNAPSHOT\tMESSAGE\n")
-	for _, p := range pvbs {
-		st := p.Status
+	header := []string{"  POD", "VOLUME", "PHASE", "BYTES", "UPLOADED", "SPEED", "SNAPSHOT", "MESSAGE"}
+	if !uploaded {
+		header = slices.Delete(header, 4, 5)
+	}
+	fmt.Fprintf(tw, "%s\n", strings.Join(header, "\t"))
+	for _, r := range rows {
+		st := r.status
 		phase := st.Phase
 		if phase == "" {
 			phase = cairnv1.PodVolumePhaseNew
@@ -314,8 +353,11 @@ func writeVolumes(w io.Writer, pvbs []cairnv1.PodVolumeBackup) error {
 		if st.BytesTotal > 0 {
 			bytes += "/" + humanBytes(st.BytesTotal)
 		}
-		cells := []string{"  " + p.Spec.Pod.Namespace + "/" + p.Spec.Pod.Name, p.Spec.Volume, string(phase), bytes,
-			humanBytes(st.UploadedBytes), volumeSpeed(st), cmp.Or(st.SnapshotID, "<none>")}
+		cells := []string{"  " + r.pod.Namespace + "/" + r.pod.Name, r.volume, string(phase), bytes}
+		if uploaded {
+			cells = append(cells, humanBytes(st.UploadedBytes))
+		}
+		cells = append(cells, volumeSpeed(st), cmp.Or(r.snapshot, "<none>"))
 		if st.Message != "" {
 			cells = append(cells, st.Message)
 		}
@@ -480,6 +522,9 @@ func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
 		progress = fmt.Sprintf("%d of %d items restored", p.ItemsRestored, p.TotalItems)
 	}
 	d.line(0, "Progress", "%s", progress)
+	if p := r.Status.Progress; p != nil && (p.VolumeBytesDone > 0 || p.VolumeBytesTotal > 0) {
+		d.line(0, "Volume bytes", "%s of %s written", humanBytes(p.VolumeBytesDone), humanBytes(p.VolumeBytesTotal))
+	}
 	d.line(0, "Operations", "%s", operationsLine(r.Status.RestoreItemOperationsAttempted, r.Status.RestoreItemOperationsCompleted, r.Status.RestoreItemOperationsFailed))
 	d.line(0, "Warnings", "%d", r.Status.Warnings)
 	d.line(0, "Errors", "%d", r.Status.Errors)
@@ -501,6 +546,11 @@ func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
 		return err
 	}
 	ctx := context.Background()
+	if details {
+		if err := e.writeRestoreVolumes(ctx, r); err != nil {
+			return err
+		}
+	}
 	if r.Status.Phase.IsTerminal() && r.Status.StorageLocation != "" && (details || r.Status.Warnings+r.Status.Errors > 0) {
 		var results restore.Results
 		if err := e.readJSON(ctx, r.Namespace, r.Name, cairnv1.DownloadTargetRestoreResults, &results); err != nil {

@@ -183,3 +183,48 @@ func TestCreateWaitShowsVolumeBytes(t *testing.T) {
 		t.Errorf("spec.defaultVolumesToFsBackup = %v, want true", b.Spec.DefaultVolumesToFsBackup)
 	}
 }
+
+// TestDescribeRestoreVolumes: describe --details of a restore lists its PodVolumeRestores (and
+// only its own, in the operator's namespace), with the bytes written and no upload column;
+// describe shows the volume bytes written.
+func TestDescribeRestoreVolumes(t *testing.T) {
+	rs := &cairnv1.Restore{
+		ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: "team-a", UID: "uid-r1", CreationTimestamp: ago(time.Minute)},
+		Spec:       cairnv1.RestoreSpec{BackupName: "b1"},
+		Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseWaitingForPluginOperations, BackupName: "b1",
+			StartTimestamp: at(-50 * time.Second), Progress: cairnv1.NewRestoreProgress(40, 40).WithVolumeBytes(150*mib, 300*mib)},
+	}
+	pvr := func(namespace, name, restoreUID, pod, volume string, st cairnv1.PodVolumeStatus) *cairnv1.PodVolumeRestore {
+		return &cairnv1.PodVolumeRestore{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{cairnv1.PodVolumeRestoreUIDLabel: restoreUID}},
+			Spec: cairnv1.PodVolumeRestoreSpec{Node: "node-1", Pod: cairnv1.PodReference{Namespace: "team-a", Name: pod}, Volume: volume,
+				Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "team-a"}, SnapshotID: "k-" + volume},
+			Status: st,
+		}
+	}
+	e, out, errOut := testEnv(t, rs,
+		pvr(DefaultOperatorNamespace, "r1-web-0-data", "uid-r1", "web-0", "data", cairnv1.PodVolumeStatus{
+			Phase: cairnv1.PodVolumePhaseCompleted, BytesDone: 200 * mib, BytesTotal: 200 * mib,
+			StartTimestamp: at(-40 * time.Second), CompletionTimestamp: at(-20 * time.Second)}),
+		pvr(DefaultOperatorNamespace, "r1-db-0-wal", "uid-r1", "db-0", "wal", cairnv1.PodVolumeStatus{
+			Phase: cairnv1.PodVolumePhaseFailed, Message: "Cancelled: cancelled during the restore"}),
+		pvr(DefaultOperatorNamespace, "r0-web-0-data", "uid-r0", "web-0", "old", cairnv1.PodVolumeStatus{}),
+	)
+	if got := run(e, "restore", "describe", "r1", "--details"); got != ExitOK {
+		t.Fatalf("exit %d: %s", got, errOut)
+	}
+	text := out.String()
+	for _, want := range []string{
+		`(?m)^Volume bytes:\s+150\.0 MiB of 300\.0 MiB written$`,
+		`(?m)^  POD\s+VOLUME\s+PHASE\s+BYTES\s+SPEED\s+SNAPSHOT\s+MESSAGE$`,
+		`(?m)^  team-a/db-0\s+wal\s+Failed\s+0 B\s+-\s+k-wal\s+Cancelled: cancelled during the restore$`,
+		`(?m)^  team-a/web-0\s+data\s+Completed\s+200\.0 MiB/200\.0 MiB\s+10\.0 MiB/s\s+k-data$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(text) {
+			t.Errorf("no line matching %s:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "k-old") || strings.Contains(text, "UPLOADED") {
+		t.Errorf("another restore's volume, or an upload column:\n%s", text)
+	}
+}
