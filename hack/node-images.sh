@@ -5,13 +5,15 @@
 #
 #   hack/node-images.sh pause    the sandbox image (bin/images/pause.tar), built when missing
 #   hack/node-images.sh build    the manager (from bin/manager: run 'make build' first), the e2e
-#                                suite's static HTTP server, and the sandbox image
+#                                suite's static HTTP server and volume-data app, and the sandbox
+#                                image
 #   hack/node-images.sh import   import every bin/images/*.tar into the node's containerd, when
 #                                it runs (node-up imports them when it starts containerd)
 #
 # Several steps may be given: 'hack/node-images.sh build import' is 'make image'.
 # Names: PAUSE_IMAGE (cairn-pause:dev), MANAGER_IMAGE (cairn-manager:dev), HTTPD_IMAGE
-# (cairn-e2e-httpd:dev); they run as uid 65532 (the pause image as 65535), like the Dockerfile's.
+# (cairn-e2e-httpd:dev), VOLDATA_IMAGE (cairn-e2e-voldata:dev); they run as uid 65532 (the pause
+# image as 65535), like the Dockerfile's.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,8 +46,10 @@ build() {
   build_tool . image-builder
   build_tool pause
   build_tool httpd
+  build_tool voldata
   image "$TOOLS/pause" "$PAUSE_IMAGE" 65535:65535 "$IMAGES_DIR/pause.tar"
   image "$TOOLS/httpd" "$HTTPD_IMAGE" 65532:65532 "$IMAGES_DIR/httpd.tar"
+  image "$TOOLS/voldata" "$VOLDATA_IMAGE" 65532:65532 "$IMAGES_DIR/voldata.tar"
   image "$ROOT/bin/manager" "$MANAGER_IMAGE" 65532:65532 "$IMAGES_DIR/manager.tar"
   log "images built in $IMAGES_DIR"
 }

@@ -33,6 +33,7 @@ mapfile -t CGROUP_HIERARCHIES < <(awk '$3 ~ "^cgroup2?$" && $2 ~ "^/sys/fs/cgrou
 PAUSE_IMAGE=${PAUSE_IMAGE:-cairn-pause:dev}
 MANAGER_IMAGE=${MANAGER_IMAGE:-cairn-manager:dev}
 HTTPD_IMAGE=${HTTPD_IMAGE:-cairn-e2e-httpd:dev}
+VOLDATA_IMAGE=${VOLDATA_IMAGE:-cairn-e2e-voldata:dev}
 # Paths outside DIR that containerd, the CNI plugins, the kubelet or mount(8) create when absent;
 # the ones absent before node-up are emptied of what the node left and removed by node-down.
 HOST_PATHS=(/run/containerd /var/lib/cni /var/log/containers /var/lib/kubelet /run/netns /run/mount)

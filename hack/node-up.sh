@@ -297,7 +297,7 @@ TOML
   ]
 }
 JSON
-  # Pods' resolv.conf: nothing answers DNS here, and nothing may be asked outside.
+  # The resolv.conf the kubelet takes pods' search domains from: none, nothing is asked outside.
   echo "options ndots:1" >"$DIR/resolv.conf"
   cat >"$DIR/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -325,6 +325,10 @@ podLogsDir: ${DIR}/pod-logs
 volumePluginDir: ${DIR}/kubelet/volume-plugins
 resolvConf: ${DIR}/resolv.conf
 clusterDomain: cluster.local
+# Pods ask the node's address for names (ClusterFirst). The node has no DNS server and no
+# kube-proxy of its own: while the e2e suite runs, it answers there for the Services' names and
+# forwards the Services it needs (test/e2e/node/services_test.go); otherwise nothing answers.
+clusterDNS: [${NODE_IP}]
 maxPods: 30
 # The images cannot be pulled again: never garbage-collect them, never evict for disk.
 imageGCHighThresholdPercent: 100

@@ -278,7 +278,7 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 	}
 	actions := append([]backup.BackupItemAction{
 		backup.CSISnapshotAction{Dynamic: w.dyn},
-		podvolume.BackupAction{Client: mgr.GetClient(), Namespace: cfg.Namespace, Repositories: w.repositories},
+		podvolume.BackupAction{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace, Repositories: w.repositories},
 	}, cfg.Actions...)
 	w.registry = backup.NewRegistry(nil, actions...)
 	w.runner = &backup.Runner{Dynamic: w.dyn, Raw: w.disco.RESTClient(), Discovery: w.disco, Workers: cfg.ItemBlockWorkerCount,

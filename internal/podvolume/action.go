@@ -26,9 +26,12 @@ import (
 // seconds. Team backups' volumes are copied too, their PodVolumeBackups living where the team
 // cannot touch them.
 type BackupAction struct {
-	// Client creates and reads PodVolumeBackups and reads claims, with the manager's rights:
-	// the pod itself was read with the requester's.
+	// Client creates and reads PodVolumeBackups, with the manager's rights: the pod itself was
+	// read with the requester's.
 	Client client.Client
+	// Reader reads claims, with the manager's rights, uncached: the manager may get and list
+	// claims, not watch them, and need not hold every claim of the cluster. Nil means Client.
+	Reader client.Reader
 	// Namespace is the operator's namespace.
 	Namespace string
 	// Repositories prepares each repository (its password, its initialisation) before a node
@@ -93,8 +96,12 @@ func (a BackupAction) Execute(ctx context.Context, item *unstructured.Unstructur
 func (a BackupAction) create(ctx context.Context, b *cairnv1.Backup, pod cairnv1.PodReference, node string, v volumes.Volume, repository cairnv1.RepositoryReference) (string, bool, error) {
 	var claimUID types.UID
 	if v.Kind == volumes.PersistentVolumeClaim {
+		reader := a.Reader
+		if reader == nil {
+			reader = a.Client
+		}
 		var pvc corev1.PersistentVolumeClaim
-		if err := a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ClaimName}, &pvc); err != nil {
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ClaimName}, &pvc); err != nil {
 			return "", false, fmt.Errorf("reading claim %s of volume %s: %w", v.ClaimName, v.Name, err)
 		}
 		claimUID = pvc.UID

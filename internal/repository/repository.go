@@ -67,6 +67,8 @@ const (
 	progressEvery   = time.Second
 	configFileName  = "repository.config"
 	maintenanceName = "cairn-maintenance"
+	// initialiseWait bounds the wait for another client's initialisation of a repository.
+	initialiseWait = 30 * time.Second
 )
 
 // Options say which repository to open and as whom.
@@ -152,12 +154,18 @@ func Open(ctx context.Context, opt Options) (*Repository, error) {
 			return nil, ErrNotInitialized
 		}
 
-		// Another client may have initialised it meanwhile: then it also sets it up.
-		switch err := repo.Initialize(ctx, opt.Storage, newRepositoryOptions(), opt.Password); {
+		// Another client may have initialised it meanwhile: then it also sets it up. Or it
+		// may be initialising it right now (kopia checks, then writes its format blobs):
+		// through a storage that refuses to recreate them, only one of the two writes them,
+		// and the other waits for the format blob to open what that one made.
+		switch err := repo.Initialize(ctx, createOnly{opt.Storage}, newRepositoryOptions(), opt.Password); {
 		case err == nil:
 			created = true
-		case !errors.Is(err, repo.ErrAlreadyInitialized):
-			return nil, fmt.Errorf("initialising repository: %w", err)
+		case errors.Is(err, repo.ErrAlreadyInitialized):
+		default:
+			if werr := waitInitialised(ctx, opt.Storage); werr != nil {
+				return nil, fmt.Errorf("initialising repository: %w", err)
+			}
 		}
 	}
 
@@ -220,6 +228,40 @@ func Open(ctx context.Context, opt Options) (*Repository, error) {
 	}
 
 	return r, nil
+}
+
+// createOnly is a storage whose writes never replace a blob (DoNotRecreate), where the
+// storage can refuse that (Cairn's blob proxy does, for every writer of a repository); others
+// write as usual. Initialize writes through it, so that of two clients initialising one
+// repository at once, one fails, rather than each writing a format blob the other cannot read.
+type createOnly struct{ blob.Storage }
+
+func (s createOnly) PutBlob(ctx context.Context, id blob.ID, data blob.Bytes, opts blob.PutOptions) error {
+	opts.DoNotRecreate = true
+	err := s.Storage.PutBlob(ctx, id, data, opts)
+	if errors.Is(err, blob.ErrUnsupportedPutBlobOption) {
+		opts.DoNotRecreate = false
+		err = s.Storage.PutBlob(ctx, id, data, opts)
+	}
+	return err
+}
+
+// waitInitialised waits, a little, for another client's initialisation of the repository in st
+// to write its format blob.
+func waitInitialised(ctx context.Context, st blob.Storage) error {
+	ctx, cancel := context.WithTimeout(ctx, initialiseWait)
+	defer cancel()
+	for {
+		_, err := st.GetMetadata(ctx, format.KopiaRepositoryBlobID)
+		if err == nil || !errors.Is(err, blob.ErrBlobNotFound) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func newRepositoryOptions() *repo.NewRepositoryOptions {

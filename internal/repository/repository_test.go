@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -511,5 +512,66 @@ func TestRestoreOverwrite(t *testing.T) {
 	}
 	if _, ok := readTree(t, dst)["extra"]; !ok {
 		t.Fatal("the extra file is gone")
+	}
+}
+
+// createOnlyStorage carries out DoNotRecreate as Cairn's blob proxy does: check, then write,
+// one at a time.
+type createOnlyStorage struct {
+	blob.Storage
+	mu sync.Mutex
+}
+
+func (s *createOnlyStorage) PutBlob(ctx context.Context, id blob.ID, data blob.Bytes, opts blob.PutOptions) error {
+	if !opts.DoNotRecreate {
+		return s.Storage.PutBlob(ctx, id, data, opts)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if _, err := s.GetMetadata(ctx, id); err == nil {
+		return blob.ErrBlobAlreadyExists
+	}
+
+	opts.DoNotRecreate = false
+
+	return s.Storage.PutBlob(ctx, id, data, opts)
+}
+
+// Two volumes of a pod are copied at once into their namespace's new repository: every client
+// opening it for the first time at the same moment must get the same, readable repository.
+func TestConcurrentFirstOpens(t *testing.T) {
+	f := newFixture(t)
+	f.storage = &createOnlyStorage{Storage: f.storage}
+
+	const clients = 4
+
+	errs := make(chan error, clients)
+
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			r, err := f.open(t, password)
+			if err == nil {
+				_, err = r.Snapshot(t.Context(), makeTree(t), map[string]string{"volume": "v"}, nil)
+				_ = r.Close()
+			}
+			errs <- err
+		})
+	}
+
+	wg.Wait()
+	close(errs)
+
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a concurrent first open: %v", err)
+		}
+	}
+
+	ids, err := f.mustOpen(t).Snapshots(t.Context(), nil)
+	if err != nil || len(ids) != clients {
+		t.Fatalf("Snapshots = %v, %v; want %d", ids, err, clients)
 	}
 }

@@ -111,7 +111,7 @@ func TestVolumeCopyChild(t *testing.T) {
 	ctx := context.Background()
 	open := nodeagent.ProxyRepositories(req.URL, req.TokenFile, req.ConfigDir)
 	start := time.Now()
-	repo, err := open(ctx, cairnv1.RepositoryReference{StorageLocation: volumeLocation, Namespace: volumeNamespace}, req.Password)
+	repo, err := open(ctx, cairnv1.RepositoryReference{StorageLocation: volumeLocation, Namespace: volumeNamespace}, req.Password, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -75,6 +77,10 @@ type Reconciler[T client.Object, P ~string] struct {
 	// phase timeout counts from there, since operations that poll fine may run for hours
 	// (itemOperationTimeout).
 	polled lifecycle.UIDMap[time.Time]
+	// polls holds what stops each poll this process runs, which a cancel of its object does
+	// (cancelWatch): a poll may wait on storage (a stalled write of the operations file) for
+	// up to the storage timeout, and the cancel must not wait behind it.
+	polls lifecycle.UIDMap[context.CancelFunc]
 }
 
 // Name is the reconciler's name in Config.Controllers, its owner name in the phase tables.
@@ -92,9 +98,18 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if _, seen := r.polled.Get(obj.GetUID()); !seen {
 		r.polled.Set(obj.GetUID(), r.Clock.Now())
 	}
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	r.polls.Set(obj.GetUID(), stopPoll)
+	defer func() {
+		r.polls.Forget(obj.GetUID())
+		stopPoll()
+	}()
+	// stopped: a cancel ended this poll while it waited on storage; the cancel's own event,
+	// queued meanwhile, reconciles the object again at once, and cancels.
+	stopped := func() bool { return pollCtx.Err() != nil && ctx.Err() == nil }
 	var file operationsFile
 	var ops []backup.Operation
-	err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+	err := r.Stores.Call(pollCtx, func(ctx context.Context) (err error) {
 		if file, err = r.Kind.file(ctx, r.Stores, obj); err != nil {
 			return err
 		}
@@ -111,12 +126,18 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.cancel(ctx, obj, file, ops, true, failureReason)
 	}
 	if err != nil {
+		if stopped() {
+			return ctrl.Result{}, nil
+		}
 		return r.cannotPoll(ctx, obj, file, nil, false, err)
 	}
 
 	ops, changed := r.advance(ctx, obj, ops)
 	if changed {
-		if err := r.Stores.Call(ctx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
+		if err := r.Stores.Call(pollCtx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
+			if stopped() {
+				return ctrl.Result{}, nil
+			}
 			return r.cannotPoll(ctx, obj, file, ops, true, fmt.Errorf("writing the operations: %w", err))
 		}
 	}
@@ -302,6 +323,7 @@ func (r *Reconciler[T, P]) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return lifecycle.Register(r.Name(), r.wakeOn(ctrl.NewControllerManagedBy(mgr).
 		For(r.Kind.new(), builder.WithPredicates(owned)).
+		Watches(r.Kind.new(), r.cancelWatch()).
 		WithOptions(crcontroller.Options{RateLimiter: lifecycle.StorageRateLimiter()})),
 		r)
 }
@@ -317,6 +339,24 @@ func (r *Reconciler[T, P]) wakeOn(b *builder.Builder) *builder.Builder {
 		}))
 	}
 	return b
+}
+
+// cancelWatch stops the running poll of an object the moment it shows a cancel (or its
+// deletion): the reconcile is busy with that poll, so its own event waits behind it.
+func (r *Reconciler[T, P]) cancelWatch() handler.Funcs {
+	return handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			obj, ok := e.ObjectNew.(T)
+			if !ok {
+				return
+			}
+			if _, cancelled := r.Kind.cancellation(obj); cancelled {
+				if stop, polling := r.polls.Get(obj.GetUID()); polling {
+					stop()
+				}
+			}
+		},
+	}
 }
 
 // WakeOn is a kind of object whose changes are news of an operation (a PodVolumeBackup's

@@ -413,4 +413,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update,namespace=cairn-system
 // +kubebuilder:rbac:groups=cairn.dev,resources=podvolumebackups;podvolumerestores,verbs=get;list;watch;create;update;patch;delete;deletecollection,namespace=cairn-system
+// A backup lists every namespaced kind of the namespaces it takes, these too (none live outside
+// the operator's namespace): read everywhere, as the other cairn.dev kinds are.
+// +kubebuilder:rbac:groups=cairn.dev,resources=podvolumebackups;podvolumerestores,verbs=get;list
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

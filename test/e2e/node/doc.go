@@ -1,8 +1,11 @@
 // Package node runs Cairn as users do, as a pod, on a real one-node cluster: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet with containerd, brought
 // up by hack/node-up.sh inside the network namespace cairn-node, from which no packet can leave
-// the machine. The images (Cairn's manager, a static HTTP server as the app to back up) are
-// built without Docker by 'make image'.
+// the machine. The images (Cairn's manager, a static HTTP server as the app to back up, and
+// voldata, an app that fills its volumes with known data for the node agent to copy) are built
+// without Docker by 'make image'. The node has no DNS server and no kube-proxy: while the specs
+// run, this process answers the pods' DNS queries for Services and forwards the Services the
+// specs need (services_test.go).
 //
 // The test binary starts outside the namespace: TestMain brings the node up (or finds it
 // running), imports the images, and runs the binary again inside the namespace, where the specs

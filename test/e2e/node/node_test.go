@@ -154,7 +154,7 @@ spec:
 const (
 	release         = "cairn"
 	cairnNamespace  = "cairn-system"
-	managerSelector = "app.kubernetes.io/name=cairn,app.kubernetes.io/instance=" + release
+	managerSelector = "app.kubernetes.io/name=cairn,app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=manager"
 	// The leader election lease of cmd/manager.
 	leaderLease = "manager.cairn.dev"
 	// The S3 location the chart's values add, beside the filesystem location "default".
@@ -165,7 +165,9 @@ const (
 
 // chartValues are the values the suite installs charts/cairn with: the manager image 'make
 // image' built, the filesystem location on the node's directory storageDir (there is no
-// storage class for a claim), and an S3 location at endpoint with credentials.
+// storage class for a claim), an S3 location at endpoint with credentials, and the node agent
+// reading the pods' volumes from the kubelet's root directory that hack/node-up.sh gives it,
+// with repository maintenance often enough for a spec to see it run.
 func chartValues(storageDir, endpoint, credentials string) string {
 	repository, tag, _ := strings.Cut(managerImage, ":")
 	return fmt.Sprintf(`image:
@@ -189,7 +191,12 @@ storage:
         forcePathStyle: "true"
       credential:
         cloud: %[8]q
-`, repository, tag, storageDir, s3Location, s3Bucket, s3Prefix, endpoint, credentials)
+nodeAgent:
+  kubeletDir: %[9]q
+repositoryMaintenance:
+  interval: 20s
+  timeout: 2m
+`, repository, tag, storageDir, s3Location, s3Bucket, s3Prefix, endpoint, credentials, filepath.Join(nodeDir, "kubelet"))
 }
 
 var _ = Describe("Cairn installed by its chart", Ordered, func() {
@@ -224,9 +231,10 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 			Expect(os.RemoveAll(storageDir)).To(Succeed())
 		})
 
-		By("helm install cairn charts/cairn --wait")
+		By("helm install cairn charts/cairn --wait: the manager and the node agent Ready")
 		helmOK("install", release, "charts/cairn", "--namespace", cairnNamespace, "--create-namespace",
 			"--values", values, "--wait", "--timeout=5m")
+		kubectlOK("rollout", "status", "daemonset/"+release+"-node-agent", "-n", cairnNamespace, "--timeout=120s")
 		for _, location := range []string{"default", s3Location} {
 			// The manager applies the chart's locations when it starts (docs/install.md).
 			kubectlOK("wait", "backupstoragelocation/"+location, "-n", cairnNamespace, "--for=create", "--timeout=120s")
@@ -463,6 +471,8 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 			Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
 		}
 	})
+
+	describeVolumeData(&storageDir, &proxy)
 })
 
 // removeCairn removes everything the suite installs: the backups and restores first, while

@@ -84,7 +84,7 @@ func runInNodeNamespace() int {
 			}
 		}()
 	}
-	for _, tarball := range []string{"manager.tar", "httpd.tar"} {
+	for _, tarball := range []string{"manager.tar", "httpd.tar", "voldata.tar"} {
 		if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", "images", tarball)); err != nil {
 			fmt.Fprintf(os.Stderr, "bin/images/%s is missing: run 'make image' first\n", tarball)
 			return 1
@@ -121,6 +121,7 @@ var _ = BeforeSuite(func() {
 	Expect(cairnv1.AddToScheme(scheme)).To(Succeed())
 	k8s, err = client.New(config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+	serveDNS(k8s) // the pods' nameserver (services_test.go)
 })
 
 // Whatever a failed spec leaves is shown: the pods, the events, the managers' logs; before the
@@ -134,6 +135,8 @@ var _ = AfterEach(func() {
 		{"get", "events", "--all-namespaces", "--sort-by=.lastTimestamp"},
 		{"get", "backups,restores,backupstoragelocations,leases", "-n", "cairn-system", "-o", "yaml"},
 		{"logs", "-n", "cairn-system", "-l", managerSelector, "--prefix", "--tail=200"},
+		{"logs", "-n", "cairn-system", "-l", nodeAgentSelector, "--prefix", "--tail=100"},
+		{"get", "podvolumebackups", "-n", "cairn-system", "-o", "yaml"},
 	} {
 		_, _, _ = kubectl(args...)
 	}
