@@ -265,6 +265,8 @@ type PodVolumeRestoreList struct {
 
 // PodVolumeObject is what the node agent needs of a PodVolumeBackup or a PodVolumeRestore: the
 // two share their phases, their status, and the node agent's handling of them.
+//
+// +kubebuilder:object:generate=false
 type PodVolumeObject interface {
 	// PodVolumeStatus is the object's status, to read and change.
 	PodVolumeStatus() *PodVolumeStatus

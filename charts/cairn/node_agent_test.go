@@ -86,6 +86,10 @@ func TestNodeAgent(t *testing.T) {
 			if p := containerPort(manager, "repository"); p != tc.port {
 				t.Errorf("manager's repository port %d, want %d", p, tc.port)
 			}
+			// A restored pod's helper is the manager's own image.
+			if want := "--restore-helper-image=" + manager.Image; !slices.Contains(manager.Args, want) {
+				t.Errorf("manager args %q lack %s", manager.Args, want)
+			}
 
 			var ds appsv1.DaemonSet
 			if !decodeDoc(t, docs, "DaemonSet/"+tc.fullname+"-node-agent", &ds) {
@@ -173,8 +177,8 @@ func checkNodeAgentPod(t *testing.T, tc nodeAgentCase, ds appsv1.DaemonSet, mana
 	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
 		t.Error("the root filesystem is writable")
 	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
-		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_READ_SEARCH"}):
-		t.Errorf("capabilities %+v, want all dropped but DAC_READ_SEARCH", sc.Capabilities)
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_OVERRIDE", "CHOWN", "FOWNER"}):
+		t.Errorf("capabilities %+v, want all dropped but DAC_OVERRIDE, CHOWN and FOWNER", sc.Capabilities)
 	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
 		t.Errorf("seccompProfile %+v", sc.SeccompProfile)
 	}
@@ -194,8 +198,8 @@ func checkNodeAgentPod(t *testing.T, tc nodeAgentCase, ds appsv1.DaemonSet, mana
 	if pods.HostPath == nil || pods.HostPath.Path != tc.podsDir {
 		t.Errorf("volume pods %+v, want the hostPath %s", pods.VolumeSource, tc.podsDir)
 	}
-	if m.MountPath != "/host/pods" || !m.ReadOnly || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
-		t.Errorf("mount of pods %+v, want /host/pods read-only with HostToContainer propagation", m)
+	if m.MountPath != "/host/pods" || m.ReadOnly || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+		t.Errorf("mount of pods %+v, want /host/pods read-write (restores write) with HostToContainer propagation", m)
 	}
 	token, m := volumes["repository-token"], mounts["repository-token"]
 	if token.Projected == nil || len(token.Projected.Sources) != 1 || token.Projected.Sources[0].ServiceAccountToken == nil {
@@ -284,8 +288,10 @@ func TestNodeAgentDisabled(t *testing.T) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
 	}
-	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--node-agent-service-account") }) {
-		t.Errorf("args %q name a node agent ServiceAccount", c.Args)
+	if slices.ContainsFunc(c.Args, func(a string) bool {
+		return strings.HasPrefix(a, "--node-agent-service-account") || strings.HasPrefix(a, "--restore-helper-image")
+	}) {
+		t.Errorf("args %q name a node agent ServiceAccount or a restore helper: with no node agent, no volume data is restored", c.Args)
 	}
 	if p := containerPort(c, "repository"); p != 0 {
 		t.Errorf("a repository port %d", p)

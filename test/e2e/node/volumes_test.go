@@ -324,7 +324,7 @@ func describeVolumeData(storageDir *string, proxy **testenv.StallingProxy) {
 			}
 		})
 
-		It("runs one node agent, Ready, as root with no capability but CAP_DAC_READ_SEARCH", func(ctx SpecContext) {
+		It("runs one node agent, Ready, as root with no capability but CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER", func(ctx SpecContext) {
 			var agent corev1.Pod
 			Eventually(func(g Gomega) {
 				pods := runningPods(ctx, g, cairnNamespace, nodeAgentSelector)
@@ -335,9 +335,9 @@ func describeVolumeData(storageDir *string, proxy **testenv.StallingProxy) {
 			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", containerPID(agent.Status.ContainerStatuses[0].ContainerID)))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(status)).To(MatchRegexp(`(?m)^Uid:\s+0\s+0\s+0\s+0$`))
-			// CAP_DAC_READ_SEARCH is capability 2.
+			// CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER are capabilities 0, 1 and 3.
 			for _, set := range []string{"CapEff", "CapPrm", "CapBnd"} {
-				Expect(string(status)).To(MatchRegexp(`(?m)^%s:\s+0000000000000004$`, set))
+				Expect(string(status)).To(MatchRegexp(`(?m)^%s:\s+000000000000000b$`, set))
 			}
 			Expect(string(status)).To(MatchRegexp(`(?m)^CapAmb:\s+0000000000000000$`))
 		})
