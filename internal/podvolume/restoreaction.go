@@ -254,6 +254,11 @@ func (a RestoreAction) Progress(ctx context.Context, operationID string, rs *cai
 			return p, nil
 		case err != nil:
 			return p, err
+		case !waitsForData(&pod):
+			// Never write under a running application: this pod is not the one the restore
+			// made (it existed, or was replaced by its owner), and would not wait.
+			p.Err = fmt.Sprintf("pod %s has no %s init container (it is not the pod the restore created): its volumes are not restored", operationID, RestoreHelperContainer)
+			return p, nil
 		case pod.Spec.NodeName == "":
 			p.Description = fmt.Sprintf("volumes of pod %s: waiting for the pod to be scheduled", operationID)
 			return p, nil
@@ -263,6 +268,11 @@ func (a RestoreAction) Progress(ctx context.Context, operationID string, rs *cai
 		}
 	}
 	return progressOfRestores(p, pvrs), nil
+}
+
+// waitsForData reports whether pod's first init container is the restore helper.
+func waitsForData(pod *corev1.Pod) bool {
+	return len(pod.Spec.InitContainers) > 0 && pod.Spec.InitContainers[0].Name == RestoreHelperContainer
 }
 
 func unbound(pvrs []cairnv1.PodVolumeRestore) bool {

@@ -1,0 +1,111 @@
+package podvolume
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/backup"
+)
+
+func completedCopy(t *testing.T, s Snapshot) backup.Operation {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backup.Operation{Action: ActionName, OperationID: s.Volume, Phase: backup.OperationCompleted, Result: b}
+}
+
+// TestRestoredVolumes: a pod's snapshots are those of its own namespace's repository in the
+// backup's location; a record pointing anywhere else (someone wrote the bucket) is refused.
+func TestRestoredVolumes(t *testing.T) {
+	repo := cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}
+	pod := cairnv1.PodReference{Namespace: "shop", Name: "db-0"}
+	ops := []backup.Operation{
+		completedCopy(t, Snapshot{Pod: pod, Volume: "data", Repository: repo, SnapshotID: "k1"}),
+		completedCopy(t, Snapshot{Pod: pod, Volume: "wal", Repository: repo, SnapshotID: "k2"}),
+		completedCopy(t, Snapshot{Pod: cairnv1.PodReference{Namespace: "shop", Name: "web-0"}, Volume: "data", Repository: repo, SnapshotID: "k3"}),
+	}
+	got, refused, err := restoredVolumes(ops, "shop", "db-0", "default")
+	if err != nil || len(refused) > 0 || len(got) != 2 || got["data"].SnapshotID != "k1" || got["wal"].SnapshotID != "k2" {
+		t.Fatalf("got %v, refused %v, err %v", got, refused, err)
+	}
+	for _, tc := range []struct {
+		name string
+		repo cairnv1.RepositoryReference
+	}{
+		{"another namespace's repository", cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "payroll"}},
+		{"another location's repository", cairnv1.RepositoryReference{StorageLocation: "elsewhere", Namespace: "shop"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := []backup.Operation{completedCopy(t, Snapshot{Pod: pod, Volume: "data", Repository: tc.repo, SnapshotID: "k9"})}
+			got, refused, err := restoredVolumes(ops, "shop", "db-0", "default")
+			if err != nil || len(got) != 0 || len(refused) != 1 || !strings.Contains(refused[0], "not this backup's") {
+				t.Fatalf("got %v, refused %v, err %v", got, refused, err)
+			}
+		})
+	}
+}
+
+func TestWithHelper(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "migrate"}},
+		Volumes:        []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}}
+	rs := &cairnv1.Restore{Spec: cairnv1.RestoreSpec{ItemOperationTimeout: &metav1.Duration{Duration: 90 * time.Minute}}}
+	withHelper(pod, "cairn/manager:1", []string{"data", "wal"}, rs)
+	if !waitsForData(pod) || pod.Spec.InitContainers[1].Name != "migrate" {
+		t.Fatalf("init containers %v: the helper must come first, before the pod's own", pod.Spec.InitContainers)
+	}
+	h := pod.Spec.InitContainers[0]
+	if strings.Join(h.Args, " ") != "restore-helper --volumes=data,wal --timeout=1h30m0s" || h.Image != "cairn/manager:1" {
+		t.Fatalf("helper %s %v", h.Image, h.Args)
+	}
+	sc := h.SecurityContext
+	if !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 || len(sc.Capabilities.Add) != 0 {
+		t.Fatalf("helper security context %+v", sc)
+	}
+	if len(h.VolumeMounts) != 1 || h.VolumeMounts[0].Name != RestoreMarkerVolume || !h.VolumeMounts[0].ReadOnly {
+		t.Fatalf("helper mounts %v: only its marker volume, read-only", h.VolumeMounts)
+	}
+	last := pod.Spec.Volumes[len(pod.Spec.Volumes)-1]
+	if last.Name != RestoreMarkerVolume || last.EmptyDir == nil {
+		t.Fatalf("volumes %v", pod.Spec.Volumes)
+	}
+}
+
+func TestProgressOfRestores(t *testing.T) {
+	pvr := func(volume string, phase cairnv1.PodVolumePhase, done, total int64, message string) cairnv1.PodVolumeRestore {
+		return cairnv1.PodVolumeRestore{Spec: cairnv1.PodVolumeRestoreSpec{Volume: volume},
+			Status: cairnv1.PodVolumeStatus{Phase: phase, BytesDone: done, BytesTotal: total, Message: message}}
+	}
+	base := backup.OperationProgress{Units: backup.UnitsBytes, Description: "volumes of pod shop/db-0"}
+	for _, tc := range []struct {
+		name      string
+		pvrs      []cairnv1.PodVolumeRestore
+		completed bool
+		err       string
+		done      int64
+		total     int64
+	}{
+		{"running", []cairnv1.PodVolumeRestore{pvr("data", cairnv1.PodVolumePhaseInProgress, 10, 100, ""), pvr("wal", "", 0, 0, "")}, false, "", 10, 100},
+		{"all done", []cairnv1.PodVolumeRestore{pvr("data", cairnv1.PodVolumePhaseCompleted, 100, 100, ""), pvr("wal", cairnv1.PodVolumePhaseCompleted, 5, 5, "")}, true, "", 105, 105},
+		{"one failed: it is named with why", []cairnv1.PodVolumeRestore{pvr("data", cairnv1.PodVolumePhaseCompleted, 100, 100, ""),
+			pvr("wal", cairnv1.PodVolumePhaseFailed, 1, 5, "the node agent restarted during the restore")}, false,
+			"restoring volumes of pod shop/db-0: volume wal: the node agent restarted during the restore", 101, 105},
+		{"one cancelled", []cairnv1.PodVolumeRestore{pvr("data", cairnv1.PodVolumePhaseCancelled, 0, 0, "")}, false, "volume data: Cancelled", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := progressOfRestores(base, tc.pvrs)
+			if p.Completed != tc.completed || p.NCompleted != tc.done || p.NTotal != tc.total || !strings.Contains(p.Err, tc.err) || (tc.err == "") != (p.Err == "") {
+				t.Fatalf("progress %+v", p)
+			}
+		})
+	}
+}
