@@ -20,7 +20,7 @@ import (
 
 // outcome is what a finished copy reports.
 type outcome struct {
-	Bytes, Files, UploadedBytes int64
+	Bytes, Files, UploadedBytes  int64
 	SnapshotID, ParentSnapshotID string
 }
 

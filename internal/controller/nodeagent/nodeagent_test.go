@@ -615,7 +615,7 @@ var _ = Describe("Volume data", Ordered, func() {
 
 	It("gives up on a restored pod that is never scheduled: no PodVolumeRestore is left behind", func() {
 		CreateRestore(OperatorNamespace, "pv-r3", cairnv1.RestoreSpec{BackupName: "pv-rb",
-			NamespaceMapping: map[string]cairnv1.NamespaceName{"pv-src": "pv-dst3"},
+			NamespaceMapping:     map[string]cairnv1.NamespaceName{"pv-src": "pv-dst3"},
 			ItemOperationTimeout: &metav1.Duration{Duration: 2 * time.Second}})
 		rs := WaitRestore(OperatorNamespace, "pv-r3", cairnv1.RestorePhasePartiallyFailed)
 		Expect(rs.Status.RestoreItemOperationsFailed).To(BeEquivalentTo(1))
