@@ -45,6 +45,7 @@ type nodeAgentOptions struct {
 	kubeconfig       string
 	metricsAddr      string
 	probeAddr        string
+	restoreParallel  int
 	zap              zap.Options
 }
 
@@ -61,6 +62,7 @@ func newNodeAgentFlagSet(o *nodeAgentOptions) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster or the usual places.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8082", "Where the metrics endpoint listens; 0 turns it off.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Where the health probes listen.")
+	fs.IntVar(&o.restoreParallel, "restore-parallelism", 4, "How many files a volume restore writes at once.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -83,6 +85,9 @@ func parseNodeAgentOptions(args []string) (nodeAgentOptions, error) {
 	}
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --namespace: %s", o.namespace, strings.Join(errs, "; "))
+	}
+	if o.restoreParallel < 1 || o.restoreParallel > 64 {
+		return o, fmt.Errorf("invalid value %d for --restore-parallelism: must be from 1 to 64", o.restoreParallel)
 	}
 	if !filepath.IsAbs(o.podsDir) {
 		return o, fmt.Errorf("invalid value %q for --pods-dir: must be an absolute path", o.podsDir)
@@ -139,8 +144,9 @@ func runNodeAgent(args []string) int {
 	}
 	agent := &nodeagent.Agent{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Node: opts.node, PodsDir: opts.podsDir,
-		Passwords: &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Secret: opts.passwordSecret},
-		Open:      nodeagent.ProxyRepositories(opts.repositoryServer, opts.tokenFile, opts.configDir),
+		Passwords:          &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Secret: opts.passwordSecret},
+		Open:               nodeagent.ProxyRepositories(opts.repositoryServer, opts.tokenFile, opts.configDir),
+		RestoreParallelism: opts.restoreParallel,
 	}
 	if err := agent.SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "node-agent: cannot set up: %v\n", err)

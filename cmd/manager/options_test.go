@@ -150,7 +150,7 @@ func TestParseNodeAgentOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" {
+	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" || o.restoreParallel != 4 {
 		t.Fatalf("options = %+v", o)
 	}
 	for _, tc := range []struct {
@@ -163,6 +163,7 @@ func TestParseNodeAgentOptions(t *testing.T) {
 		{"no repository server", []string{"--node-name=node-a"}, `invalid value "" for --repository-server`},
 		{"repository server without a scheme", []string{"--node-name=node-a", "--repository-server=cairn:8445"}, "must be an http or https URL"},
 		{"relative pods dir", append([]string{"--pods-dir=pods"}, good...), `invalid value "pods" for --pods-dir`},
+		{"no restore parallelism", append([]string{"--restore-parallelism=0"}, good...), "invalid value 0 for --restore-parallelism: must be from 1 to 64"},
 		{"stray argument", append(good, "run"), `unexpected argument "run"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
