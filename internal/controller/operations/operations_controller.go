@@ -160,7 +160,10 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // advance asks each unfinished operation's action how it is doing (backup.Advance), each call
-// with its own CallTimeout, and reports whether anything the operations file records changed.
+// with its own CallTimeout, and reports whether the operations file must be written again: an
+// operation's phase, error or description changed. Progress counts alone do not rewrite it (a
+// volume copy reports bytes every second, and the file is an object in storage); the status
+// shows them from this poll, and the next poll asks the action again.
 // An operation that fails now is told in an OperationFailed Warning event.
 func (r *Reconciler[T, P]) advance(ctx context.Context, obj T, ops []backup.Operation) ([]backup.Operation, bool) {
 	now := r.Clock.Now()
@@ -169,7 +172,7 @@ func (r *Reconciler[T, P]) advance(ctx context.Context, obj T, ops []backup.Oper
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 		next := backup.Advance(callCtx, op, r.Kind.tracker(op.Action, obj), now, r.Kind.itemOperationTimeout(obj))
 		cancel()
-		if next.Phase != op.Phase || next.NCompleted != op.NCompleted || next.NTotal != op.NTotal || next.Description != op.Description {
+		if next.Phase != op.Phase || next.Error != op.Error || next.Description != op.Description {
 			changed = true
 		}
 		if next.Phase == backup.OperationFailed && op.Phase != backup.OperationFailed {
