@@ -81,6 +81,7 @@ type ObjectStorage struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an s3 location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && size(self.config['path']) > 0)",message="a filesystem location needs config.path"
+// +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
 type BackupStorageLocationSpec struct {
 	// Provider is the kind of object store: filesystem or s3.
 	// +required
@@ -128,6 +129,34 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && (duration(self) == duration('0s') || duration(self) >= duration('1s')) && duration(self) <= duration('87600h')",message="backupSyncPeriod must be 0s (off) or a duration from 1s to 87600h (10 years), such as 1m or 1h"
 	BackupSyncPeriod *metav1.Duration `json:"backupSyncPeriod,omitempty"`
+
+	// Encryption, when set, encrypts every object Cairn writes to the location on the client
+	// (docs/storage.md); volume data is encrypted by its repository. It is set when the
+	// location is created and cannot be removed or added later.
+	// +optional
+	Encryption *LocationEncryption `json:"encryption,omitempty"`
+}
+
+// LocationEncryption names the keys of an encrypted location.
+type LocationEncryption struct {
+	// KeySecretRef names the Secret, in the location's namespace, whose data keys are key
+	// names and whose values are 32-byte keys (kubectl create secret generic enc
+	// --from-file=k1=<(openssl rand 32)).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="encryption.keySecretRef cannot change: add keys to the Secret instead"
+	KeySecretRef LocalSecretReference `json:"keySecretRef"`
+	// WriteKey is the key new objects are written with; objects record the key they were
+	// written with, so changing it (with the old key kept in the Secret) rotates keys.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	WriteKey string `json:"writeKey"`
+}
+
+// LocalSecretReference names a Secret in the same namespace.
+type LocalSecretReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // BackupStorageLocationStatus is the result of the location's last validation.

@@ -89,10 +89,36 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 	default:
 		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem or s3)", ErrConfig, bsl.Spec.Provider)
 	}
+	if enc := bsl.Spec.Encryption; enc != nil {
+		keys, err := readKeys(ctx, r, bsl.Namespace, enc)
+		if err != nil {
+			return nil, err
+		}
+		if store, err = storage.Encrypted(store, keys); err != nil {
+			return nil, fmt.Errorf("%w: encryption keys in Secret %s/%s: %w", ErrConfig, bsl.Namespace, enc.KeySecretRef.Name, err)
+		}
+	}
 	if !writable {
 		store = storage.ReadOnly(store)
 	}
 	return &Store{ObjectStore: store, Layout: layout, validate: validate}, nil
+}
+
+// readKeys reads an encrypted location's keys from its Secret: every data key is a key name.
+// The Secret is read on every Open, so a key added for a rotation is used at once.
+func readKeys(ctx context.Context, r client.Reader, namespace string, enc *cairnv1.LocationEncryption) (storage.Keyring, error) {
+	if r == nil {
+		return storage.Keyring{}, fmt.Errorf("%w: cannot read the encryption key Secret %s/%s", ErrConfig, namespace, enc.KeySecretRef.Name)
+	}
+	var secret corev1.Secret
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: enc.KeySecretRef.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return storage.Keyring{}, fmt.Errorf("%w: encryption key Secret %s/%s does not exist", ErrConfig, namespace, enc.KeySecretRef.Name)
+	}
+	if err != nil {
+		return storage.Keyring{}, fmt.Errorf("reading encryption key Secret %s/%s: %w", namespace, enc.KeySecretRef.Name, err)
+	}
+	return storage.Keyring{Keys: secret.Data, WriteKey: enc.WriteKey}, nil
 }
 
 // refuseNested returns NestedError when bsl's objects nest with an older location's. Without

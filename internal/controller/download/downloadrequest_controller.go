@@ -224,6 +224,13 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 	if !exists {
 		return "", fmt.Sprintf("%s %s has no %s file in storage location %s", targetNoun(target.Kind), target.Name, target.Kind, bsl.Name), nil
 	}
+	switch {
+	case bsl.Spec.Encryption != nil && r.Signer == nil:
+		return "", fmt.Sprintf("storage location %s is encrypted and the manager runs no download server (--download-bind-address=0), which is what decrypts downloads", bsl.Name), nil
+	case bsl.Spec.Encryption != nil:
+		// Decrypted by the manager's download server: the key never leaves the cluster.
+		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
+	}
 	switch bsl.Spec.Provider {
 	case cairnv1.StorageProviderS3:
 		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
