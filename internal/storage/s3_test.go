@@ -143,3 +143,29 @@ func (k *killingReader) killed() bool {
 	defer k.mu.Unlock()
 	return k.done
 }
+
+// TestEncryptedConformance: an encrypted store behaves as a store, over S3 and a filesystem.
+func TestEncryptedConformance(t *testing.T) {
+	keys := storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{7}, storage.KeySize)}, WriteKey: "k1"}
+	encrypt := func(t *testing.T, s storage.ObjectStore) storage.ObjectStore {
+		t.Helper()
+		e, err := storage.Encrypted(s, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	t.Run("filesystem", func(t *testing.T) {
+		runConformance(t, func(t *testing.T) storage.ObjectStore { return encrypt(t, newFilesystem(t)) })
+	})
+	t.Run("s3", func(t *testing.T) {
+		server := testenv.StartS3Server(t)
+		n := 0
+		runConformance(t, func(t *testing.T) storage.ObjectStore {
+			n++
+			bucket := "encrypted-" + string(rune('a'+n%26)) + strings.Repeat("x", n/26)
+			server.CreateBucket(bucket)
+			return encrypt(t, newS3(t, server, bucket, rootCreds(server)))
+		})
+	})
+}
