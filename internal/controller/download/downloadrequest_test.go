@@ -236,6 +236,38 @@ var _ = Describe("DownloadRequest", func() {
 		})
 	})
 
+	// An encrypted location's files are served decrypted by the manager's download server, S3
+	// ones too: no presigned URL, which would hand out ciphertext.
+	Context("on an encrypted s3 location", func() {
+		downloadSpecs(func() *downloadFixture {
+			server := testenv.StartS3Server(GinkgoT())
+			server.CreateBucket("backups")
+			downloadCounter++
+			secret := fmt.Sprintf("dl-enc-%d", downloadCounter)
+			CreateCredentialSecret(secret, server.CredentialsFile())
+			key := bytes.Repeat([]byte{byte(downloadCounter)}, storage.KeySize)
+			keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret + "-keys", Namespace: OperatorNamespace}, Data: map[string][]byte{"k1": key}}
+			CreateObject(keys)
+			raw, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
+				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
+			Expect(err).NotTo(HaveOccurred())
+			store, err := storage.Encrypted(raw, storage.Keyring{Keys: keys.Data, WriteKey: "k1"})
+			Expect(err).NotTo(HaveOccurred())
+			spec := S3Spec(server, "backups", secret)
+			spec.Encryption = &cairnv1.LocationEncryption{KeySecretRef: cairnv1.LocalSecretReference{Name: keys.Name}, WriteKey: "k1"}
+			f := newDownloadFixture(spec, store, 0)
+			DeferCleanup(func() {
+				// What was stored is ciphertext: the same file read raw is not the content.
+				rc, err := raw.Get(SuiteCtx, f.key(f.teamA, cairnv1.DownloadTargetBackupLog))
+				Expect(err).NotTo(HaveOccurred())
+				b, _ := io.ReadAll(rc)
+				_ = rc.Close()
+				Expect(string(b)).NotTo(ContainSubstring(fileContent(f.teamA, cairnv1.DownloadTargetBackupLog)))
+			})
+			return f
+		})
+	})
+
 	It("gives clients outside the cluster an s3 location's publicURL", func() {
 		server := testenv.StartS3Server(GinkgoT())
 		server.CreateBucket("backups")
