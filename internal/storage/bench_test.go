@@ -59,6 +59,16 @@ func benchStores(b *testing.B) (fs *storage.Filesystem, s3store *storage.S3, raw
 	return fs, s3store, raw, bucket
 }
 
+// encryptedBench wraps s as an encrypted location does (the cost issue 31 bounds).
+func encryptedBench(b *testing.B, s storage.ObjectStore) storage.ObjectStore {
+	b.Helper()
+	e, err := storage.Encrypted(s, storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{1}, storage.KeySize)}, WriteKey: "k1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
 func BenchmarkUpload256MiB(b *testing.B) {
 	fs, s3store, raw, bucket := benchStores(b)
 	ctx := context.Background()
@@ -105,6 +115,16 @@ func BenchmarkUpload256MiB(b *testing.B) {
 			}
 		}
 	})
+	for name, s := range map[string]storage.ObjectStore{"filesystem-encrypted": encryptedBench(b, fs), "s3-encrypted": encryptedBench(b, s3store)} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				if _, err := storage.PutArchive(ctx, s, "bench/encrypted.tar.gz", onlyReader{bytes.NewReader(benchData())}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func BenchmarkDownload256MiB(b *testing.B) {
@@ -113,6 +133,17 @@ func BenchmarkDownload256MiB(b *testing.B) {
 	keys := storage.Layout{}.Backup("bench", "b")
 	data := archiveOf(b, benchData())
 	size := int64(len(data))
+	fsEnc, s3Enc := encryptedBench(b, fs), encryptedBench(b, s3store)
+	encKeys := storage.Layout{Prefix: "encrypted"}.Backup("bench", "b")
+	for _, s := range []storage.ObjectStore{fsEnc, s3Enc} {
+		d, err := storage.PutArchive(ctx, s, encKeys.Archive, bytes.NewReader(data))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := storage.WriteMetadata(ctx, s, encKeys, storage.BackupMetadata{Name: "b", Namespace: "bench", ArchiveSHA256: d.SHA256, ArchiveSize: d.Size}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, s := range []storage.ObjectStore{fs, s3store} {
 		d, err := storage.PutArchive(ctx, s, keys.Archive, bytes.NewReader(data))
 		if err != nil {
@@ -134,7 +165,7 @@ func BenchmarkDownload256MiB(b *testing.B) {
 	}
 	// verified reads the archive as a restore does: the commit marker, then the archive checked
 	// against it as it is unpacked.
-	verified := func(b *testing.B, s storage.ObjectStore) {
+	verified := func(b *testing.B, s storage.ObjectStore, keys storage.BackupKeys) {
 		m, err := storage.ReadMetadata(ctx, s, keys)
 		if err != nil {
 			b.Fatal(err)
@@ -161,7 +192,7 @@ func BenchmarkDownload256MiB(b *testing.B) {
 	b.Run("filesystem-verified", func(b *testing.B) {
 		b.SetBytes(size)
 		for b.Loop() {
-			verified(b, fs)
+			verified(b, fs, keys)
 		}
 	})
 	b.Run("plain-sdk-get", func(b *testing.B) {
@@ -177,7 +208,15 @@ func BenchmarkDownload256MiB(b *testing.B) {
 	b.Run("s3-verified", func(b *testing.B) {
 		b.SetBytes(size)
 		for b.Loop() {
-			verified(b, s3store)
+			verified(b, s3store, keys)
 		}
 	})
+	for name, s := range map[string]storage.ObjectStore{"filesystem-encrypted-verified": fsEnc, "s3-encrypted-verified": s3Enc} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				verified(b, s, encKeys)
+			}
+		})
+	}
 }
