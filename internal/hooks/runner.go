@@ -234,7 +234,9 @@ func (r *Runner) run(ctx context.Context, pod *corev1.Pod, h Hook) Outcome {
 	stdout, stderr := &tail{limit: limit}, &tail{limit: limit}
 	start := r.clock().Now()
 	done := make(chan error, 1)
-	go func() { done <- r.Executor.Exec(execCtx, pod.Namespace, pod.Name, container, h.Command, stdout, stderr) }()
+	go func() {
+		done <- r.Executor.Exec(execCtx, pod.Namespace, pod.Name, container, h.Command, stdout, stderr)
+	}()
 	var err error
 	select {
 	case err = <-done:
