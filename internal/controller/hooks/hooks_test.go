@@ -173,7 +173,7 @@ var _ = Describe("Backup hooks", Ordered, func() {
 
 	It("starts a pod's volume copies after its pre hooks and runs its post hooks once the copies have been read", func() {
 		runningPod("files", "store", nil, map[string]string{
-			"backup.cairn.dev/backup-volumes":     "data",
+			"backup.cairn.dev/backup-volumes":    "data",
 			"pre.hook.backup.cairn.dev/command":  "/freeze",
 			"post.hook.backup.cairn.dev/command": "/thaw",
 		}, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
