@@ -117,7 +117,7 @@ func parseCommand(raw string) ([]string, error) {
 	}
 	var command []string
 	if err := json.Unmarshal([]byte(trimmed), &command); err != nil {
-		return nil, fmt.Errorf("%q is not a JSON array of strings: %v", raw, err)
+		return nil, fmt.Errorf("%q is not a JSON array of strings: %w", raw, err)
 	}
 	if len(command) == 0 || command[0] == "" {
 		return nil, fmt.Errorf("%q names no command", raw)

@@ -246,7 +246,7 @@ func (r *Runner) run(ctx context.Context, pod *corev1.Pod, h Hook) Outcome {
 	o.Stdout, o.Stderr = stdout.String(), stderr.String()
 	switch {
 	case ctx.Err() != nil:
-		o.Err = fmt.Errorf("abandoned: the backup was stopped (%v)", context.Cause(ctx))
+		o.Err = fmt.Errorf("abandoned: the backup was stopped (%w)", context.Cause(ctx))
 	case execCtx.Err() != nil:
 		o.Err = fmt.Errorf("timed out after %s: the command was abandoned", timeout)
 	case err != nil:
@@ -268,7 +268,7 @@ func execError(err error, namespace string) error {
 	case errors.As(err, &exit):
 		return fmt.Errorf("the command exited with code %d", exit.ExitStatus())
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("Forbidden: the manager may not create pods/exec in namespace %s (the chart's hooks.enabled grants it): %w", namespace, err)
+		return fmt.Errorf("the manager is forbidden to create pods/exec in namespace %s (the chart's hooks.enabled grants it): %w", namespace, err)
 	}
 	return fmt.Errorf("running the command: %w", err)
 }
