@@ -52,6 +52,13 @@ func (f *fakeExecutor) Exec(ctx context.Context, namespace, pod, container strin
 	return nil
 }
 
+// snapshot is the calls so far (an abandoned command's goroutine may still be running).
+func (f *fakeExecutor) snapshot() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
 func runningPod(containers ...string) *corev1.Pod {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	for _, c := range containers {
@@ -85,7 +92,7 @@ func TestRunAllRunsInOrderAndDefaultsToTheFirstContainer(t *testing.T) {
 	if rep.Attempted != 2 || rep.Failed != 0 || rep.Failure != "" {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := strings.Join(exec.calls, ","); got != "ns/p/app:true,ns/p/sidecar:print 3" {
+	if got := strings.Join(exec.snapshot(), ","); got != "ns/p/app:true,ns/p/sidecar:print 3" {
 		t.Fatalf("calls %s", got)
 	}
 	o := rep.Outcomes[1]
@@ -107,8 +114,8 @@ func TestFailStopsTheRestContinueDoesNot(t *testing.T) {
 		hook("hard", cairnv1.HookErrorModeFail, time.Second, "", "exit", "4"),
 		hook("never", cairnv1.HookErrorModeFail, time.Second, "", "true"),
 	})
-	if rep.Attempted != 2 || rep.Failed != 2 || len(exec.calls) != 2 {
-		t.Fatalf("report %+v, calls %v", rep, exec.calls)
+	if rep.Attempted != 2 || rep.Failed != 2 || len(exec.snapshot()) != 2 {
+		t.Fatalf("report %+v, calls %v", rep, exec.snapshot())
 	}
 	if !strings.Contains(rep.Failure, "hook hard failed in pod ns/p: the command exited with code 4") {
 		t.Fatalf("failure %q", rep.Failure)
@@ -142,8 +149,8 @@ func TestMissingContainerOrPodFailsAtOnce(t *testing.T) {
 			if time.Since(start) > time.Second {
 				t.Fatalf("took %s: it waited", time.Since(start))
 			}
-			if len(exec.calls) != 0 || rep.Attempted != 1 || rep.Failed != 1 || !strings.Contains(rep.Failure, tt.want) {
-				t.Fatalf("report %+v, calls %v, want %q", rep, exec.calls, tt.want)
+			if len(exec.snapshot()) != 0 || rep.Attempted != 1 || rep.Failed != 1 || !strings.Contains(rep.Failure, tt.want) {
+				t.Fatalf("report %+v, calls %v, want %q", rep, exec.snapshot(), tt.want)
 			}
 		})
 	}
@@ -186,8 +193,8 @@ func TestCancelStopsWaitingWithinTwoSeconds(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("took %s", took)
 	}
-	if rep.Attempted != 1 || rep.Failed != 1 || len(exec.calls) != 1 {
-		t.Fatalf("report %+v, calls %v", rep, exec.calls)
+	if rep.Attempted != 1 || rep.Failed != 1 || len(exec.snapshot()) != 1 {
+		t.Fatalf("report %+v, calls %v", rep, exec.snapshot())
 	}
 	if !strings.Contains(rep.Outcomes[0].Err.Error(), "abandoned: the backup was stopped (backup cancel requested)") {
 		t.Fatalf("error %v", rep.Outcomes[0].Err)
@@ -242,12 +249,12 @@ func TestDeniedOrDisabledFailsEveryHookWithoutAnExec(t *testing.T) {
 		hook("a", cairnv1.HookErrorModeContinue, time.Second, "", "true"),
 		hook("b", cairnv1.HookErrorModeFail, time.Second, "", "true"),
 	})
-	if len(exec.calls) != 0 || rep.Attempted != 2 || rep.Failed != 2 || !strings.Contains(rep.Failure, "hook b failed in pod ns/p: Forbidden: alice may not create pods/exec in namespace ns") {
+	if len(exec.snapshot()) != 0 || rep.Attempted != 2 || rep.Failed != 2 || !strings.Contains(rep.Failure, "hook b failed in pod ns/p: Forbidden: alice may not create pods/exec in namespace ns") {
 		t.Fatalf("report %+v", rep)
 	}
 	r.Access, r.Disabled = nil, "hooks are disabled"
 	rep = r.RunAll(context.Background(), aBackup, "ns", "p", []Hook{hook("a", cairnv1.HookErrorModeFail, time.Second, "", "true")})
-	if len(exec.calls) != 0 || !strings.Contains(rep.Failure, "hooks are disabled") {
+	if len(exec.snapshot()) != 0 || !strings.Contains(rep.Failure, "hooks are disabled") {
 		t.Fatalf("report %+v", rep)
 	}
 }
