@@ -57,6 +57,10 @@ func (e *recordingExecutor) Exec(ctx context.Context, namespace, pod, container 
 	e.calls = append(e.calls, call)
 	e.mu.Unlock()
 	_, _ = io.WriteString(stdout, "ran "+call.command)
+	if command[0] == "sleep" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if command[0] == "fail" {
 		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code 1"), Code: 1}
 	}
@@ -214,6 +218,58 @@ var _ = Describe("Backup hooks", Ordered, func() {
 		var result backup.OperationHooks
 		Expect(json.Unmarshal(post[0].Result, &result)).To(Succeed())
 		Expect(result.Hooks).To(Equal(&backup.HookCounts{Attempted: 1}))
+	})
+
+	// completeCopies ends the pod's volume copies of backup b, as its node agent would.
+	completeCopies := func(b *cairnv1.Backup) {
+		GinkgoHelper()
+		var list cairnv1.PodVolumeBackupList
+		Expect(K8sClient.List(SuiteCtx, &list, client.InNamespace(OperatorNamespace), client.MatchingLabels{cairnv1.PodVolumeBackupUIDLabel: string(b.UID)})).To(Succeed())
+		Expect(list.Items).NotTo(BeEmpty())
+		for _, pvb := range list.Items {
+			pvb.Status.Phase, pvb.Status.SnapshotID = cairnv1.PodVolumePhaseCompleted, "snap-"+pvb.Name
+			Expect(K8sClient.Status().Update(SuiteCtx, &pvb)).To(Succeed())
+		}
+	}
+	emptyDir := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+
+	It("fails the post hooks' operation naming a hook that failed with onError Fail, after the copy", func() {
+		runningPod("post-fail", "store", nil, map[string]string{
+			"backup.cairn.dev/backup-volumes":     "data",
+			"post.hook.backup.cairn.dev/command":  `["fail","--thaw"]`,
+			"post.hook.backup.cairn.dev/on-error": "Fail",
+		}, emptyDir)
+		CreateBackup(OperatorNamespace, "post-fails", cairnv1.BackupSpec{IncludedNamespaces: []string{"post-fail"}})
+		completeCopies(waitBackup(OperatorNamespace, "post-fails", cairnv1.BackupPhaseWaitingForPluginOperations))
+		b := waitBackup(OperatorNamespace, "post-fails", cairnv1.BackupPhasePartiallyFailed)
+		Expect(commands(exec.of("post-fail/store"))).To(Equal([]string{"fail --thaw"}))
+		Expect(b.Status.HookStatus).To(Equal(hookStatus(1, 1)))
+		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
+		var ops []backup.Operation
+		GunzipJSON(store, storage.Layout{}.Backup(OperatorNamespace, "post-fails").ItemOperations, &ops)
+		Expect(ops).To(ContainElement(And(HaveField("Action", hooks.PostActionName), HaveField("Phase", backup.OperationFailed),
+			HaveField("Error", ContainSubstring("hook annotation post.hook.backup.cairn.dev failed in pod post-fail/store: the command exited with code 1")))))
+	})
+
+	It("stops waiting on a running post hook within two seconds of a cancel", func() {
+		runningPod("post-sleep", "store", nil, map[string]string{
+			"backup.cairn.dev/backup-volumes":    "data",
+			"post.hook.backup.cairn.dev/command": "sleep",
+			"post.hook.backup.cairn.dev/timeout": "1h",
+		}, emptyDir)
+		CreateBackup(OperatorNamespace, "post-cancel", cairnv1.BackupSpec{IncludedNamespaces: []string{"post-sleep"}})
+		completeCopies(waitBackup(OperatorNamespace, "post-cancel", cairnv1.BackupPhaseWaitingForPluginOperations))
+		Eventually(func() []string { return commands(exec.of("post-sleep/store")) }).Should(Equal([]string{"sleep"}))
+		CancelBackup("post-cancel")
+		cancelled := time.Now()
+		Eventually(func() cairnv1.BackupPhase { return GetBackup(OperatorNamespace, "post-cancel").Status.Phase }).
+			WithTimeout(2 * time.Second).Should(BeElementOf(cairnv1.BackupPhaseFinalizingCancelled, cairnv1.BackupPhaseFailed))
+		GinkgoWriter.Printf("cancelled after %s\n", time.Since(cancelled))
+		b := waitBackup(OperatorNamespace, "post-cancel", cairnv1.BackupPhaseFailed)
+		Expect(b.Status.FailureReason).To(Equal(cairnv1.FailureReasonCancelled))
+		// The copy had completed; the post hooks' operation was cancelled, and fails.
+		Expect(b.Status.BackupItemOperationsCompleted).To(Equal(int32(1)))
+		Expect(b.Status.BackupItemOperationsFailed).To(Equal(int32(1)))
 	})
 
 	It("ends PartiallyFailed naming a hook that failed with onError Fail, leaving its pod out; Continue is a warning", func() {
