@@ -248,6 +248,11 @@ type BackupSpec struct {
 	// +optional
 	DefaultVolumesToFsBackup *bool `json:"defaultVolumesToFsBackup,omitempty"`
 
+	// Hooks are commands run in the selected pods before and after their backup
+	// (docs/hooks.md); pods' hook annotations run in addition.
+	// +optional
+	Hooks *BackupHooks `json:"hooks,omitempty"`
+
 	// Cancel, set to true, stops the backup in whatever phase it is in. It cannot be set back
 	// to false.
 	// +optional
@@ -395,6 +400,11 @@ type BackupStatus struct {
 	// +optional
 	BackupItemOperationsFailed int32 `json:"backupItemOperationsFailed,omitempty"`
 
+	// HookStatus counts the backup's hooks: those run while the backup ran, then, once its
+	// async operations ended, the post hooks that waited for volume copies.
+	// +optional
+	HookStatus *HookStatus `json:"hookStatus,omitempty"`
+
 	// ArchiveSHA256 is the SHA-256 of the archive as it was uploaded (hex); the finalizer checks
 	// the stored archive against it before the backup is committed.
 	// +optional
@@ -465,7 +475,7 @@ type Backup struct {
 	// template, also a BackupSpec, may be edited).
 	// +optional
 	// +kubebuilder:default={}
-	// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes) && has(self.defaultVolumesToFsBackup) == has(oldSelf.defaultVolumesToFsBackup) && (!has(self.defaultVolumesToFsBackup) || self.defaultVolumesToFsBackup == oldSelf.defaultVolumesToFsBackup) && has(self.metadata) == has(oldSelf.metadata) && (!has(self.metadata) || self.metadata == oldSelf.metadata)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
+	// +kubebuilder:validation:XValidation:rule="has(self.includedNamespaces) == has(oldSelf.includedNamespaces) && (!has(self.includedNamespaces) || self.includedNamespaces == oldSelf.includedNamespaces) && has(self.excludedNamespaces) == has(oldSelf.excludedNamespaces) && (!has(self.excludedNamespaces) || self.excludedNamespaces == oldSelf.excludedNamespaces) && has(self.includedResources) == has(oldSelf.includedResources) && (!has(self.includedResources) || self.includedResources == oldSelf.includedResources) && has(self.excludedResources) == has(oldSelf.excludedResources) && (!has(self.excludedResources) || self.excludedResources == oldSelf.excludedResources) && has(self.includeClusterResources) == has(oldSelf.includeClusterResources) && (!has(self.includeClusterResources) || self.includeClusterResources == oldSelf.includeClusterResources) && has(self.labelSelector) == has(oldSelf.labelSelector) && (!has(self.labelSelector) || self.labelSelector == oldSelf.labelSelector) && has(self.orLabelSelectors) == has(oldSelf.orLabelSelectors) && (!has(self.orLabelSelectors) || self.orLabelSelectors == oldSelf.orLabelSelectors) && has(self.storageLocation) == has(oldSelf.storageLocation) && (!has(self.storageLocation) || self.storageLocation == oldSelf.storageLocation) && has(self.ttl) == has(oldSelf.ttl) && (!has(self.ttl) || self.ttl == oldSelf.ttl || duration(self.ttl) == duration(oldSelf.ttl)) && has(self.itemOperationTimeout) == has(oldSelf.itemOperationTimeout) && (!has(self.itemOperationTimeout) || self.itemOperationTimeout == oldSelf.itemOperationTimeout || duration(self.itemOperationTimeout) == duration(oldSelf.itemOperationTimeout)) && has(self.snapshotVolumes) == has(oldSelf.snapshotVolumes) && (!has(self.snapshotVolumes) || self.snapshotVolumes == oldSelf.snapshotVolumes) && has(self.defaultVolumesToFsBackup) == has(oldSelf.defaultVolumesToFsBackup) && (!has(self.defaultVolumesToFsBackup) || self.defaultVolumesToFsBackup == oldSelf.defaultVolumesToFsBackup) && has(self.hooks) == has(oldSelf.hooks) && (!has(self.hooks) || self.hooks == oldSelf.hooks) && has(self.metadata) == has(oldSelf.metadata) && (!has(self.metadata) || self.metadata == oldSelf.metadata)",message="spec is immutable after the backup is created: only spec.cancel may be changed, from false to true"
 	// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be changed back to false: a cancelled backup stays cancelled"
 	Spec BackupSpec `json:"spec,omitempty"`
 

@@ -2,7 +2,8 @@ package cairn_test
 
 // The RBAC of each chart mode, and of config/default (kustomize, which grants what mode full
 // does), installed on a real kube-apiserver (the envtest binaries, make envtest) and asked about
-// by the real kubectl and by SubjectAccessReviews: no exec-like permission in any mode, and the
+// by the real kubectl and by SubjectAccessReviews: no exec-like permission in any mode but the
+// pods/exec create of hooks (hooks.enabled, on in mode full), and the
 // named resources matched against what the API server serves.
 
 import (
@@ -216,14 +217,16 @@ func (c canICheck) want(m rbacMode) bool {
 	return c.backupOnly
 }
 
-// canIChecks: nothing that runs code in a pod or on a node, mints a credential, approves a
-// certificate or escalates RBAC, in either mode; impersonation only in full mode; and a few
-// permissions each mode needs.
+// canIChecks: nothing that runs code in a pod (but hooks' pods/exec create, in mode full) or
+// on a node, mints a credential, approves a certificate or escalates RBAC, in either mode;
+// impersonation only in full mode; and a few permissions each mode needs.
 var canIChecks = []canICheck{
 	{args: []string{"get", "nodes", "--subresource=proxy"}},
 	{args: []string{"create", "nodes", "--subresource=proxy"}},
 	{args: []string{"get", "pods", "--subresource=exec"}},
-	{args: []string{"create", "pods", "--subresource=exec"}},
+	// Hooks (hooks.enabled: on in mode full, off in backupOnly): create is what an exec needs,
+	// over a websocket (GET) too.
+	{args: []string{"create", "pods", "--subresource=exec"}, full: true},
 	{args: []string{"get", "pods", "--subresource=attach"}},
 	{args: []string{"create", "pods", "--subresource=attach"}},
 	{args: []string{"get", "pods", "--subresource=portforward"}},
@@ -481,6 +484,8 @@ func TestRBACMatchesDiscovery(t *testing.T) {
 				for _, verb := range s.verbs {
 					want := full && s.subresource == "status" && verb == "update" && isListed &&
 						restorable(s.GroupResource, all[servedKey(s.Group, s.Resource, "")].verbs)
+					// Hooks (hooks.enabled, on in mode full) exec into pods: create only.
+					want = want || full && s.Group == "" && s.Resource == "pods" && s.subresource == "exec" && verb == "create"
 					namespaces := []string{""}
 					if s.namespaced {
 						namespaces = append(namespaces, m.namespace, "kube-system")

@@ -115,6 +115,7 @@ func run(args []string) int {
 			MaintenanceTimeout:      opts.maintenanceTimeout,
 			RestoreHelperImage:      opts.restoreHelperImage,
 		},
+		Hooks: controller.HooksConfig{Disabled: !opts.hooksEnabled, DefaultTimeout: opts.defaultHookTimeout},
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: cannot set up the reconcilers: %v\n", err)
 		return 1

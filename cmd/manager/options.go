@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/operations"
 	"github.com/cairn-backup/cairn/internal/controller/repositories"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
+	"github.com/cairn-backup/cairn/internal/hooks"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
@@ -63,6 +64,8 @@ type options struct {
 	maintenanceInterval  time.Duration
 	maintenanceTimeout   time.Duration
 	restoreHelperImage   string
+	hooksEnabled         bool
+	defaultHookTimeout   time.Duration
 	// maxEntryBytes is maxEntrySize, parsed.
 	maxEntryBytes int64
 	// priorities is restorePriorities, parsed.
@@ -138,6 +141,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"The longest one repository's maintenance may take, including waiting for the copies into it to end.")
 	fs.StringVar(&o.restoreHelperImage, "restore-helper-image", "",
 		"The image of the init container that holds a restored pod back until its volumes' data is written: the manager's own image. Empty: volume data is not restored.")
+	fs.BoolVar(&o.hooksEnabled, "hooks-enabled", true,
+		"Whether backups run their hooks (docs/hooks.md): the manager then needs the pods/exec permission, the power to run commands in pods (the chart grants it with hooks.enabled). False: every hook fails, saying so.")
+	fs.DurationVar(&o.defaultHookTimeout, "default-hook-timeout", cairnv1.DefaultHookTimeout,
+		"How long a hook that sets no timeout may run before it is abandoned and fails (1s to 1h).")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -188,6 +195,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if errs := validation.IsDNS1123Subdomain(o.passwordSecret); len(errs) > 0 {
 		return o, fmt.Errorf("invalid value %q for --repository-password-secret: %s", o.passwordSecret, strings.Join(errs, "; "))
+	}
+	if o.defaultHookTimeout < time.Second || o.defaultHookTimeout > hooks.MaxTimeout {
+		return o, fmt.Errorf("invalid value %s for --default-hook-timeout: must be from 1s to 1h", o.defaultHookTimeout)
 	}
 	if o.phaseTimeout <= 0 {
 		return o, fmt.Errorf("invalid value %s for --phase-timeout: must be greater than zero", o.phaseTimeout)

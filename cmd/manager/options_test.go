@@ -40,6 +40,9 @@ func TestParseOptions(t *testing.T) {
 				if o.maxEntryBytes != 16<<20 {
 					t.Errorf("max archive entry size = %d, want 16Mi", o.maxEntryBytes)
 				}
+				if !o.hooksEnabled || o.defaultHookTimeout != 30*time.Second {
+					t.Errorf("hooks enabled = %v, default hook timeout = %s, want true and 30s", o.hooksEnabled, o.defaultHookTimeout)
+				}
 				if o.actAsRequester != "team-namespaces" {
 					t.Errorf("act as requester = %q, want team-namespaces", o.actAsRequester)
 				}
@@ -60,7 +63,8 @@ func TestParseOptions(t *testing.T) {
 				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
 				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces", "--max-archive-entry-size=32Mi",
 				"--repository-server-bind-address=:9445", "--node-agent-service-account=agents", "--repository-password-secret=repo-pw",
-				"--repository-maintenance-interval=2h", "--repository-maintenance-timeout=10m", "--restore-helper-image=cairn/manager:1.0"},
+				"--repository-maintenance-interval=2h", "--repository-maintenance-timeout=10m", "--restore-helper-image=cairn/manager:1.0",
+				"--hooks-enabled=false", "--default-hook-timeout=2m"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
 					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
@@ -72,7 +76,8 @@ func TestParseOptions(t *testing.T) {
 					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download",
 					actAsRequester: "all-namespaces", maxEntrySize: "32Mi", maxEntryBytes: 32 << 20,
 					repositoryAddr: ":9445", nodeAgentSA: "agents", passwordSecret: "repo-pw",
-					maintenanceInterval: 2 * time.Hour, maintenanceTimeout: 10 * time.Minute, restoreHelperImage: "cairn/manager:1.0"}
+					maintenanceInterval: 2 * time.Hour, maintenanceTimeout: 10 * time.Minute, restoreHelperImage: "cairn/manager:1.0",
+					hooksEnabled: false, defaultHookTimeout: 2 * time.Minute}
 				o.zap, want.zap = zap.Options{}, zap.Options{}
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
@@ -93,6 +98,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "negative backup sync period", args: []string{"--backup-sync-period=-1s"}, wantErr: "invalid value -1s for --backup-sync-period: must be 0s (off) or more"},
 		{name: "zero default backup ttl", args: []string{"--default-backup-ttl=0s"}, wantErr: "invalid value 0s for --default-backup-ttl: must be greater than zero"},
 		{name: "negative default backup ttl", args: []string{"--default-backup-ttl=-1h"}, wantErr: "--default-backup-ttl: must be greater than zero"},
+		{name: "zero default hook timeout", args: []string{"--default-hook-timeout=0s"}, wantErr: "invalid value 0s for --default-hook-timeout: must be from 1s to 1h"},
+		{name: "a default hook timeout of a day", args: []string{"--default-hook-timeout=24h"}, wantErr: "--default-hook-timeout: must be from 1s to 1h"},
 		{name: "zero phase timeout", args: []string{"--phase-timeout=0s"}, wantErr: "invalid value 0s for --phase-timeout: must be greater than zero"},
 		{name: "zero concurrent restores", args: []string{"--concurrent-restores=0"}, wantErr: "invalid value 0 for --concurrent-restores: must be at least 1"},
 		{name: "zero restore workers", args: []string{"--restore-worker-count=0"}, wantErr: "invalid value 0 for --restore-worker-count: must be at least 1"},

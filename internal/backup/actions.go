@@ -38,8 +38,61 @@ type ExecuteResult struct {
 	// PostOperationItems are added to the backup once its operations complete.
 	PostOperationItems []ItemID
 	// Notes are logged against the item (what the action chose not to do, and why); Warnings
-	// too, counted as the backup's warnings.
-	Notes, Warnings []string
+	// too, counted as the backup's warnings; Errors too, counted as the backup's errors (it
+	// ends PartiallyFailed), the item still written.
+	Notes, Warnings, Errors []string
+	// Hooks counts the hooks the action ran for the item (internal/hooks); they are counted
+	// even when Execute returns an error.
+	Hooks HookCounts
+}
+
+// HookCounts counts hooks run and hooks failed (status.hookStatus).
+type HookCounts struct {
+	Attempted int32 `json:"attempted"`
+	Failed    int32 `json:"failed"`
+}
+
+// Add returns the sum of c and o.
+func (c HookCounts) Add(o HookCounts) HookCounts {
+	return HookCounts{Attempted: c.Attempted + o.Attempted, Failed: c.Failed + o.Failed}
+}
+
+// Status is c as a backup's or restore's status.hookStatus; nil when no hook ran.
+func (c HookCounts) Status() *cairnv1.HookStatus {
+	if c == (HookCounts{}) {
+		return nil
+	}
+	return &cairnv1.HookStatus{HooksAttempted: c.Attempted, HooksFailed: c.Failed}
+}
+
+// HookCountsOfStatus reads status.hookStatus.
+func HookCountsOfStatus(s *cairnv1.HookStatus) HookCounts {
+	if s == nil {
+		return HookCounts{}
+	}
+	return HookCounts{Attempted: s.HooksAttempted, Failed: s.HooksFailed}
+}
+
+// OperationHooks is the part of an operation's Result that counts the hooks it ran: an
+// operation that runs hooks (a pod's post hooks that wait for its volume copies) reports them
+// so, completed or failed.
+type OperationHooks struct {
+	Hooks *HookCounts `json:"hooks,omitempty"`
+}
+
+// HookCountsOf sums the hooks the operations ran (OperationHooks in their Results).
+func HookCountsOf(ops []Operation) HookCounts {
+	var sum HookCounts
+	for _, op := range ops {
+		if len(op.Result) == 0 {
+			continue
+		}
+		var r OperationHooks
+		if err := json.Unmarshal(op.Result, &r); err == nil && r.Hooks != nil {
+			sum = sum.Add(*r.Hooks)
+		}
+	}
+	return sum
 }
 
 // OperationProgress is what Progress reports of an async operation.
@@ -57,7 +110,8 @@ type OperationProgress struct {
 	Updated            time.Time
 	// Result is what a completed operation produced that the backup must remember, in the
 	// action's own encoding (a volume copy: its snapshot); it is kept in the operations file,
-	// so it reaches a second cluster with the backup.
+	// so it reaches a second cluster with the backup. A failed operation's Result is kept too
+	// (the hooks it ran: OperationHooks).
 	Result json.RawMessage
 }
 

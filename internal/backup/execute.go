@@ -57,6 +57,9 @@ type Result struct {
 	Warnings, Errors int32
 	// Operations are the async operations the run's actions started.
 	Operations []Operation
+	// Hooks counts the hooks run while the items were backed up (the post hooks that wait
+	// for volume copies are counted by their operations).
+	Hooks HookCounts
 	// Digest is the archive's SHA-256 and size as uploaded (Finished runs).
 	Digest storage.ArchiveDigest
 
@@ -88,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 		out, err = r.stream(ctx, req, sel, resources, res.reg, log)
 	}
 	stopProgress()
-	res.Operations = out.Operations
+	res.Operations, res.Hooks = out.Operations, out.Hooks
 	res.ItemsBackedUp, res.TotalItems = req.Progress.Counts()
 	switch {
 	case stopped(ctx, res):

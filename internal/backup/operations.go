@@ -49,6 +49,7 @@ func Advance(ctx context.Context, op Operation, t OperationTracker, now time.Tim
 		op.Phase, op.Error = OperationFailed, err.Error()
 	case p.Err != "":
 		op.Phase, op.Error = OperationFailed, p.Err
+		op.Result = p.Result
 	case p.Completed:
 		op.Phase = OperationCompleted
 		op.PostOperationItems = append(op.PostOperationItems, p.PostOperationItems...)

@@ -205,3 +205,36 @@ func TestOperationBytes(t *testing.T) {
 		t.Fatalf("OperationBytes(nil) = %d/%d", done, total)
 	}
 }
+
+func TestAFailedOperationKeepsItsResult(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	op := Operation{Action: "test/scripted", OperationID: "ns/pod", Started: t0}
+	result := []byte(`{"hooks":{"attempted":2,"failed":1}}`)
+	var cancelled []string
+	got := AdvanceOperation(context.Background(), op, scriptedAction{progress: OperationProgress{Err: "hook x failed", Result: result}, cancelled: &cancelled}, &cairnv1.Backup{}, t0, time.Hour)
+	if got.Phase != OperationFailed || string(got.Result) != string(result) {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestHookCountsOf(t *testing.T) {
+	ops := []Operation{
+		{Result: []byte(`{"hooks":{"attempted":2,"failed":1}}`)},
+		{Result: []byte(`{"hooks":{"attempted":1,"failed":0}}`), Phase: OperationFailed},
+		{Result: []byte(`{"snapshotID":"k1"}`)}, // a volume copy's result counts no hooks
+		{},
+		{Result: []byte(`not json`)},
+	}
+	if got := HookCountsOf(ops); got != (HookCounts{Attempted: 3, Failed: 1}) {
+		t.Fatalf("got %+v", got)
+	}
+	if s := (HookCounts{}).Status(); s != nil {
+		t.Fatalf("no hooks: status %+v, want none", s)
+	}
+	if s := (HookCounts{Attempted: 3, Failed: 1}).Status(); s == nil || s.HooksAttempted != 3 || s.HooksFailed != 1 {
+		t.Fatalf("status %+v", s)
+	}
+	if c := HookCountsOfStatus(&cairnv1.HookStatus{HooksAttempted: 4, HooksFailed: 2}).Add(HookCounts{Attempted: 1}); c != (HookCounts{Attempted: 5, Failed: 2}) {
+		t.Fatalf("sum %+v", c)
+	}
+}

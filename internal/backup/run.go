@@ -146,6 +146,8 @@ type outcome struct {
 	Digest     storage.ArchiveDigest
 	Operations []Operation
 	Results    Results
+	// Hooks counts the hooks the actions ran while the items were backed up.
+	Hooks HookCounts
 	// ResourceList maps "resource.group" to the "namespace/name" of every item written.
 	ResourceList map[string][]string
 }
@@ -167,6 +169,7 @@ type run struct {
 	results    Results
 	resources  map[schema.GroupResource][]string
 	access     *accessCache
+	hooks      HookCounts
 
 	out chan writtenItem
 }
@@ -273,14 +276,14 @@ func (r *Runner) stream(ctx context.Context, req Request, sel Selection, resourc
 	// the collection (its error is then only "context canceled").
 	if err := firstError(parent.Err(), writeErr, uploadErr, collectErr); err != nil {
 		// The operations already started are returned even so: the caller cancels them.
-		return outcome{Operations: ru.operations}, err
+		return outcome{Operations: ru.operations, Hooks: ru.hooks}, err
 	}
 	resourceList := make(map[string][]string, len(ru.resources))
 	for gr, names := range ru.resources {
 		sort.Strings(names)
 		resourceList[gr.String()] = names
 	}
-	return outcome{Digest: digest, Operations: ru.operations, Results: ru.results, ResourceList: resourceList}, nil
+	return outcome{Digest: digest, Operations: ru.operations, Results: ru.results, Hooks: ru.hooks, ResourceList: resourceList}, nil
 }
 
 func firstError(errs ...error) error {
@@ -648,6 +651,14 @@ func (ru *run) backUpItem(ctx context.Context, id ItemID, entry string, item *un
 	var additional []ItemID
 	for _, action := range ru.registry.For(id.GroupResource) {
 		res, err := action.Execute(ctx, item, ru.req.Backup)
+		if res.Hooks != (HookCounts{}) {
+			ru.mu.Lock()
+			ru.hooks = ru.hooks.Add(res.Hooks)
+			ru.mu.Unlock()
+		}
+		for _, note := range res.Notes {
+			ru.log.WithField("item", id.String()).WithField("action", action.Name()).Info(note)
+		}
 		if err != nil {
 			ru.itemError(id, fmt.Sprintf("action %s: %v", action.Name(), err))
 			return nil
@@ -656,11 +667,11 @@ func (ru *run) backUpItem(ctx context.Context, id ItemID, entry string, item *un
 			item = res.Item
 		}
 		additional = append(additional, res.AdditionalItems...)
-		for _, note := range res.Notes {
-			ru.log.WithField("item", id.String()).WithField("action", action.Name()).Info(note)
-		}
 		for _, warning := range res.Warnings {
 			ru.itemWarning(id, warning)
+		}
+		for _, message := range res.Errors {
+			ru.itemError(id, message)
 		}
 		for i, opID := range res.OperationIDs {
 			op := Operation{Action: action.Name(), OperationID: opID, Item: id, Started: ru.clock().Now()}

@@ -129,6 +129,29 @@ func (d describer) backupSpec(indent int, s cairnv1.BackupSpec) {
 	d.line(indent, "Snapshot volumes", "%s", tristate(s.SnapshotVolumes, "yes, where a VolumeSnapshotClass exists"))
 	d.line(indent, "Volume data", "%s", volumeDataSelection(s.DefaultVolumesToFsBackup))
 	d.line(indent, "Item operation timeout", "%s", s.GetItemOperationTimeout())
+	d.line(indent, "Hooks", "%s", hookSpecs(s.Hooks))
+}
+
+// hooksLine counts the hooks a backup ran (status.hookStatus); the failures are named among
+// its errors and warnings.
+func hooksLine(s *cairnv1.HookStatus) string {
+	if s == nil || s.HooksAttempted == 0 {
+		return "none run"
+	}
+	return fmt.Sprintf("%d run, %d failed", s.HooksAttempted, s.HooksFailed)
+}
+
+// hookSpecs names a spec's hook specs, with how many pre and post hooks each has; pods'
+// hook annotations are not in the spec.
+func hookSpecs(h *cairnv1.BackupHooks) string {
+	if h == nil || len(h.Resources) == 0 {
+		return "pods' hook annotations only"
+	}
+	var specs []string
+	for _, r := range h.Resources {
+		specs = append(specs, fmt.Sprintf("%s (%d pre, %d post)", r.Name, len(r.Pre), len(r.Post)))
+	}
+	return strings.Join(specs, ", ") + "; pods' hook annotations take their place"
 }
 
 // volumeDataSelection says which pod volumes' data a backup copies (spec.defaultVolumesToFsBackup).
@@ -223,6 +246,7 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 		d.line(0, "Volume bytes", "%s of %s read", humanBytes(p.VolumeBytesDone), humanBytes(p.VolumeBytesTotal))
 	}
 	d.line(0, "Operations", "%s", operationsLine(b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsCompleted, b.Status.BackupItemOperationsFailed))
+	d.line(0, "Hooks", "%s", hooksLine(b.Status.HookStatus))
 	if b.Status.ArchiveSHA256 != "" {
 		d.line(0, "Archive", "%s, SHA-256 %s", humanBytes(b.Status.ArchiveSize), b.Status.ArchiveSHA256)
 	}

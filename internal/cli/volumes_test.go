@@ -30,10 +30,13 @@ const mib = 1 << 20
 func copyingBackup() *cairnv1.Backup {
 	return &cairnv1.Backup{
 		ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "team-a", UID: "uid-b1", CreationTimestamp: ago(2 * time.Minute)},
-		Spec:       cairnv1.BackupSpec{DefaultVolumesToFsBackup: ptr.To(true)},
+		Spec: cairnv1.BackupSpec{DefaultVolumesToFsBackup: ptr.To(true), Hooks: &cairnv1.BackupHooks{Resources: []cairnv1.BackupResourceHookSpec{
+			{Name: "quiesce", Pre: []cairnv1.BackupResourceHook{{Exec: &cairnv1.ExecHook{Command: []string{"/freeze"}}}}, Post: []cairnv1.BackupResourceHook{{Exec: &cairnv1.ExecHook{Command: []string{"/thaw"}}}}},
+		}}},
 		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseWaitingForPluginOperations, StorageLocation: "default",
 			StartTimestamp: at(-110 * time.Second), Progress: cairnv1.NewBackupProgress(40, 40).WithVolumeBytes(230*mib, 300*mib),
-			BackupItemOperationsAttempted: 3, BackupItemOperationsCompleted: 1, BackupItemOperationsFailed: 1},
+			BackupItemOperationsAttempted: 3, BackupItemOperationsCompleted: 1, BackupItemOperationsFailed: 1,
+			HookStatus: &cairnv1.HookStatus{HooksAttempted: 2, HooksFailed: 1}},
 	}
 }
 

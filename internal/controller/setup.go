@@ -44,6 +44,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/schedule"
 	"github.com/cairn-backup/cairn/internal/controller/storagelocation"
 	"github.com/cairn-backup/cairn/internal/controller/stores"
+	"github.com/cairn-backup/cairn/internal/hooks"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/restore"
@@ -146,6 +147,8 @@ type Config struct {
 	ActAsRequesterEverywhere bool
 	// VolumeData configures the copies of pod volume data (DESIGN.md section 16).
 	VolumeData VolumeDataConfig
+	// Hooks configures backup hooks (DESIGN.md section 17).
+	Hooks HooksConfig
 	// RecoverySteps run once, in order, when this manager starts leading and before any
 	// reconciler handles a backup (DESIGN.md section 7).
 	RecoverySteps []lifecycle.RecoveryStep
@@ -276,9 +279,25 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 	if err := w.volumeData(mgr); err != nil {
 		return nil, err
 	}
+	// Whom each backup, restore and download acts for (DESIGN.md section 15): the requester
+	// the admission policies recorded, trusted only while those policies are installed.
+	w.requesters = &requester.Resolver{
+		Client: mgr.GetClient(), Config: mgr.GetConfig(), OperatorNamespace: cfg.Namespace, Everywhere: cfg.ActAsRequesterEverywhere,
+		Parse: requester.From,
+		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
+		Clock: cfg.Clock,
+	}
+	hookRunner, err := w.hooks(mgr)
+	if err != nil {
+		return nil, err
+	}
+	// A pod's actions run in this order: its pre hooks, then its volume copies start, then its
+	// post hooks (at once, or as an operation that waits for those copies).
 	actions := append([]backup.BackupItemAction{
 		backup.CSISnapshotAction{Dynamic: w.dyn},
+		hooks.PreAction{Runner: hookRunner},
 		podvolume.BackupAction{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace, Repositories: w.repositories},
+		hooks.PostAction{Runner: hookRunner, Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace},
 	}, cfg.Actions...)
 	w.registry = backup.NewRegistry(nil, actions...)
 	w.runner = &backup.Runner{Dynamic: w.dyn, Raw: w.disco.RESTClient(), Discovery: w.disco, Workers: cfg.ItemBlockWorkerCount,
@@ -297,14 +316,6 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 	w.catalog = &backupsync.Catalog{}
 	if w.signer, w.downloadBase, err = download.StartServer(mgr, cfg.DownloadBindAddress, cfg.DownloadURLBase, cfg.DownloadSigningKey, cfg.Clock, w.stores); err != nil {
 		return nil, err
-	}
-	// Whom each backup, restore and download acts for (DESIGN.md section 15): the requester
-	// the admission policies recorded, trusted only while those policies are installed.
-	w.requesters = &requester.Resolver{
-		Client: mgr.GetClient(), Config: mgr.GetConfig(), OperatorNamespace: cfg.Namespace, Everywhere: cfg.ActAsRequesterEverywhere,
-		Parse: requester.From,
-		Trust: func(ctx context.Context) (string, error) { return requester.PoliciesInstalled(ctx, mgr.GetAPIReader()) },
-		Clock: cfg.Clock,
 	}
 	return w, nil
 }

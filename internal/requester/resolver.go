@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 )
 
@@ -163,6 +164,30 @@ func (q *Resolver) BackupAccess(user authenticationv1.UserInfo) backup.Access {
 	return func(ctx context.Context, gr schema.GroupResource, namespace, verb string) (bool, string, error) {
 		return q.May(ctx, user, authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: gr.Group, Resource: gr.Resource})
 	}
+}
+
+// ExecAccess says whether backup b may run hooks in pods of namespace (DESIGN.md section 17):
+// a backup acting for its requester may only where the requester may create pods/exec, the
+// power to run commands in pods; denied names them and the API server's reason. The exec
+// itself is then made with the operator's rights, as the reads of a team's backup are (a
+// SubjectAccessReview, not impersonation, which backupOnly never holds). A backup with no
+// trustworthy requester never runs (the backup reconciler refuses it); denied says why all
+// the same.
+func (q *Resolver) ExecAccess(ctx context.Context, b *cairnv1.Backup, namespace string) (denied string, err error) {
+	actAs, problem, err := q.For(ctx, b)
+	switch {
+	case err != nil:
+		return "", err
+	case problem != "":
+		return problem, nil
+	case actAs == nil:
+		return "", nil
+	}
+	ok, reason, err := q.May(ctx, *actAs, authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "pods", Subresource: "exec"})
+	if err != nil || ok {
+		return "", err
+	}
+	return fmt.Sprintf("Forbidden: the backup's requester %s may not create pods/exec in namespace %s, so it may not run hooks there (%s)", actAs.Username, namespace, reason), nil
 }
 
 // Writer is restore.Request.Writer for a restore acting for user: a dynamic client whose every

@@ -132,3 +132,11 @@ objects: helm never renders, upgrades or deletes it.
 {{- define "cairn.repositoryService" -}}
 {{- printf "%s-repository" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/*
+Whether backups run hooks (hooks.enabled; unset: on in rbac.mode full, off in backupOnly): the
+manager is told (--hooks-enabled) and, when rbac.create, granted pods/exec create.
+*/}}
+{{- define "cairn.hooksEnabled" -}}
+{{- if kindIs "bool" .Values.hooks.enabled }}{{ .Values.hooks.enabled }}{{ else }}{{ ne .Values.rbac.mode "backupOnly" }}{{ end }}
+{{- end }}

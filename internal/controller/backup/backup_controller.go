@@ -241,6 +241,7 @@ func (r *Reconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *ca
 		// The operations it started were running: each is cancelled, and fails.
 		s.BackupItemOperationsAttempted = int32(len(res.Operations))
 		s.BackupItemOperationsFailed = int32(len(res.Operations))
+		s.HookStatus = res.Hooks.Status()
 	}
 	switch res.Ending {
 	case backup.Interrupted:
@@ -254,6 +255,7 @@ func (r *Reconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *ca
 			s.FailureReason = res.FailureReason
 			s.Progress = progress
 			s.Warnings, s.Errors = res.Warnings, res.Errors
+			s.HookStatus = res.Hooks.Status()
 		}, nil)
 	}
 	// Any operation it started is waited for; items that failed make it PartiallyFailed.
@@ -264,6 +266,7 @@ func (r *Reconciler) run(ctx, runCtx context.Context, b *cairnv1.Backup, bsl *ca
 		s.Warnings, s.Errors = res.Warnings, res.Errors
 		s.BackupItemOperationsAttempted = int32(len(res.Operations))
 		s.ArchiveSHA256, s.ArchiveSize = res.Digest.SHA256, res.Digest.Size
+		s.HookStatus = res.Hooks.Status()
 	}, cancelledWrite)
 }
 

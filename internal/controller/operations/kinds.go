@@ -79,6 +79,19 @@ type operationsStatus[P ~string] struct {
 	// BytesDone and BytesTotal are the operations' bytes (backup.OperationBytes): the volume
 	// copies' progress; both 0 when no operation counts bytes.
 	BytesDone, BytesTotal int64
+	// Hooks are the hook counts (status.hookStatus): the run's, to which the hooks the
+	// operations ran are added once, by the write that leaves the reconciler's phases
+	// (withOperationHooks).
+	Hooks backup.HookCounts
+}
+
+// withOperationHooks adds the hooks the operations ran to s once s leaves the phases k owns:
+// that write is the last this reconciler makes, so a write that fails and is made again
+// from the object as it was never counts them twice.
+func withOperationHooks[T client.Object, P ~string](k Kind[T, P], s *operationsStatus[P], ops []backup.Operation) {
+	if !k.owns(s.Phase) {
+		s.Hooks = s.Hooks.Add(backup.HookCountsOf(ops))
+	}
 }
 
 // Backups is the operations reconciler's kind for backups: the operations of
@@ -116,6 +129,7 @@ func Backups(registry *backup.Registry) Kind[*cairnv1.Backup, cairnv1.BackupPhas
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
 				s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = v.Attempted, v.Completed, v.Failed
+				s.HookStatus = v.Hooks.Status()
 				if v.BytesTotal > 0 {
 					s.Progress = ptr.Deref(s.Progress, cairnv1.BackupProgress{}).WithVolumeBytes(v.BytesDone, v.BytesTotal)
 				}
@@ -126,7 +140,8 @@ func Backups(registry *backup.Registry) Kind[*cairnv1.Backup, cairnv1.BackupPhas
 
 func backupOperationsStatus(s *cairnv1.BackupStatus) operationsStatus[cairnv1.BackupPhase] {
 	v := operationsStatus[cairnv1.BackupPhase]{Phase: s.Phase, Errors: s.Errors,
-		Attempted: s.BackupItemOperationsAttempted, Completed: s.BackupItemOperationsCompleted, Failed: s.BackupItemOperationsFailed}
+		Attempted: s.BackupItemOperationsAttempted, Completed: s.BackupItemOperationsCompleted, Failed: s.BackupItemOperationsFailed,
+		Hooks: backup.HookCountsOfStatus(s.HookStatus)}
 	if s.Progress != nil {
 		v.BytesDone, v.BytesTotal = s.Progress.VolumeBytesDone, s.Progress.VolumeBytesTotal
 	}

@@ -132,7 +132,12 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return r.cannotPoll(ctx, obj, file, nil, false, err)
 	}
 
-	ops, changed := r.advance(ctx, obj, ops)
+	// pollCtx: a cancel stops a Progress call that waits (a pod's post hooks running) within
+	// seconds; the operations are then left as they were, and the cancel cancels them.
+	ops, changed := r.advance(pollCtx, obj, ops)
+	if stopped() {
+		return ctrl.Result{}, nil
+	}
 	if changed {
 		if err := r.Stores.Call(pollCtx, func(ctx context.Context) error { return file.write(ctx, ops) }); err != nil {
 			if stopped() {
@@ -146,6 +151,7 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	running, completed, failed := backup.OperationCounts(ops)
 	if err := r.Kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
 		s.Phase = r.Kind.next(s.Phase, ops)
+		withOperationHooks(r.Kind, s, ops)
 		s.Attempted, s.Completed, s.Failed = int32(len(ops)), int32(completed), int32(failed)
 		s.Errors = max(s.Errors, int32(failed))
 		s.BytesDone, s.BytesTotal = backup.OperationBytes(ops)
@@ -250,6 +256,7 @@ func (r *Reconciler[T, P]) cannotPoll(ctx context.Context, obj T, file operation
 	attempted, completed, failed := operationTotals(st, ops, known)
 	if err := r.Kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
 		s.Phase = r.Kind.finalizingPartiallyFailed
+		withOperationHooks(r.Kind, s, ops)
 		s.Attempted, s.Completed, s.Failed = attempted, completed, failed
 		s.Errors = max(s.Errors+1, failed)
 	}); err != nil {
@@ -300,6 +307,7 @@ func (r *Reconciler[T, P]) cancel(ctx context.Context, obj T, file operationsFil
 	attempted, completed, failed := operationTotals(r.Kind.status(obj), ops, known)
 	if err := r.Kind.patch(ctx, r.Client, r.Clock, obj, func(s *operationsStatus[P]) {
 		s.Phase = r.Kind.finalizingCancelled
+		withOperationHooks(r.Kind, s, ops)
 		s.Attempted, s.Completed, s.Failed = attempted, completed, failed
 	}); err != nil {
 		return client.IgnoreNotFound(err)
