@@ -58,9 +58,13 @@ func (RestoreAction) Name() string { return RestoreActionName }
 func (RestoreAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{podsGR} }
 
 // restoredVolumes are the snapshots of the backed-up pod namespace/name, by volume, that a
-// restore may write: those of the pod's own namespace's repository in the backup's own
-// location. Anything else in the operations file (which storage holds, and whoever can write
-// the bucket could change) is refused: a restore never reads another namespace's repository.
+// restore may write: those of the pod's own namespace's repository, read in the backup's own
+// location. The record names the location as the cluster that made the backup calls it; a
+// second cluster restoring from the same storage may call it otherwise, and the repository is
+// in that storage whatever its name: so the record's location is replaced by the backup's
+// location here (location), and never chooses where the data is read. A record of another
+// namespace's repository (which storage holds, and whoever can write the bucket could change)
+// is refused: a restore never reads another namespace's repository.
 func restoredVolumes(ops []backup.Operation, namespace, name, location string) (map[string]Snapshot, []string, error) {
 	snaps, err := Snapshots(ops)
 	if err != nil {
@@ -72,10 +76,11 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 		if s.Pod.Namespace != namespace || s.Pod.Name != name {
 			continue
 		}
-		if s.Repository.Namespace != namespace || s.Repository.StorageLocation != location {
-			refused = append(refused, fmt.Sprintf("volume %s: its snapshot is in the repository of location %s for namespace %s, not this backup's", s.Volume, s.Repository.StorageLocation, s.Repository.Namespace))
+		if s.Repository.Namespace != namespace {
+			refused = append(refused, fmt.Sprintf("volume %s: its snapshot is in the repository for namespace %s, not the pod's", s.Volume, s.Repository.Namespace))
 			continue
 		}
+		s.Repository.StorageLocation = location
 		out[s.Volume] = s
 	}
 	return out, refused, nil
