@@ -324,25 +324,30 @@ func progressOfRestores(p backup.OperationProgress, pvrs []cairnv1.PodVolumeRest
 	return p
 }
 
-// Cancel stops the restores of the pod's volumes: one bound to a node is cancelled (its agent
-// stops it and tells the pod, whose helper fails), one not bound yet is deleted (no agent will
-// ever see it; its pod, if any, is never scheduled onto data).
+// Cancel stops the restores of the pod's volumes (CancelRestores).
 func (a RestoreAction) Cancel(ctx context.Context, operationID string, rs *cairnv1.Restore) error {
 	pvrs, _, _, err := a.podRestores(ctx, operationID, rs)
 	if err != nil {
 		return err
 	}
+	return CancelRestores(ctx, a.Client, pvrs)
+}
+
+// CancelRestores stops the volume restores of pvrs that have not ended: one bound to a node is
+// cancelled (its agent stops it and tells the pod, whose helper fails), one not bound yet is
+// deleted (no agent will ever see it; its pod, if any, is never scheduled onto data).
+func CancelRestores(ctx context.Context, c client.Client, pvrs []cairnv1.PodVolumeRestore) error {
 	var errs []error
 	for i := range pvrs {
 		p := &pvrs[i]
 		switch {
 		case p.Status.Phase.IsTerminal() || p.Spec.Cancel:
 		case p.Spec.Node == "":
-			errs = append(errs, client.IgnoreNotFound(a.Client.Delete(ctx, p)))
+			errs = append(errs, client.IgnoreNotFound(c.Delete(ctx, p)))
 		default:
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Spec.Cancel = true
-			errs = append(errs, client.IgnoreNotFound(a.Client.Patch(ctx, p, patch)))
+			errs = append(errs, client.IgnoreNotFound(c.Patch(ctx, p, patch)))
 		}
 	}
 	return errors.Join(errs...)
