@@ -154,3 +154,59 @@ func TestProgressOf(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoredVolumes: a restore writes a pod's snapshots read from its own namespace's
+// repository in the backup's location as this cluster names it (a second cluster may name the
+// first one's location otherwise), and refuses a record of another namespace's repository.
+func TestRestoredVolumes(t *testing.T) {
+	record := func(pod, volume, repoLocation, repoNamespace string) backup.Operation {
+		s := Snapshot{Pod: cairnv1.PodReference{Namespace: "shop", Name: pod}, Volume: volume, SnapshotID: "snap-" + volume,
+			Repository: cairnv1.RepositoryReference{StorageLocation: repoLocation, Namespace: repoNamespace}}
+		result, _ := json.Marshal(s)
+		return backup.Operation{Action: ActionName, OperationID: pod + "/" + volume, Phase: backup.OperationCompleted, Result: result}
+	}
+	for _, tc := range []struct {
+		name     string
+		ops      []backup.Operation
+		location string
+		want     map[string]cairnv1.RepositoryReference
+		refused  string
+	}{
+		{name: "the same cluster: the location as recorded",
+			ops:      []backup.Operation{record("db-0", "data", "default", "shop"), record("db-1", "data", "default", "shop")},
+			location: "default",
+			want:     map[string]cairnv1.RepositoryReference{"data": {StorageLocation: "default", Namespace: "shop"}}},
+		{name: "a second cluster naming the location otherwise: read in its own location's name",
+			ops:      []backup.Operation{record("db-0", "data", "s3", "shop"), record("db-0", "cache", "s3", "shop")},
+			location: "cluster-a",
+			want: map[string]cairnv1.RepositoryReference{"data": {StorageLocation: "cluster-a", Namespace: "shop"},
+				"cache": {StorageLocation: "cluster-a", Namespace: "shop"}}},
+		{name: "a record of another namespace's repository is refused",
+			ops:      []backup.Operation{record("db-0", "data", "default", "bank"), record("db-0", "cache", "default", "shop")},
+			location: "default",
+			want:     map[string]cairnv1.RepositoryReference{"cache": {StorageLocation: "default", Namespace: "shop"}},
+			refused:  "volume data: its snapshot is in the repository for namespace bank, not the pod's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snaps, refused, err := restoredVolumes(tc.ops, "shop", "db-0", tc.location)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]cairnv1.RepositoryReference{}
+			for volume, s := range snaps {
+				got[volume] = s.Repository
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for volume, ref := range tc.want {
+				if got[volume] != ref {
+					t.Errorf("volume %s: got %v, want %v", volume, got[volume], ref)
+				}
+			}
+			if strings.Join(refused, "; ") != tc.refused {
+				t.Errorf("refused %q, want %q", refused, tc.refused)
+			}
+		})
+	}
+}

@@ -58,9 +58,13 @@ func (RestoreAction) Name() string { return RestoreActionName }
 func (RestoreAction) AppliesTo() []schema.GroupResource { return []schema.GroupResource{podsGR} }
 
 // restoredVolumes are the snapshots of the backed-up pod namespace/name, by volume, that a
-// restore may write: those of the pod's own namespace's repository in the backup's own
-// location. Anything else in the operations file (which storage holds, and whoever can write
-// the bucket could change) is refused: a restore never reads another namespace's repository.
+// restore may write: those of the pod's own namespace's repository, read in the backup's own
+// location. The record names the location as the cluster that made the backup calls it; a
+// second cluster restoring from the same storage may call it otherwise, and the repository is
+// in that storage whatever its name: so the record's location is replaced by the backup's
+// location here (location), and never chooses where the data is read. A record of another
+// namespace's repository (which storage holds, and whoever can write the bucket could change)
+// is refused: a restore never reads another namespace's repository.
 func restoredVolumes(ops []backup.Operation, namespace, name, location string) (map[string]Snapshot, []string, error) {
 	snaps, err := Snapshots(ops)
 	if err != nil {
@@ -72,10 +76,11 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 		if s.Pod.Namespace != namespace || s.Pod.Name != name {
 			continue
 		}
-		if s.Repository.Namespace != namespace || s.Repository.StorageLocation != location {
-			refused = append(refused, fmt.Sprintf("volume %s: its snapshot is in the repository of location %s for namespace %s, not this backup's", s.Volume, s.Repository.StorageLocation, s.Repository.Namespace))
+		if s.Repository.Namespace != namespace {
+			refused = append(refused, fmt.Sprintf("volume %s: its snapshot is in the repository for namespace %s, not the pod's", s.Volume, s.Repository.Namespace))
 			continue
 		}
+		s.Repository.StorageLocation = location
 		out[s.Volume] = s
 	}
 	return out, refused, nil
@@ -329,25 +334,30 @@ func progressOfRestores(p backup.OperationProgress, pvrs []cairnv1.PodVolumeRest
 	return p
 }
 
-// Cancel stops the restores of the pod's volumes: one bound to a node is cancelled (its agent
-// stops it and tells the pod, whose helper fails), one not bound yet is deleted (no agent will
-// ever see it; its pod, if any, is never scheduled onto data).
+// Cancel stops the restores of the pod's volumes (CancelRestores).
 func (a RestoreAction) Cancel(ctx context.Context, operationID string, rs *cairnv1.Restore) error {
 	pvrs, _, _, err := a.podRestores(ctx, operationID, rs)
 	if err != nil {
 		return err
 	}
+	return CancelRestores(ctx, a.Client, pvrs)
+}
+
+// CancelRestores stops the volume restores of pvrs that have not ended: one bound to a node is
+// cancelled (its agent stops it and tells the pod, whose helper fails), one not bound yet is
+// deleted (no agent will ever see it; its pod, if any, is never scheduled onto data).
+func CancelRestores(ctx context.Context, c client.Client, pvrs []cairnv1.PodVolumeRestore) error {
 	var errs []error
 	for i := range pvrs {
 		p := &pvrs[i]
 		switch {
 		case p.Status.Phase.IsTerminal() || p.Spec.Cancel:
 		case p.Spec.Node == "":
-			errs = append(errs, client.IgnoreNotFound(a.Client.Delete(ctx, p)))
+			errs = append(errs, client.IgnoreNotFound(c.Delete(ctx, p)))
 		default:
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Spec.Cancel = true
-			errs = append(errs, client.IgnoreNotFound(a.Client.Patch(ctx, p, patch)))
+			errs = append(errs, client.IgnoreNotFound(c.Patch(ctx, p, patch)))
 		}
 	}
 	return errors.Join(errs...)

@@ -9,16 +9,18 @@ import (
 	"time"
 )
 
-// StallingProxy stands between the manager and an S3 server: reads (GET, HEAD) always go
-// through, and while it is stalled, writes (PUT, POST, DELETE) hang until Unstall lets them
-// through or their client goes away, like an object store that takes requests and never
-// answers them. Safe for concurrent use.
+// StallingProxy stands between the manager and an S3 server: while it is stalled, writes (PUT,
+// POST, DELETE) hang until Unstall lets them through or their client goes away, like an object
+// store that takes requests and never answers them. Reads (GET, HEAD) go through, unless it was
+// stalled with StallReads: then they hang too, as a restore's reads do on a store that stopped
+// answering. Safe for concurrent use.
 type StallingProxy struct {
 	// URL is where the proxy listens, for a storage location's endpoint.
 	URL string
 
 	mu      sync.Mutex
-	release chan struct{} // closed by Unstall; nil while writes pass
+	release chan struct{} // closed by Unstall; nil while requests pass
+	reads   bool          // reads are held too
 	held    int
 }
 
@@ -46,7 +48,7 @@ func ServeStallingProxy(t TB, l net.Listener, target string) *StallingProxy {
 	p := &StallingProxy{URL: "http://" + l.Addr().String()}
 	forward := httputil.NewSingleHostReverseProxy(u) // keeps the Host header, which SigV4 signed
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && !p.wait(r) {
+		if !p.wait(r) {
 			return
 		}
 		forward.ServeHTTP(w, r)
@@ -56,11 +58,15 @@ func ServeStallingProxy(t TB, l net.Listener, target string) *StallingProxy {
 	return p
 }
 
-// wait holds the write r while the proxy is stalled. It reports whether r may go on: false
-// when its client went away first.
+// wait holds r while the proxy is stalled for its kind of request. It reports whether r may
+// go on: false when its client went away first.
 func (p *StallingProxy) wait(r *http.Request) bool {
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
 	p.mu.Lock()
 	release := p.release
+	if read && !p.reads {
+		release = nil
+	}
 	if release != nil {
 		p.held++
 	}
@@ -85,7 +91,17 @@ func (p *StallingProxy) Stall() {
 	}
 }
 
-// Unstall lets the writes it holds through, and those that arrive later.
+// StallReads makes every request that arrives from now on hang until Unstall, reads too.
+func (p *StallingProxy) StallReads() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.release == nil {
+		p.release = make(chan struct{})
+	}
+	p.reads = true
+}
+
+// Unstall lets the requests it holds through, and those that arrive later.
 func (p *StallingProxy) Unstall() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,10 +109,11 @@ func (p *StallingProxy) Unstall() {
 		close(p.release)
 		p.release = nil
 	}
+	p.reads = false
 }
 
-// Held is how many writes the proxy has held since it started, let through or not: a test
-// waits for it to grow to know that a write reached the proxy and hangs.
+// Held is how many requests the proxy has held since it started, let through or not: a test
+// waits for it to grow to know that a request reached the proxy and hangs.
 func (p *StallingProxy) Held() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

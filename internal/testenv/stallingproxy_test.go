@@ -12,8 +12,9 @@ import (
 
 // TestStallingProxy shows the proxy forwarding reads and writes, and, while stalled, holding a
 // write (the server has not seen it, and its client has no answer) while a read still goes
-// through, until Unstall lets the write through. A proxy that did not stall would forward the
-// write before the read; one that did not forward would give no answer at all.
+// through, until Unstall lets the write through; stalled with StallReads, it holds a read too.
+// A proxy that did not stall would forward the write before the read; one that did not
+// forward would give no answer at all.
 func TestStallingProxy(t *testing.T) {
 	g := NewWithT(t)
 	var (
@@ -61,10 +62,19 @@ func TestStallingProxy(t *testing.T) {
 	g.Expect(do(http.MethodDelete, "/after")).To(Equal("answered /after"))
 	g.Expect(p.Held()).To(Equal(1))
 
+	p.StallReads()
+	heldRead := make(chan string, 1)
+	go func() { heldRead <- do(http.MethodGet, "/held-read") }()
+	g.Eventually(p.Held).Should(Equal(2))
+	g.Consistently(heldRead, "100ms").ShouldNot(Receive(), "the held read was answered while stalled")
+	p.Unstall()
+	g.Eventually(heldRead).Should(Receive(Equal("answered /held-read")))
+	g.Expect(do(http.MethodGet, "/read-after")).To(Equal("answered /read-after"))
+
 	close(received)
 	var seen []string
 	for r := range received {
 		seen = append(seen, r)
 	}
-	g.Expect(seen).To(Equal([]string{"PUT /before", "GET /read", "PUT /held", "DELETE /after"}))
+	g.Expect(seen).To(Equal([]string{"PUT /before", "GET /read", "PUT /held", "DELETE /after", "GET /held-read", "GET /read-after"}))
 }

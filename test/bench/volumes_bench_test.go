@@ -28,11 +28,15 @@ import (
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-// The volume-data benchmark (issue 28, "Measure"): a directory of 200 MiB of random bytes and
-// 10,000 files of 4 KiB is copied twice into a new repository in a filesystem location,
-// through the blob proxy, by a child process that does what the node agent does for one
-// PodVolumeBackup (open the repository through the proxy, snapshot, close), so that its peak
-// RSS is its own. The floor is tar | sha256sum over the same directory.
+// The volume-data benchmark (issues 28 and 29, "Measure"): a directory of 200 MiB of random
+// bytes and 10,000 files of 4 KiB is copied twice into a new repository in a filesystem
+// location, through the blob proxy, by a child process that does what the node agent does for
+// one PodVolumeBackup (open the repository through the proxy, snapshot, close), so that its peak
+// RSS is its own. The floor is tar | sha256sum over the same directory. Then the first snapshot
+// is restored into an empty directory, as the node agent does for one PodVolumeRestore (open
+// the repository read-only through the proxy, restore, close), with the agent's restore
+// parallelism and with more; the floor is tar -xf of a tar of the same directory into an
+// empty one.
 
 const (
 	volumeBigFileBytes  = 200 << 20
@@ -60,11 +64,16 @@ type copyRequest struct {
 	URL, TokenFile, ConfigDir, Dir, Password, Out string
 	// Idle: open nothing, only exit (the binary's own peak RSS).
 	Idle bool
+	// Restore, when set, is the snapshot the child restores into Dir (which must be empty)
+	// instead of copying Dir, Parallel files at once (0: the node agent's default).
+	Restore  string
+	Parallel int
 	// CPUProfile, if set, is where the child writes a CPU profile of the copy.
 	CPUProfile string
 }
 
-// copyResult is what the child measured of its copy.
+// copyResult is what the child measured of its copy (SnapshotSeconds: of its restore, for a
+// restore).
 type copyResult struct {
 	OpenSeconds, SnapshotSeconds, CloseSeconds float64
 	SnapshotID, Parent                         string
@@ -111,28 +120,34 @@ func TestVolumeCopyChild(t *testing.T) {
 	ctx := context.Background()
 	open := nodeagent.ProxyRepositories(req.URL, req.TokenFile, req.ConfigDir)
 	start := time.Now()
-	repo, err := open(ctx, cairnv1.RepositoryReference{StorageLocation: volumeLocation, Namespace: volumeNamespace}, req.Password, false)
+	repo, err := open(ctx, cairnv1.RepositoryReference{StorageLocation: volumeLocation, Namespace: volumeNamespace}, req.Password, req.Restore != "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opened := time.Now()
-	tags := map[string]string{"pvc": "bench-data"}
-	res, err := repo.Snapshot(ctx, req.Dir, tags, nil)
-	if err != nil {
-		_ = repo.Close()
-		t.Fatal(err)
+	var out copyResult
+	if req.Restore != "" {
+		// What the node agent's restore does (nodeagent's Agent.restore), into an empty directory.
+		res, err := repo.Restore(ctx, req.Restore, req.Dir, repository.RestoreOptions{Overwrite: true, Parallel: req.Parallel})
+		if err != nil {
+			_ = repo.Close()
+			t.Fatal(err)
+		}
+		out.Bytes, out.Files = res.Bytes, res.Files
+	} else {
+		tags := map[string]string{"pvc": "bench-data"}
+		res, err := repo.Snapshot(ctx, req.Dir, tags, nil)
+		if err != nil {
+			_ = repo.Close()
+			t.Fatal(err)
+		}
+		out.SnapshotID, out.Parent, out.Bytes, out.Files, out.UploadedBytes = res.ID, res.Parent, res.Bytes, res.Files, res.UploadedBytes
 	}
-	snapshotted := time.Now()
+	worked := time.Now()
 	if err := repo.Close(); err != nil {
 		t.Fatal(err)
 	}
-	out := copyResult{
-		OpenSeconds:     opened.Sub(start).Seconds(),
-		SnapshotSeconds: snapshotted.Sub(opened).Seconds(),
-		CloseSeconds:    time.Since(snapshotted).Seconds(),
-		SnapshotID:      res.ID, Parent: res.Parent,
-		Bytes: res.Bytes, Files: res.Files, UploadedBytes: res.UploadedBytes,
-	}
+	out.OpenSeconds, out.SnapshotSeconds, out.CloseSeconds = opened.Sub(start).Seconds(), worked.Sub(opened).Seconds(), time.Since(worked).Seconds()
 	b, err := json.Marshal(out)
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +256,120 @@ func benchmarkVolumes(b *testing.B) {
 	b.ReportMetric(float64(second.UploadedBytes), "second-uploaded-bytes")
 	b.ReportMetric(second.PeakRSSMiB, "second-peak-rss-MiB")
 	b.ReportMetric(idle.PeakRSSMiB, "idle-child-rss-MiB")
+
+	// The restore of the first snapshot into an empty directory, with the node agent's
+	// parallelism (RestoreParallelism 0: the repository's default) and with 8, next to its
+	// floor: tar -xf of a tar of the same directory, before and after, the faster.
+	tarball := filepath.Join(work, "data.tar")
+	if out, err := exec.Command("tar", "-cf", tarball, "-C", data, ".").CombinedOutput(); err != nil {
+		b.Fatalf("tar -cf: %v: %s", err, out)
+	}
+	extractBefore := extractSeconds(b, tarball, filepath.Join(work, "extracted-before"))
+	restored := runCopy(b, work, restoreRequest(b, req, first.SnapshotID, filepath.Join(work, "restored"), 0, "restore"))
+	expectSameTree(b, data, filepath.Join(work, "restored"))
+	restored8 := runCopy(b, work, restoreRequest(b, req, first.SnapshotID, filepath.Join(work, "restored-8"), 8, "restore-8"))
+	expectSameTree(b, data, filepath.Join(work, "restored-8"))
+	extractAfter := extractSeconds(b, tarball, filepath.Join(work, "extracted-after"))
+	extract := min(extractBefore, extractAfter)
+	for _, r := range []copyRun{restored, restored8} {
+		if r.Bytes != dataBytes || r.Files != volumeSmallFiles+1 {
+			b.Fatalf("a restore wrote %d bytes in %d files, want %d bytes in %d files", r.Bytes, r.Files, dataBytes, volumeSmallFiles+1)
+		}
+	}
+	b.Logf("tar -xf %.2f s then %.2f s; restore open %.2f s, restore %.2f s, close %.2f s; with 8 at once: open %.2f s, restore %.2f s",
+		extractBefore, extractAfter, restored.OpenSeconds, restored.SnapshotSeconds, restored.CloseSeconds, restored8.OpenSeconds, restored8.SnapshotSeconds)
+	b.ReportMetric(extract, "extract-floor-s")
+	b.ReportMetric(mb/extract, "extract-floor-MB/s")
+	b.ReportMetric(restored.seconds(), "restore-s")
+	b.ReportMetric(restored.OpenSeconds, "restore-open-s")
+	b.ReportMetric(restored.SnapshotSeconds, "restore-call-s")
+	b.ReportMetric(mb/restored.seconds(), "restore-MB/s")
+	b.ReportMetric(extract/restored.seconds(), "restore-of-floor")
+	b.ReportMetric(restored.PeakRSSMiB, "restore-peak-rss-MiB")
+	b.ReportMetric(restored.CopyCPUSeconds, "restore-cpu-s")
+	b.ReportMetric(restored.ProxyCPUSeconds, "restore-proxy-cpu-s")
+	b.ReportMetric(restored8.seconds(), "restore-p8-s")
+	b.ReportMetric(mb/restored8.seconds(), "restore-p8-MB/s")
+	b.ReportMetric(extract/restored8.seconds(), "restore-p8-of-floor")
+	b.ReportMetric(restored8.PeakRSSMiB, "restore-p8-peak-rss-MiB")
+}
+
+// restoreRequest is req turned into the restore of snapshot id into the new directory target,
+// parallel files at once, profiled as name.
+func restoreRequest(b *testing.B, req copyRequest, id, target string, parallel int, name string) copyRequest {
+	b.Helper()
+	if err := os.Mkdir(target, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	req = withProfile(req, name)
+	req.Dir, req.Restore, req.Parallel = target, id, parallel
+	return req
+}
+
+// extractSeconds times tar -xf of tarball into the new directory target: every file written,
+// nothing read but the tar (from the page cache).
+func extractSeconds(b *testing.B, tarball, target string) float64 {
+	b.Helper()
+	if err := os.Mkdir(target, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("tar", "-xf", tarball, "-C", target)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("tar -xf: %v: %s", err, stderr.String())
+	}
+	return time.Since(start).Seconds()
+}
+
+// expectSameTree fails the benchmark unless got holds the files of want with the same sizes,
+// modes and contents (compared byte for byte).
+func expectSameTree(b *testing.B, want, got string) {
+	b.Helper()
+	n := 0
+	err := filepath.WalkDir(want, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(want, path)
+		if err != nil {
+			return err
+		}
+		wi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		gi, err := os.Lstat(filepath.Join(got, rel))
+		if err != nil {
+			return err
+		}
+		if wi.Mode() != gi.Mode() || (wi.Mode().IsRegular() && wi.Size() != gi.Size()) {
+			return fmt.Errorf("%s: mode %v size %d, want %v and %d", rel, gi.Mode(), gi.Size(), wi.Mode(), wi.Size())
+		}
+		if !wi.Mode().IsRegular() {
+			return nil
+		}
+		n++
+		w, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		g, err := os.ReadFile(filepath.Join(got, rel))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(w, g) {
+			return fmt.Errorf("%s: contents differ", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatalf("the restored tree %s: %v", got, err)
+	}
+	if n != volumeSmallFiles+1 {
+		b.Fatalf("the restored tree %s: %d files compared, want %d", got, n, volumeSmallFiles+1)
+	}
 }
 
 // withProfile sets req's CPU profile to name.pprof in the directory volumeProfileEnv names, if any.

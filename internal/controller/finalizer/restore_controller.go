@@ -22,12 +22,14 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/stores"
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/phases"
+	"github.com/cairn-backup/cairn/internal/podvolume"
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // RestoreReconciler ends restores and removes deleted ones' files (DESIGN.md section
 // 9). It owns Finalizing → Completed, FinalizingPartiallyFailed → PartiallyFailed and
-// FinalizingCancelled → Failed ("Restore cancelled by user", condition Cancelled). For a
+// FinalizingCancelled → Failed ("Restore cancelled by user", condition Cancelled); a restore
+// that does not complete has its volume restores still running cancelled first. For a
 // terminal restore with a deletion timestamp it removes the restore's files (log, results,
 // resource list, operations) from its storage location and then the restore-data finalizer;
 // the objects the restore created are never touched.
@@ -75,6 +77,11 @@ func finalizedRestorePhase(p cairnv1.RestorePhase) (cairnv1.RestorePhase, bool) 
 }
 
 func (r *RestoreReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, next cairnv1.RestorePhase) error {
+	if next != cairnv1.RestorePhaseCompleted {
+		if err := r.cancelVolumeRestores(ctx, rs); err != nil {
+			return err
+		}
+	}
 	now := metav1.NewTime(r.Clock.Now())
 	_, failureReason, cancelled := lifecycle.Restores.Cancellation(rs)
 	if rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled && !cancelled {
@@ -92,6 +99,22 @@ func (r *RestoreReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, n
 		return client.IgnoreNotFound(err)
 	}
 	// The phase change's event (with the items, warnings and errors) is PhaseWatcher's.
+	return nil
+}
+
+// cancelVolumeRestores stops the restore's volume restores that have not ended, found by label.
+// A restore that does not complete may leave some running: its operations, which cancel them
+// one by one, could not be read (cancelled while its storage did not answer, or storage
+// failing past the phase timeout). Stopped here, none stays InProgress, and each restored pod's
+// helper fails saying why instead of waiting for data that never comes.
+func (r *RestoreReconciler) cancelVolumeRestores(ctx context.Context, rs *cairnv1.Restore) error {
+	var pvrs cairnv1.PodVolumeRestoreList
+	if err := r.List(ctx, &pvrs, client.InNamespace(r.Namespace), client.MatchingLabels{cairnv1.PodVolumeRestoreUIDLabel: string(rs.UID)}); err != nil {
+		return fmt.Errorf("listing the restore's PodVolumeRestores: %w", err)
+	}
+	if err := podvolume.CancelRestores(ctx, r.Client, pvrs.Items); err != nil {
+		return fmt.Errorf("cancelling the restore's PodVolumeRestores still running: %w", err)
+	}
 	return nil
 }
 

@@ -257,3 +257,54 @@ func TestRestoreFinalizerNeverHoldsARestoreForItsFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreFinalizerCancelsVolumeRestoresLeftRunning: a restore that ends without completing
+// (its operations could not be read to cancel them one by one) has its volume restores that
+// have not ended stopped: a bound one cancelled, an unbound one deleted; ended ones and other
+// restores' are left alone, and a completed restore touches none.
+func TestRestoreFinalizerCancelsVolumeRestoresLeftRunning(t *testing.T) {
+	pvr := func(name, restoreUID, node string, phase cairnv1.PodVolumePhase) *cairnv1.PodVolumeRestore {
+		return &cairnv1.PodVolumeRestore{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cairn-system", Labels: map[string]string{cairnv1.PodVolumeRestoreUIDLabel: restoreUID}},
+			Spec:       cairnv1.PodVolumeRestoreSpec{Node: node, Volume: "data"},
+			Status:     cairnv1.PodVolumeStatus{Phase: phase},
+		}
+	}
+	type state struct {
+		exists, cancel bool
+	}
+	for _, tt := range []struct {
+		phase cairnv1.RestorePhase
+		want  map[string]state
+	}{
+		{phase: cairnv1.RestorePhaseFinalizingCancelled, want: map[string]state{
+			"running": {true, true}, "unbound": {false, false}, "ended": {true, false}, "other": {true, false}}},
+		{phase: cairnv1.RestorePhaseFinalizingPartiallyFailed, want: map[string]state{
+			"running": {true, true}, "unbound": {false, false}, "ended": {true, false}, "other": {true, false}}},
+		{phase: cairnv1.RestorePhaseFinalizing, want: map[string]state{
+			"running": {true, false}, "unbound": {true, false}, "ended": {true, false}, "other": {true, false}}},
+	} {
+		t.Run(string(tt.phase), func(t *testing.T) {
+			rs := unittest.Restore("team-a", "r", 0, tt.phase)
+			uid := string(rs.UID)
+			c := unittest.NewClient(t, interceptor.Funcs{}, rs,
+				pvr("running", uid, "node-1", cairnv1.PodVolumePhaseInProgress),
+				pvr("unbound", uid, "", cairnv1.PodVolumePhaseNew),
+				pvr("ended", uid, "node-1", cairnv1.PodVolumePhaseCompleted),
+				pvr("other", "uid-of-another", "node-1", cairnv1.PodVolumePhaseInProgress))
+			if _, err := newRestoreFinalizer(c, clocktesting.NewFakeClock(unittest.Epoch)).Reconcile(context.Background(), restoreRequest); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tt.want {
+				var got cairnv1.PodVolumeRestore
+				err := c.Get(context.Background(), client.ObjectKey{Namespace: "cairn-system", Name: name}, &got)
+				if exists := err == nil; exists != want.exists || (exists && got.Spec.Cancel != want.cancel) {
+					t.Errorf("%s: exists %v (%v), cancel %v; want %+v", name, exists, err, got.Spec.Cancel, want)
+				}
+			}
+			if got := unittest.GetRestore(t, c, "team-a", "r"); !got.Status.Phase.IsTerminal() {
+				t.Errorf("phase %s, want a terminal one", got.Status.Phase)
+			}
+		})
+	}
+}

@@ -34,6 +34,11 @@ import (
 // DefaultSyncFrequency is how often unfinished async operations are polled.
 const DefaultSyncFrequency = 10 * time.Second
 
+// cancelReadTimeout bounds the read of a cancelled object's operations: a store that does not
+// answer sooner has them cancelled without being read (its volume copies and restores are
+// then stopped by label, when the object is finalized), not after the storage timeout.
+const cancelReadTimeout = 2 * time.Second
+
 // Reconciler follows the async operations that a run's actions started: a backup's
 // BackupItemActions (DESIGN.md section 6, the "operations" reconciler) or a restore's
 // RestoreItemActions (section 9, "restoreoperations"). It owns its kind's
@@ -107,9 +112,17 @@ func (r *Reconciler[T, P]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// stopped: a cancel ended this poll while it waited on storage; the cancel's own event,
 	// queued meanwhile, reconciles the object again at once, and cancels.
 	stopped := func() bool { return pollCtx.Err() != nil && ctx.Err() == nil }
+	readCtx := pollCtx
+	if _, cancelled := r.Kind.cancellation(obj); cancelled {
+		// A cancel never waits on storage: its operations are read for a moment only, or
+		// cancelled without them below.
+		var stopRead context.CancelFunc
+		readCtx, stopRead = context.WithTimeout(pollCtx, cancelReadTimeout)
+		defer stopRead()
+	}
 	var file operationsFile
 	var ops []backup.Operation
-	err := r.Stores.Call(pollCtx, func(ctx context.Context) (err error) {
+	err := r.Stores.Call(readCtx, func(ctx context.Context) (err error) {
 		if file, err = r.Kind.file(ctx, r.Stores, obj); err != nil {
 			return err
 		}

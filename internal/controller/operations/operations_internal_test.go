@@ -78,6 +78,8 @@ func (a *pollAction) calls() (cancelled, expired []string) {
 type storeFaults struct {
 	mu       sync.Mutex
 	get, put error
+	// hangGets makes reads hang until their context ends, as on a store that stopped answering.
+	hangGets bool
 	// puts is how many more Puts fail with put; negative is every one.
 	puts int
 }
@@ -122,6 +124,13 @@ type faultyStore struct {
 var errStorageDown = errors.New("connection refused")
 
 func (s faultyStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	s.faults.mu.Lock()
+	hang := s.faults.hangGets
+	s.faults.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if err := s.faults.getErr(); err != nil {
 		return nil, err
 	}
@@ -414,6 +423,27 @@ func TestOperationsCancelBoundsEachCall(t *testing.T) {
 		if op.OperationID == "hang" && !strings.Contains(op.Error, "cancelling it failed: context deadline exceeded") {
 			t.Errorf("the hanging cancel is not recorded: %q", op.Error)
 		}
+	}
+}
+
+// TestOperationsCancelWhileStorageHangs: a cancel never waits on storage, even one whose reads
+// hang instead of failing: its operations are read for cancelReadTimeout, not the storage
+// timeout, and counted failed from status.
+func TestOperationsCancelWhileStorageHangs(t *testing.T) {
+	started := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	tt := newOperationsTest(t, operationsData(t, started, "running", "running"), func(b *cairnv1.Backup) { b.Spec.Cancel = true })
+	tt.faults.mu.Lock()
+	tt.faults.hangGets = true
+	tt.faults.mu.Unlock()
+	began := time.Now()
+	if err := tt.reconcile(t); err != nil {
+		t.Fatalf("Reconcile = %v; a cancel must not wait for storage", err)
+	}
+	if took := time.Since(began); took > cancelReadTimeout+5*time.Second || tt.r.Stores.CallTimeout() <= cancelReadTimeout+5*time.Second {
+		t.Errorf("the cancel took %s with a storage timeout of %s; want about %s", took, tt.r.Stores.CallTimeout(), cancelReadTimeout)
+	}
+	if b := tt.backup(t); b.Status.Phase != cairnv1.BackupPhaseFinalizingCancelled || b.Status.BackupItemOperationsFailed != 2 {
+		t.Errorf("phase %s, failed %d; want FinalizingCancelled, 2", b.Status.Phase, b.Status.BackupItemOperationsFailed)
 	}
 }
 

@@ -12,6 +12,14 @@
 // reach the API server and the pods. A node the suite started is stopped at the end, unless
 // CAIRN_NODE_KEEP is set; one that already ran is left running.
 //
+// The restore specs of volume data (restore_test.go) restore one backed-up app under a
+// namespace mapping, in place after its namespace is deleted, and while cancelling or killing
+// the node agent; the disaster-recovery spec (restore_dr_test.go) restores it into a second
+// control plane started by the test (envtest's kube-apiserver and etcd, kube-controller-manager),
+// which shares only the S3 server: the manager binary runs as its operator, and its node agent
+// (the manager binary's node-agent command) writes into a pods directory laid out as the
+// kubelet's, the test binding the pod to a node and making its volume directories.
+//
 // The suite is built only with the e2enode tag ('make test-node'), so that ./test/e2e/... does
 // not bring a node up.
 package node

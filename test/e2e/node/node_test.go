@@ -167,7 +167,8 @@ const (
 // image' built, the filesystem location on the node's directory storageDir (there is no
 // storage class for a claim), an S3 location at endpoint with credentials, and the node agent
 // reading the pods' volumes from the kubelet's root directory that hack/node-up.sh gives it,
-// with repository maintenance often enough for a spec to see it run.
+// with repository maintenance often enough for a spec to see it run, and async operations
+// polled every 2 s (a restored pod's volume restores are bound to its node by a poll).
 func chartValues(storageDir, endpoint, credentials string) string {
 	repository, tag, _ := strings.Cut(managerImage, ":")
 	return fmt.Sprintf(`image:
@@ -193,6 +194,7 @@ storage:
         cloud: %[8]q
 nodeAgent:
   kubeletDir: %[9]q
+itemOperationSyncFrequency: 2s
 repositoryMaintenance:
   interval: 20s
   timeout: 2m
@@ -473,6 +475,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	})
 
 	describeVolumeData(&storageDir, &proxy)
+	describeVolumeRestore(&proxy, &server)
 })
 
 // removeCairn removes everything the suite installs: the backups and restores first, while

@@ -139,17 +139,67 @@ func serveService(ctx context.Context, ns, name string) {
 	for _, port := range svc.Spec.Ports {
 		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(int(port.Port))))
 		Expect(err).NotTo(HaveOccurred())
-		var conns sync.WaitGroup
-		DeferCleanup(func() { _ = l.Close(); conns.Wait() })
+		var (
+			conns sync.WaitGroup
+			open  openConns
+		)
+		// The connections still open are closed, not waited for: a client's idle keep-alive
+		// connection (the node agent's to the repository server) would hold the clean-up for
+		// its idle timeout.
+		DeferCleanup(func() { _ = l.Close(); open.closeAll(); conns.Wait() })
 		go func() {
 			for {
 				conn, err := l.Accept()
 				if err != nil {
 					return // closed
 				}
-				conns.Go(func() { forward(conn, ns, name, port.Name) })
+				conns.Go(func() {
+					if open.add(conn) {
+						defer open.remove(conn)
+						forward(conn, ns, name, port.Name)
+					}
+				})
 			}
 		}()
+	}
+}
+
+// openConns are a Service's forwarded connections still open.
+type openConns struct {
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+// add tracks conn, or closes it and says false once closeAll ran.
+func (o *openConns) add(conn net.Conn) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		_ = conn.Close()
+		return false
+	}
+	if o.conns == nil {
+		o.conns = map[net.Conn]bool{}
+	}
+	o.conns[conn] = true
+	return true
+}
+
+func (o *openConns) remove(conn net.Conn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.conns, conn)
+}
+
+// closeAll closes every open connection: each forward then ends, once its backend has seen the
+// half-close that follows.
+func (o *openConns) closeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	for conn := range o.conns {
+		_ = conn.Close()
 	}
 }
 

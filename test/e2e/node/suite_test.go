@@ -151,8 +151,9 @@ func kubectlStdin(stdin string, args ...string) (string, string, error) {
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	started := time.Now()
 	err := cmd.Run()
-	fmt.Fprintf(GinkgoWriter, "$ kubectl %s\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	fmt.Fprintf(GinkgoWriter, "$ kubectl %s (%s)\n%s%s", strings.Join(args, " "), time.Since(started).Round(time.Millisecond), stdout.String(), stderr.String())
 	return stdout.String(), stderr.String(), err
 }
 
