@@ -62,7 +62,7 @@ func newNodeAgentFlagSet(o *nodeAgentOptions) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster or the usual places.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8082", "Where the metrics endpoint listens; 0 turns it off.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Where the health probes listen.")
-	fs.IntVar(&o.restoreParallel, "restore-parallelism", 4, "How many files a volume restore writes at once.")
+	fs.IntVar(&o.restoreParallel, "restore-parallelism", 2, "How many files a volume restore writes at once (each holds its buffers: more may not fit the agent's memory limit).")
 	o.zap.BindFlags(fs)
 	return fs
 }

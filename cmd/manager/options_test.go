@@ -157,7 +157,7 @@ func TestParseNodeAgentOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" || o.restoreParallel != 4 {
+	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" || o.restoreParallel != 2 {
 		t.Fatalf("options = %+v", o)
 	}
 	for _, tc := range []struct {

@@ -1,7 +1,6 @@
 package podvolume
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -12,46 +11,6 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 )
-
-func completedCopy(t *testing.T, s Snapshot) backup.Operation {
-	t.Helper()
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return backup.Operation{Action: ActionName, OperationID: s.Volume, Phase: backup.OperationCompleted, Result: b}
-}
-
-// TestRestoredVolumes: a pod's snapshots are those of its own namespace's repository in the
-// backup's location; a record pointing anywhere else (someone wrote the bucket) is refused.
-func TestRestoredVolumes(t *testing.T) {
-	repo := cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}
-	pod := cairnv1.PodReference{Namespace: "shop", Name: "db-0"}
-	ops := []backup.Operation{
-		completedCopy(t, Snapshot{Pod: pod, Volume: "data", Repository: repo, SnapshotID: "k1"}),
-		completedCopy(t, Snapshot{Pod: pod, Volume: "wal", Repository: repo, SnapshotID: "k2"}),
-		completedCopy(t, Snapshot{Pod: cairnv1.PodReference{Namespace: "shop", Name: "web-0"}, Volume: "data", Repository: repo, SnapshotID: "k3"}),
-	}
-	got, refused, err := restoredVolumes(ops, "shop", "db-0", "default")
-	if err != nil || len(refused) > 0 || len(got) != 2 || got["data"].SnapshotID != "k1" || got["wal"].SnapshotID != "k2" {
-		t.Fatalf("got %v, refused %v, err %v", got, refused, err)
-	}
-	for _, tc := range []struct {
-		name string
-		repo cairnv1.RepositoryReference
-	}{
-		{"another namespace's repository", cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "payroll"}},
-		{"another location's repository", cairnv1.RepositoryReference{StorageLocation: "elsewhere", Namespace: "shop"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ops := []backup.Operation{completedCopy(t, Snapshot{Pod: pod, Volume: "data", Repository: tc.repo, SnapshotID: "k9"})}
-			got, refused, err := restoredVolumes(ops, "shop", "db-0", "default")
-			if err != nil || len(got) != 0 || len(refused) != 1 || !strings.Contains(refused[0], "not this backup's") {
-				t.Fatalf("got %v, refused %v, err %v", got, refused, err)
-			}
-		})
-	}
-}
 
 func TestWithHelper(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{

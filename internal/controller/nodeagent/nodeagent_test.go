@@ -530,6 +530,12 @@ var _ = Describe("Volume data", Ordered, func() {
 		for _, v := range []string{"data", podvolume.RestoreMarkerVolume} {
 			Expect(os.MkdirAll(emptyDir(&pod, v), 0o777)).To(Succeed())
 		}
+		// Every volume mounted, the kubelet runs the first init container: the restore helper.
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(&pod), &pod)).To(Succeed())
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: podvolume.RestoreHelperContainer,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		Expect(K8sClient.Status().Update(SuiteCtx, &pod)).To(Succeed())
 		return &pod
 	}
 	podVolumeRestores := func(rs *cairnv1.Restore) []cairnv1.PodVolumeRestore {

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/metrics"
@@ -51,6 +52,9 @@ func restores(a *Agent) kind[*cairnv1.PodVolumeRestore] {
 // restore waits for the restored pod's volume and marker directories, then writes the
 // snapshot into the volume: over what it holds, only for the files the snapshot has.
 func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *progress) (outcome, error) {
+	if err := a.waitForHelper(ctx, pvr.Spec.Pod); err != nil {
+		return outcome{}, err
+	}
 	dir, err := a.waitForVolume(ctx, pvr.Spec.Pod, pvr.Spec.Volume)
 	if err != nil {
 		return outcome{}, err
@@ -69,6 +73,44 @@ func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *p
 		Progress: func(done, total int64) { p.done.Store(done); p.total.Store(total) },
 	})
 	return outcome{Bytes: res.Bytes, Files: res.Files}, err
+}
+
+// waitForHelper waits until the restored pod's restore helper runs: the kubelet starts init
+// containers only once every volume of the pod is mounted, so from then on the volume's
+// directory is the volume itself, not the empty mount point the kubelet makes just before it
+// mounts a claim there (data written there would be hidden by the mount).
+func (a *Agent) waitForHelper(ctx context.Context, ref cairnv1.PodReference) error {
+	for {
+		var pod corev1.Pod
+		if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &pod); err != nil {
+			return fmt.Errorf("reading pod %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		if pod.UID != ref.UID {
+			return fmt.Errorf("pod %s/%s was replaced by another of the same name", ref.Namespace, ref.Name)
+		}
+		running, ended := helperState(&pod)
+		switch {
+		case running:
+			return nil
+		case ended:
+			return fmt.Errorf("the restore helper of pod %s/%s ended before its data was written", ref.Namespace, ref.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for pod %s/%s to mount its volumes: %w", ref.Namespace, ref.Name, ctx.Err())
+		case <-time.After(volumeWait):
+		}
+	}
+}
+
+// helperState says whether pod's restore helper runs, or has ended.
+func helperState(pod *corev1.Pod) (running, ended bool) {
+	for _, s := range pod.Status.InitContainerStatuses {
+		if s.Name == podvolume.RestoreHelperContainer {
+			return s.State.Running != nil, s.State.Terminated != nil
+		}
+	}
+	return false, false
 }
 
 // waitForVolume waits until the kubelet has made the volume's directory.

@@ -275,6 +275,12 @@ spec:
 		Expect(os.MkdirAll(dir, 0o750)).To(Succeed())
 		Expect(os.Chmod(dir, 0o777)).To(Succeed()) // as the kubelet makes an emptyDir; the restore gives each volume its own
 	}
+	By("running the restore helper, as the kubelet does once every volume is mounted")
+	Expect(b.c.Get(ctx, client.ObjectKeyFromObject(&pod), &pod)).To(Succeed())
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: podvolume.RestoreHelperContainer,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+	Expect(b.c.Status().Update(ctx, &pod)).To(Succeed())
 
 	By("finding both volumes restored by the agent, the restore Completed, and the helper told")
 	Eventually(func(g Gomega) cairnv1.RestorePhase {
