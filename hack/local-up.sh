@@ -51,6 +51,10 @@ controller_manager_ready() {
       "https://127.0.0.1:${CONTROLLER_MANAGER_PORT}/healthz" >/dev/null 2>&1
 }
 
+default_service_account() {
+  kc get serviceaccount default -n default >/dev/null 2>&1
+}
+
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
   local seconds=$1 what=$2
   shift 2
@@ -183,6 +187,10 @@ up() {
       --kube-api-qps 200 --kube-api-burst 400
   fi
   wait_for 60 "kube-controller-manager to be healthy" controller_manager_ready
+  # Its serviceaccount controller gives every namespace a "default" ServiceAccount soon after it
+  # starts; waiting for the default namespace's makes what a first backup of it finds the same
+  # every time (the README tour shows the count).
+  wait_for 60 "the default namespace's ServiceAccount" default_service_account
 
   kc apply --server-side --force-conflicts -f "$ROOT/config/crd/bases" >/dev/null
   kc wait --for condition=Established --timeout 60s \
