@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -13,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -86,21 +83,6 @@ type copyResult struct {
 	// memory high-water mark of the (shared) parent into the child's ru_maxrss at exec, so
 	// ru_maxrss was never below the benchmark process's own RSS at that moment.
 	PeakRSSMiB float64
-}
-
-// peakRSSMiB reads this process's peak RSS (VmHWM) from /proc/self/status.
-func peakRSSMiB() (float64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kib / 1024, err
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // copyRun is one child's copy, with what the parent measured of its process and of itself.
@@ -178,7 +160,7 @@ func TestVolumeCopyChild(t *testing.T) {
 func writeCopyResult(t *testing.T, req copyRequest, out copyResult) {
 	t.Helper()
 	var err error
-	if out.PeakRSSMiB, err = peakRSSMiB(); err != nil {
+	if out.PeakRSSMiB, err = peakRSSMiB("/proc/self/status"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(out)
