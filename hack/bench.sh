@@ -628,17 +628,20 @@ How to read it:
   now reads 1 MiB aligned windows of a pack (\`atMost\`: fewer bytes where the pack ends),
   keeps four, and answers the next reads from them: about 50 requests for the small files
   instead of 10,000. Reads of half a window or more (the large file's contents) and blobs that
-  are not packs go by range as before. Measured the same day on the same (busy) machine: the
-  proxy's CPU went from 1.4 to 2.1 s down to 0.9 s, the restore's own from 3.1 to 2.8 s, the
-  two together about 28% less; memory unchanged (4 MiB of windows). Whole 10 MiB packs were
+  are not packs go by range as before. Measured the same day on the same machine: the proxy's
+  CPU went from 1.4 to 2.1 s down to 0.8 to 0.9 s, the restore's own from 2.6 to 3.1 s down to
+  1.4 to 2.8 s (the lower with the machine quieter), the two together 28 to 55% less; memory
+  unchanged (4 MiB of windows). Whole 10 MiB packs were
   tried first: as little CPU, but slower, since every first read of a pack waited for all of
   it, with nothing to overlap the wait.
 - What is left is the restore process's own CPU, and half of it is in \`openat\`: kopia creates
   each file (\`O_CREAT|O_TRUNC\`), sizes it, writes it, then sets its mode, owner and times, as
   \`tar\` does, but on this virtual machine its creates cost about 130 µs each in the kernel
-  against tar's few tens; the rest is reading and decrypting the contents. The restore and the
-  proxy together still need about 3.7 CPU-seconds for what \`tar\` does in well under one: on
-  two cores the restore stays CPU-bound, and misses the goal by that much.
+  against tar's few tens when the machine is busy (other processes creating files contend for
+  the same kernel locks; \`tar\`'s own time swung from 0.3 to 6 s in those runs); the rest is
+  reading and decrypting the contents. The restore and the proxy together still need 2.2 to
+  3.7 CPU-seconds for what \`tar\` does in well under one: on two cores the restore stays
+  CPU-bound, and misses the goal by that much.
 - The ratio swings with the machine's load more than anything Cairn does: in the three runs
   made while writing this section the floor took 0.35, 1.3 and 1.9 s (another session was
   compiling beside the last, the one in the table) and the restore 3.1 to 5.1 s, so the
