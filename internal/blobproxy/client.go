@@ -44,6 +44,11 @@ type Options struct {
 	TokenFile string `json:"tokenFile"`
 	// CAFile, if set, holds the PEM certificates that verify an https:// proxy.
 	CAFile string `json:"caFile,omitempty"`
+	// ReadAheadWindows, if above zero, is how many windows of ReadAheadBytes of packs the
+	// client keeps (readAhead): a restore reads many small contents one after another from
+	// each pack. They cost ReadAheadWindows x ReadAheadBytes of memory at most.
+	ReadAheadWindows int   `json:"readAheadWindows,omitempty"`
+	ReadAheadBytes   int64 `json:"readAheadBytes,omitempty"`
 }
 
 // tokenRereadInterval is how often the token file is read again: the kubelet rotates a
@@ -111,6 +116,7 @@ type proxyStorage struct {
 	retry    retryPolicy
 	session  string
 	readOnly bool
+	ahead    *readAhead // nil: every read is a request
 
 	// lost is set when the session is gone (expired, refused, or the storage closed): every
 	// call fails with it from then on.
@@ -149,6 +155,9 @@ func newClient(ctx context.Context, opt *Options, retry retryPolicy) (*proxyStor
 		return nil, fmt.Errorf("the blob proxy at %s answered a session with ID %q and TTL %dms", opt.URL, info.ID, info.TTLMillis)
 	}
 	c.session, c.readOnly = info.ID, info.ReadOnly
+	if opt.ReadAheadWindows > 0 && opt.ReadAheadBytes > 0 {
+		c.ahead = &readAhead{size: opt.ReadAheadBytes, slots: opt.ReadAheadWindows}
+	}
 	refreshCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	c.refreshing.Add(1)
@@ -329,6 +338,11 @@ func blobPath(id blob.ID) string { return "blobs/" + url.PathEscape(string(id)) 
 func (c *proxyStorage) GetBlob(ctx context.Context, id blob.ID, offset, length int64, output blob.OutputBuffer) error {
 	if err := c.check(); err != nil {
 		return err
+	}
+	if c.ahead != nil && length >= 0 && cacheablePack(id) && c.ahead.covers(offset, length) {
+		if ok, err := c.readAhead(ctx, id, offset, length, output); ok || err != nil {
+			return err
+		}
 	}
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "length": {strconv.FormatInt(length, 10)}}
 	err := c.do(ctx, request{method: http.MethodGet, path: blobPath(id), query: q, retryBody: true}, func(resp *http.Response) error {

@@ -12,7 +12,8 @@
 //
 // Every path is under /repositories/{location}/{namespace}/ (a DNS subdomain and a DNS label):
 //
-//	GET    blobs/{id}?offset=O&length=L  the bytes (length -1: from offset to the end)
+//	GET    blobs/{id}?offset=O&length=L  the bytes (length -1: from offset to the end;
+//	                                     atMost=true: up to L, fewer where the blob ends)
 //	GET    metadata/{id}                 {"id","length","timestamp"}
 //	PUT    blobs/{id}                    the body; Cairn-Do-Not-Recreate: true refuses an existing blob
 //	DELETE blobs/{id}

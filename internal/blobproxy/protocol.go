@@ -19,6 +19,10 @@ const (
 	// server (or anything else) is not accepted here, and this one is useless elsewhere.
 	Audience = "cairn-repository"
 
+	// queryAtMost on a GET of a blob makes its length a maximum: a client reading ahead
+	// does not know where a pack ends.
+	queryAtMost = "atMost"
+
 	headerSession       = "Cairn-Session"
 	headerDoNotRecreate = "Cairn-Do-Not-Recreate"
 	headerError         = "Cairn-Error"

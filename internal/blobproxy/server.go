@@ -250,6 +250,16 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, st blob.Storage, rt
 			buf.Next(int(offset))
 			return nil
 		}
+		if r.URL.Query().Get(queryAtMost) == "true" {
+			md, err := st.GetMetadata(ctx, id)
+			if err != nil {
+				return err
+			}
+			if offset > md.Length {
+				return fmt.Errorf("%w: offset %d is past the end of blob %s (%d bytes)", blob.ErrInvalidRange, offset, id, md.Length)
+			}
+			length = min(length, md.Length-offset)
+		}
 		err := st.GetBlob(ctx, id, offset, length, &buf)
 		if err != nil && !errors.Is(err, blob.ErrBlobNotFound) && !errors.Is(err, blob.ErrInvalidRange) {
 			// Kopia's filesystem storage reports a range past the end as a plain error.

@@ -36,21 +36,26 @@ type process struct {
 // rssPeakMiB is the process's peak resident set (VmHWM), in MiB.
 func (p *process) rssPeakMiB(b *testing.B) float64 {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	mib, err := peakRSSMiB(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
+	return mib
+}
+
+// peakRSSMiB reads a process's peak resident set (VmHWM), in MiB, from its /proc status file.
+func peakRSSMiB(status string) (float64, error) {
+	data, err := os.ReadFile(status)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kib / 1024, err
 		}
 	}
-	b.Fatal("no VmHWM in /proc status")
-	return 0
+	return 0, fmt.Errorf("no VmHWM in %s", status)
 }
 
 // backupCluster is a control plane with the manager binary running against it.

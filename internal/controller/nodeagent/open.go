@@ -9,6 +9,14 @@ import (
 	"github.com/cairn-backup/cairn/internal/repository"
 )
 
+// A restore's client reads packs ahead (blobproxy Options.ReadAheadWindows): windows of 1 MiB
+// (about 250 files of 4 KiB), two for each of the default two files restored at once: 4 MiB
+// of memory at most.
+const (
+	restoreReadAheadWindows = 4
+	restoreReadAheadBytes   = 1 << 20
+)
+
 // ProxyRepositories opens repositories through the manager's repository server at url, with
 // the projected token in tokenFile; each open one keeps its kopia config in its own directory
 // under configDir, removed on Close. The manager initialises a repository before it asks for
@@ -16,7 +24,12 @@ import (
 // volume's snapshots chain whichever node its pod runs on.
 func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
 	return func(ctx context.Context, ref cairnv1.RepositoryReference, password string, readOnly bool) (Repository, error) {
-		st, err := blobproxy.New(ctx, &blobproxy.Options{URL: url, Location: ref.StorageLocation, Namespace: ref.Namespace, TokenFile: tokenFile}, false)
+		opt := &blobproxy.Options{URL: url, Location: ref.StorageLocation, Namespace: ref.Namespace, TokenFile: tokenFile}
+		if readOnly {
+			// A restore reads packs front to back, many small contents from each.
+			opt.ReadAheadWindows, opt.ReadAheadBytes = restoreReadAheadWindows, restoreReadAheadBytes
+		}
+		st, err := blobproxy.New(ctx, opt, false)
 		if err != nil {
 			return nil, err
 		}
