@@ -45,6 +45,23 @@ func Parse(expr string) (cron.Schedule, error) {
 	return s, nil
 }
 
+// Zone is the time zone of a cron expression: its CRON_TZ= (or TZ=) prefix, else UTC. It is
+// the zone the schedule's retention counts hours, days, weeks, months and years in.
+func Zone(expr string) (*time.Location, error) {
+	expr = strings.TrimSpace(expr)
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(expr, prefix); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			zone, err := time.LoadLocation(name)
+			if err != nil {
+				return nil, fmt.Errorf("time zone %q: %w", name, err)
+			}
+			return zone, nil
+		}
+	}
+	return time.UTC, nil
+}
+
 // onceInOverlap is a schedule at fixed hours whose repeated times of day, when the clocks go
 // back (01:30 happens twice in New York on the first Sunday of November), run once: the first
 // time, as cron does. The cron library would run both. Schedules that run every hour keep both
@@ -226,7 +243,7 @@ func BackupName(schedule string, tick time.Time) string {
 }
 
 // NewBackup is the backup a run of s for tick creates, in the schedule's namespace: the
-// template as its spec, the template's labels (spec.template.metadata.labels) and the
+// template as its spec (with ttl 0s, never expiring, when the schedule has retention), the template's labels (spec.template.metadata.labels) and the
 // cairn.dev/schedule-name label (never the Schedule's own labels, which GitOps tools track),
 // the schedule's requester (its cairn.dev/requester* annotations), and the schedule as its
 // owner when useOwnerReferencesInBackup.
@@ -246,6 +263,11 @@ func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
 			Labels:    labels,
 		},
 		Spec: *s.Spec.Template.DeepCopy(),
+	}
+	if s.Spec.Retention != nil {
+		// The schedule's retention decides when its backups go, not a TTL (the CRD refuses a
+		// template ttl with retention): 0s never expires.
+		b.Spec.TTL = &metav1.Duration{}
 	}
 	// The schedule's requester is its backups' (DESIGN.md section 15): the admission policy
 	// keeps these as the operator writes them.

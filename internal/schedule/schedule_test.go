@@ -428,3 +428,41 @@ func TestNewBackupCarriesTheRequester(t *testing.T) {
 		t.Errorf("annotations %v of a schedule without a requester, want none", b.Annotations)
 	}
 }
+
+func TestZone(t *testing.T) {
+	tests := []struct {
+		expr, want, wantErr string
+	}{
+		{expr: "0 3 * * *", want: "UTC"},
+		{expr: "@every 1h", want: "UTC"},
+		{expr: "CRON_TZ=Europe/Paris 0 3 * * *", want: "Europe/Paris"},
+		{expr: "  TZ=Asia/Tokyo @daily", want: "Asia/Tokyo"},
+		{expr: "CRON_TZ=Mars/Olympus 0 3 * * *", wantErr: `time zone "Mars/Olympus"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			zone, err := Zone(tt.expr)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Zone(%q) = %v, %v; want an error with %q", tt.expr, zone, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || zone.String() != tt.want {
+				t.Fatalf("Zone(%q) = %v, %v; want %s", tt.expr, zone, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewBackupOfARetentionScheduleNeverExpires(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Spec: cairnv1.ScheduleSpec{Schedule: "@hourly"}}
+	if b := NewBackup(s, utc("2026-01-15T00:00:00Z")); b.Spec.TTL != nil {
+		t.Errorf("without retention, ttl = %v, want unset (the manager's default)", b.Spec.TTL)
+	}
+	s.Spec.Retention = &cairnv1.RetentionPolicy{Daily: 7}
+	b := NewBackup(s, utc("2026-01-15T00:00:00Z"))
+	if b.Spec.TTL == nil || b.Spec.TTL.Duration != 0 {
+		t.Errorf("with retention, ttl = %v, want 0s (never expires)", b.Spec.TTL)
+	}
+}
