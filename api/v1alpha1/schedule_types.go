@@ -150,7 +150,7 @@ type RetentionCounts struct {
 
 // RetentionStatus is what the schedule's last retention pass kept and deleted.
 type RetentionStatus struct {
-	// LastApplied is when the schedule last applied its retention.
+	// LastApplied is when the schedule's retention last deleted backups or its counts changed.
 	// +optional
 	LastApplied *metav1.Time `json:"lastApplied,omitempty"`
 
@@ -163,7 +163,7 @@ type RetentionStatus struct {
 	// +optional
 	Total int32 `json:"total,omitempty"`
 
-	// Deleted is how many backups the last pass deleted.
+	// Deleted is how many backups the retention deleted at LastApplied.
 	// +optional
 	Deleted int32 `json:"deleted,omitempty"`
 }

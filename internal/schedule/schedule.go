@@ -232,14 +232,14 @@ func Unfinished(phase cairnv1.BackupPhase) bool {
 	return !phase.IsTerminal()
 }
 
-// nameTimeLayout is the run's time in a backup's name: yyyyMMddHHmmss, UTC.
-const nameTimeLayout = "20060102150405"
+// NameTimeLayout is the run's time in a backup's name: yyyyMMddHHmmss, UTC.
+const NameTimeLayout = "20060102150405"
 
 // BackupName is the name of the backup a schedule's run for tick creates:
 // <schedule>-<yyyyMMddHHmmss> (UTC). One tick, one name: creating it twice (a restart just
 // after a run) finds the first.
 func BackupName(schedule string, tick time.Time) string {
-	return schedule + "-" + tick.UTC().Format(nameTimeLayout)
+	return schedule + "-" + tick.UTC().Format(NameTimeLayout)
 }
 
 // NewBackup is the backup a run of s for tick creates, in the schedule's namespace: the
