@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -478,5 +479,47 @@ func TestGetOneNameIsTheObject(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+func TestDescribeScheduleRetentionDryRun(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "d"},
+		Spec: cairnv1.ScheduleSpec{Schedule: "CRON_TZ=Europe/Paris 30 0 * * *", Retention: &cairnv1.RetentionPolicy{KeepLast: 1, Daily: 2}},
+		Status: cairnv1.ScheduleStatus{Retention: &cairnv1.RetentionStatus{Total: 2, Kept: cairnv1.RetentionCounts{KeepLast: 1, Daily: 2, NewestCompleted: 1}}}}
+	objs := []client.Object{s}
+	backup := func(name, start string, phase cairnv1.BackupPhase) *cairnv1.Backup {
+		t0, err := time.Parse(time.RFC3339, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := metav1.NewTime(t0)
+		return &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: map[string]string{cairnv1.ScheduleNameLabel: "d"}},
+			Status: cairnv1.BackupStatus{Phase: phase, StartTimestamp: &at}}
+	}
+	// In Paris, 23:30Z is half past midnight the next day: the 2nd and 3rd of January.
+	objs = append(objs,
+		backup("d-20260101233000", "2026-01-01T23:30:00Z", cairnv1.BackupPhaseCompleted),
+		backup("d-20260102001000", "2026-01-02T00:10:00Z", cairnv1.BackupPhaseCompleted),
+		backup("d-20260102021000", "2026-01-02T02:10:00Z", cairnv1.BackupPhaseFailed),
+		backup("d-20260102233000", "2026-01-02T23:30:00Z", cairnv1.BackupPhaseCompleted),
+		backup("d-manual", "2026-01-03T23:30:00Z", cairnv1.BackupPhaseCompleted))
+	e, out, errOut := testEnv(t, objs...)
+	if got := run(e, "schedule", "describe", "d"); got != ExitOK {
+		t.Fatalf("exit %d: %s", got, errOut)
+	}
+	for _, want := range []string{
+		`(?m)^Retention:\s+keepLast 1, daily 2 \(periods in Europe/Paris; backups never expire by ttl\)$`,
+		`(?m)^  Kept:\s+2 \(keepLast=1, daily=2, newestCompleted=1\)$`,
+		`(?m)^    d-20260102233000:\s+Completed\s+2026-01-02T23:30:00Z\s+kept by keepLast, daily, newestCompleted$`,
+		`(?m)^    d-20260102021000:\s+Failed\s+2026-01-02T02:10:00Z\s+will be deleted$`,
+		`(?m)^    d-20260102001000:\s+Completed\s+2026-01-02T00:10:00Z\s+kept by daily$`,
+		`(?m)^    d-20260101233000:\s+Completed\s+2026-01-01T23:30:00Z\s+will be deleted$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("describe does not match %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out.String(), "d-manual") {
+		t.Errorf("describe judges a backup the schedule did not make:\n%s", out)
 	}
 }
