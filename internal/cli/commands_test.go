@@ -484,7 +484,7 @@ func TestGetOneNameIsTheObject(t *testing.T) {
 
 func TestDescribeScheduleRetentionDryRun(t *testing.T) {
 	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "d"},
-		Spec: cairnv1.ScheduleSpec{Schedule: "CRON_TZ=Europe/Paris 30 0 * * *", Retention: &cairnv1.RetentionPolicy{KeepLast: 1, Daily: 2}},
+		Spec:   cairnv1.ScheduleSpec{Schedule: "CRON_TZ=Europe/Paris 30 0 * * *", Retention: &cairnv1.RetentionPolicy{KeepLast: 1, Daily: 2}},
 		Status: cairnv1.ScheduleStatus{Retention: &cairnv1.RetentionStatus{Total: 2, Kept: cairnv1.RetentionCounts{KeepLast: 1, Daily: 2, NewestCompleted: 1}}}}
 	objs := []client.Object{s}
 	backup := func(name, start string, phase cairnv1.BackupPhase) *cairnv1.Backup {
