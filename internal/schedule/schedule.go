@@ -128,6 +128,37 @@ func LatestTick(s cron.Schedule, since, now time.Time) (time.Time, bool) {
 	return tick, true
 }
 
+// intervalWindow is how far ahead ExpectedInterval looks: a week holds every pattern of a
+// five-field schedule's days of the week.
+const intervalWindow = 7 * 24 * time.Hour
+
+// intervalTickLimit bounds ExpectedInterval's walk: a week of minutely ticks.
+const intervalTickLimit = 7 * 24 * 60
+
+// ExpectedInterval is the longest time between two consecutive ticks of s from now on, over a
+// week (at least two ticks): the most a healthy schedule can go between two successful runs,
+// give or take a backup's duration. A schedule on weekdays answers 3 days (Friday to Monday),
+// a monthly one about a month. Zero when s has fewer than two ticks left.
+func ExpectedInterval(s cron.Schedule, now time.Time) time.Duration {
+	prev := s.Next(now)
+	if prev.IsZero() {
+		return 0
+	}
+	var longest time.Duration
+	for range intervalTickLimit {
+		next := s.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		longest = max(longest, next.Sub(prev))
+		if next.Sub(now) >= intervalWindow {
+			break
+		}
+		prev = next
+	}
+	return longest
+}
+
 // Action is what a due run does.
 type Action string
 
