@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -326,6 +329,32 @@ func TestStorageGauges(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	names := Names()
+	for _, want := range []string{
+		"cairn_backup_success_total", "cairn_backup_duration_seconds_bucket", "cairn_backup_duration_seconds_count",
+		"cairn_backup_queue_wait_seconds_sum", "cairn_backups", "cairn_schedule_seconds_since_last_success",
+		"cairn_schedule_expected_interval_seconds", "cairn_backup_storage_bytes", "cairn_volume_repository_size_bytes",
+	} {
+		if !slices.Contains(names, want) {
+			t.Errorf("Names() lacks %s", want)
+		}
+	}
+	for _, unwanted := range []string{"cairn_backup_duration_seconds", "cairn_backups_bucket", ""} {
+		if slices.Contains(names, unwanted) {
+			t.Errorf("Names() has %q", unwanted)
+		}
+	}
+	// Every collector Names reads is on the registry the manager serves: registering it again
+	// is refused as a duplicate.
+	for _, c := range registered {
+		var already prometheus.AlreadyRegisteredError
+		if err := ctrlmetrics.Registry.Register(c); !errors.As(err, &already) {
+			t.Errorf("a collector of Names is not on controller-runtime's registry (Register: %v)", err)
 		}
 	}
 }
