@@ -209,6 +209,7 @@ func TestGolden(t *testing.T) {
 		{"default", nil},
 		{"backuponly", []string{"rbac.mode=backupOnly"}},
 		{"customgroups", []string{"rbac.customResourceGroups[0]=example.com", "rbac.customResourceGroups[1]=stable.example.org"}},
+		{"monitoring", []string{"metrics.serviceMonitor.enabled=true", "metrics.dashboard.enabled=true", "metrics.prometheusRule.enabled=true"}},
 	}
 	for _, h := range helmVersions {
 		for _, tc := range cases {
@@ -682,6 +683,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		"BackupStorageLocation":            func() any { return &cairnv1.BackupStorageLocation{} },
 		"Schedule":                         func() any { return &cairnv1.Schedule{} },
 		"ServiceMonitor":                   nil, // the Prometheus operator's kind: no Go type here
+		"PrometheusRule":                   nil, // the same (dashboard_test.go reads it)
 		"MutatingAdmissionPolicy":          func() any { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
 		"MutatingAdmissionPolicyBinding":   func() any { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
 		"ValidatingAdmissionPolicy":        func() any { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
