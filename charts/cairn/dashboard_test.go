@@ -62,13 +62,13 @@ func checkQuery(expr string, registered []string) error {
 func TestCheckQuery(t *testing.T) {
 	registered := metrics.Names()
 	for expr, want := range map[string]string{
-		`sum by (schedule) (increase(cairn_backup_success_total[$__rate_interval]))`:                  "",
-		`histogram_quantile(0.95, sum by (le) (rate(cairn_backup_duration_seconds_bucket[5m])))`:      "",
+		`sum by (schedule) (increase(cairn_backup_success_total[$__rate_interval]))`:                 "",
+		`histogram_quantile(0.95, sum by (le) (rate(cairn_backup_duration_seconds_bucket[5m])))`:     "",
 		`cairn_schedule_seconds_since_last_success > 1.5 * cairn_schedule_expected_interval_seconds`: "",
-		`rate(cairn_backup_successes_total[5m])`:                                                      "cairn_backup_successes_total, which the manager does not register",
-		`cairn_backup_duration_seconds > 0`:                                                           "cairn_backup_duration_seconds, which the manager does not register",
-		`sum(cairn_backups{phase="Completed"}`:                                                        "does not parse",
-		`vector(1)`:                                                                                   "reads no metric",
+		`rate(cairn_backup_successes_total[5m])`:                                                     "cairn_backup_successes_total, which the manager does not register",
+		`cairn_backup_duration_seconds > 0`:                                                          "cairn_backup_duration_seconds, which the manager does not register",
+		`sum(cairn_backups{phase="Completed"}`:                                                       "does not parse",
+		`vector(1)`:                                                                                  "reads no metric",
 	} {
 		err := checkQuery(expr, registered)
 		switch {
