@@ -523,3 +523,44 @@ func TestDescribeScheduleRetentionDryRun(t *testing.T) {
 		t.Errorf("describe judges a backup the schedule did not make:\n%s", out)
 	}
 }
+
+func TestScheduleCreateRetention(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    *cairnv1.RetentionPolicy
+		wantErr string
+	}{
+		{name: "none", args: nil},
+		{name: "every rule", args: []string{"--keep-last", "3", "--keep-hourly", "24", "--keep-daily", "7", "--keep-weekly", "4", "--keep-monthly", "12", "--keep-yearly", "2"},
+			want: &cairnv1.RetentionPolicy{KeepLast: 3, Hourly: 24, Daily: 7, Weekly: 4, Monthly: 12, Yearly: 2}},
+		{name: "zeros are none", args: []string{"--keep-daily", "0"}},
+		{name: "with --ttl", args: []string{"--keep-daily", "7", "--ttl", "24h"}, wantErr: "--ttl cannot be used with --keep-*"},
+		{name: "negative", args: []string{"--keep-weekly", "-1"}, wantErr: "--keep-weekly -1: a count from 0 to 10000"},
+		{name: "too many", args: []string{"--keep-hourly", "10001"}, wantErr: "--keep-hourly 10001: a count from 0 to 10000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _, errOut := testEnv(t)
+			code := run(e, append([]string{"schedule", "create", "s1", "--schedule", "@hourly"}, tt.args...)...)
+			c, _ := e.client()
+			var s cairnv1.Schedule
+			err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "s1"}, &s)
+			if tt.wantErr != "" {
+				if code != ExitUsage || !strings.Contains(errOut.String(), tt.wantErr) {
+					t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, ExitUsage, tt.wantErr)
+				}
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the schedule was created (get: %v)", err)
+				}
+				return
+			}
+			if code != ExitOK || err != nil {
+				t.Fatalf("exit %d, stderr %q, get: %v", code, errOut, err)
+			}
+			if !reflect.DeepEqual(s.Spec.Retention, tt.want) {
+				t.Errorf("spec.retention = %+v, want %+v", s.Spec.Retention, tt.want)
+			}
+		})
+	}
+}
