@@ -92,12 +92,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("listing the backups of schedule %s: %w", lifecycle.ObjectName(&s), err)
 	}
 	now := r.Clock.Now()
-	kept, err := r.retain(ctx, &s, backups.Items, locations.Items, now)
-	if err != nil {
-		return ctrl.Result{}, err
+	// Retention trouble (a storage location gone, an API server slow to answer a delete) must
+	// never cost a run: the run is made, the status keeps the last retention counts, and the
+	// error brings the schedule back with backoff to try the deletions again.
+	kept, retainErr := r.retain(ctx, &s, backups.Items, locations.Items, now)
+	if retainErr != nil {
+		ctrl.LoggerFrom(ctx).Error(retainErr, "Could not apply the schedule's retention; will retry", "schedule", lifecycle.ObjectName(&s))
+		kept = s.Status.Retention
 	}
 	d := schedule.Decide(decideInput(&s, cron, now, backups.Items))
-	return r.act(ctx, &s, d, now, kept)
+	result, err := r.act(ctx, &s, d, now, kept)
+	if err != nil {
+		return result, err
+	}
+	return result, retainErr
 }
 
 // decideInput is what schedule.Decide needs of a schedule and its backups.
