@@ -299,3 +299,18 @@ func TestDecideOrdersNewestFirst(t *testing.T) {
 		t.Errorf("order %v, want %v", names, want)
 	}
 }
+
+// BenchmarkDecideAYearOfHourlyBackups: one retention pass over a schedule's year of hourly
+// backups in Europe/Paris, the policy (docs/schedules.md quotes the result).
+func BenchmarkDecideAYearOfHourlyBackups(b *testing.B) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		b.Fatal(err)
+	}
+	backups := every("2025-03-10T05:00:00Z", "2026-03-10T04:00:00Z", time.Hour)
+	policy := Policy{KeepLast: 3, Hourly: 24, Daily: 7, Weekly: 4, Monthly: 12, Yearly: 2}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(backups, policy, paris)
+	}
+}
