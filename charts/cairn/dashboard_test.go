@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -231,5 +232,49 @@ func TestPrometheusRule(t *testing.T) {
 	want := []string{"CairnScheduleOverdue", "CairnBackupFailed", "CairnBackupPartiallyFailed", "CairnStorageLocationUnavailable", "CairnBackupDeletionFailing"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %v, want %v", alerts, want)
+	}
+}
+
+// TestPrometheusRuleAlertsFire runs the chart's alerts in Prometheus's own rule engine
+// (`promtool test rules`, testdata/prometheusrule.test.yaml): an overdue schedule fires
+// CairnScheduleOverdue while an on-time and a paused one do not, and so on for each alert. It
+// needs promtool (Debian's prometheus package, or $PROMTOOL), and says so when it is missing.
+func TestPrometheusRuleAlertsFire(t *testing.T) {
+	promtool := os.Getenv("PROMTOOL")
+	if promtool == "" {
+		var err error
+		if promtool, err = exec.LookPath("promtool"); err != nil {
+			t.Skip("promtool is not installed (apt-get install prometheus, or set $PROMTOOL)")
+		}
+	}
+	docs := documents(t, render(t, "metrics.prometheusRule.enabled=true"))
+	var rule struct {
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(docs["PrometheusRule/cairn"], &rule); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rules, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join("testdata", "prometheusrule.test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"rules.yaml": rules, "test.yaml": tests} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "test.yaml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 }
