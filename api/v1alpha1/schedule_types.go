@@ -66,6 +66,106 @@ type ScheduleSpec struct {
 	// that deleting the schedule deletes them (and their data).
 	// +optional
 	UseOwnerReferencesInBackup bool `json:"useOwnerReferencesInBackup,omitempty"`
+
+	// Retention keeps the schedule's backups by count per period instead of by TTL
+	// (docs/schedules.md, "Retention"): the schedule's backups get no expiry (ttl 0), and after
+	// each of them ends the schedule deletes those no rule keeps. A schedule with retention
+	// cannot set spec.template.ttl.
+	// +optional
+	Retention *RetentionPolicy `json:"retention,omitempty"`
+}
+
+// RetentionPolicy says how many of a schedule's backups to keep, by count and per calendar
+// period in the schedule's time zone (its CRON_TZ, else UTC; weeks are ISO weeks, from
+// Monday). Each period rule keeps the newest Completed backup (else the newest PartiallyFailed)
+// of each of the N most recent periods that have one; a backup kept by any rule stays. Zero or
+// absent is no rule of that kind.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.keepLast) ? self.keepLast : 0) + (has(self.hourly) ? self.hourly : 0) + (has(self.daily) ? self.daily : 0) + (has(self.weekly) ? self.weekly : 0) + (has(self.monthly) ? self.monthly : 0) + (has(self.yearly) ? self.yearly : 0) > 0",message="spec.retention keeps no backup: set at least one of keepLast, hourly, daily, weekly, monthly, yearly above 0"
+type RetentionPolicy struct {
+	// KeepLast keeps the newest N restorable (Completed or PartiallyFailed) backups.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepLast int32 `json:"keepLast,omitempty"`
+
+	// Hourly keeps one backup in each of the N most recent hours that have one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Hourly int32 `json:"hourly,omitempty"`
+
+	// Daily keeps one backup in each of the N most recent days that have one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Daily int32 `json:"daily,omitempty"`
+
+	// Weekly keeps one backup in each of the N most recent ISO weeks (Monday to Sunday) that
+	// have one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Weekly int32 `json:"weekly,omitempty"`
+
+	// Monthly keeps one backup in each of the N most recent months that have one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Monthly int32 `json:"monthly,omitempty"`
+
+	// Yearly keeps one backup in each of the N most recent years that have one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Yearly int32 `json:"yearly,omitempty"`
+}
+
+// RetentionCounts counts the backups each retention rule keeps.
+type RetentionCounts struct {
+	// +optional
+	KeepLast int32 `json:"keepLast,omitempty"`
+	// +optional
+	Hourly int32 `json:"hourly,omitempty"`
+	// +optional
+	Daily int32 `json:"daily,omitempty"`
+	// +optional
+	Weekly int32 `json:"weekly,omitempty"`
+	// +optional
+	Monthly int32 `json:"monthly,omitempty"`
+	// +optional
+	Yearly int32 `json:"yearly,omitempty"`
+	// NewestCompleted is 1 when the schedule has a Completed backup: its newest is never deleted.
+	// +optional
+	NewestCompleted int32 `json:"newestCompleted,omitempty"`
+	// NotEnded counts the backups still running (or being queued): they are judged once they end.
+	// +optional
+	NotEnded int32 `json:"notEnded,omitempty"`
+	// FailedUntilSuccess counts the Failed backups newer than the schedule's newest restorable
+	// backup: they are kept, for their logs, until a later backup ends Completed or
+	// PartiallyFailed.
+	// +optional
+	FailedUntilSuccess int32 `json:"failedUntilSuccess,omitempty"`
+}
+
+// RetentionStatus is what the schedule's last retention pass kept and deleted.
+type RetentionStatus struct {
+	// LastApplied is when the schedule's retention last deleted backups or its counts changed.
+	// +optional
+	LastApplied *metav1.Time `json:"lastApplied,omitempty"`
+
+	// Kept is how many of the schedule's backups each rule keeps (a backup kept by two rules
+	// counts in both).
+	// +optional
+	Kept RetentionCounts `json:"kept,omitempty"`
+
+	// Total is how many backups of the schedule are kept.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+
+	// Deleted is how many backups the retention deleted at LastApplied.
+	// +optional
+	Deleted int32 `json:"deleted,omitempty"`
 }
 
 // ScheduleStatus is what Cairn observed and did.
@@ -93,6 +193,10 @@ type ScheduleStatus struct {
 	// +optional
 	NextBackup *metav1.Time `json:"nextBackup,omitempty"`
 
+	// Retention is what the last retention pass kept, per rule (spec.retention only).
+	// +optional
+	Retention *RetentionStatus `json:"retention,omitempty"`
+
 	// ObservedGeneration is the generation of the spec the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -110,6 +214,7 @@ type ScheduleStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=cairn
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.retention) || !has(self.spec.template.ttl)",message="spec.retention and spec.template.ttl cannot be set together: a schedule with retention keeps its backups by count per period, with no expiry"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 185",message="a Schedule's name may have at most 185 characters, so that its backups' names (<schedule>-<yyyyMMddHHmmss>) fit"
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`

@@ -46,6 +46,26 @@ var _ = Describe("Schedule CRD", func() {
 		Expect(err.Error()).To(ContainSubstring("at most 185 characters"))
 	})
 
+	It("takes a retention policy, and no ttl with it", func() {
+		Expect(createRaw("Schedule", "", `{"schedule":"@hourly","retention":{"keepLast":3,"hourly":24,"daily":7,"weekly":4,"monthly":12,"yearly":2}}`)).To(Succeed())
+		Expect(createRaw("Schedule", "", `{"schedule":"@hourly","retention":{"daily":7},"template":{"ttl":"0s"}}`)).
+			To(MatchError(ContainSubstring("spec.retention and spec.template.ttl cannot be set together")))
+		Expect(createRaw("Schedule", "", `{"schedule":"@hourly","template":{"ttl":"24h"}}`)).To(Succeed())
+	})
+
+	DescribeTable("refuses a retention policy out of bounds",
+		func(retention, want string) {
+			err := createRaw("Schedule", "", `{"schedule":"@hourly","retention":`+retention+`}`)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+			Expect(err.Error()).To(ContainSubstring(want))
+		},
+		Entry("a negative count", `{"daily":-1}`, "spec.retention.daily"),
+		Entry("a count above 10000", `{"hourly":10001}`, "spec.retention.hourly"),
+		Entry("not a number", `{"weekly":"4"}`, "spec.retention.weekly"),
+		Entry("nothing kept", `{}`, "spec.retention keeps no backup"),
+		Entry("only zeros", `{"keepLast":0,"yearly":0}`, "spec.retention keeps no backup"),
+	)
+
 	It("shows schedule, paused, last and next backup and age in kubectl get", func() {
 		data, err := os.ReadFile("../../config/crd/bases/cairn.dev_schedules.yaml")
 		Expect(err).NotTo(HaveOccurred())

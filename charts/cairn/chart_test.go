@@ -209,6 +209,7 @@ func TestGolden(t *testing.T) {
 		{"default", nil},
 		{"backuponly", []string{"rbac.mode=backupOnly"}},
 		{"customgroups", []string{"rbac.customResourceGroups[0]=example.com", "rbac.customResourceGroups[1]=stable.example.org"}},
+		{"monitoring", []string{"metrics.serviceMonitor.enabled=true", "metrics.dashboard.enabled=true", "metrics.prometheusRule.enabled=true"}},
 	}
 	for _, h := range helmVersions {
 		for _, tc := range cases {
@@ -270,6 +271,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"concurentBackups=2", "concurentBackups"}, // a misspelt key is not silently ignored
 		{"storage.locations[0].name=s3", "provider"},
 		{"schedules[0].name=daily", "schedule"},
+		{"schedules[0].name=d,schedules[0].schedule=@daily,schedules[0].retention.daily=-1", "retention"},
+		{"schedules[0].name=d,schedules[0].schedule=@daily,schedules[0].retention.every=2", "every"},
+		{"schedules[0].name=d,schedules[0].schedule=@daily,schedules[0].retention.daily=7,schedules[0].template.ttl=24h", "schedules/0"},
 		{"extraArgs[0]=concurrent-backups", "extraArgs"},
 		{"backupSyncPeriod=1day", "backupSyncPeriod"},
 		{"downloadServer.port=0", "port"},
@@ -682,6 +686,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		"BackupStorageLocation":            func() any { return &cairnv1.BackupStorageLocation{} },
 		"Schedule":                         func() any { return &cairnv1.Schedule{} },
 		"ServiceMonitor":                   nil, // the Prometheus operator's kind: no Go type here
+		"PrometheusRule":                   nil, // the same (dashboard_test.go reads it)
 		"MutatingAdmissionPolicy":          func() any { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
 		"MutatingAdmissionPolicyBinding":   func() any { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
 		"ValidatingAdmissionPolicy":        func() any { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
@@ -703,10 +708,18 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 			t.Errorf("%s: %v", key, err)
 		}
 	}
-	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 2, "Secret": 2, "ServiceMonitor": 1, "PersistentVolumeClaim": 1, "DaemonSet": 1} {
+	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 3, "Secret": 2, "ServiceMonitor": 1, "PrometheusRule": 1, "PersistentVolumeClaim": 1, "DaemonSet": 1} {
 		if kinds[kind] != want {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, want)
 		}
+	}
+
+	var kept cairnv1.Schedule
+	if err := yaml.UnmarshalStrict(docs["Schedule/kept"], &kept); err != nil {
+		t.Fatal(err)
+	}
+	if want := (cairnv1.RetentionPolicy{KeepLast: 3, Hourly: 24, Daily: 7, Weekly: 4, Monthly: 12, Yearly: 2}); kept.Spec.Retention == nil || *kept.Spec.Retention != want {
+		t.Errorf("schedule kept: retention %+v, want %+v", kept.Spec.Retention, want)
 	}
 
 	var s3 cairnv1.BackupStorageLocation

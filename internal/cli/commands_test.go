@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -478,5 +479,88 @@ func TestGetOneNameIsTheObject(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+func TestDescribeScheduleRetentionDryRun(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "d"},
+		Spec:   cairnv1.ScheduleSpec{Schedule: "CRON_TZ=Europe/Paris 30 0 * * *", Retention: &cairnv1.RetentionPolicy{KeepLast: 1, Daily: 2}},
+		Status: cairnv1.ScheduleStatus{Retention: &cairnv1.RetentionStatus{Total: 2, Kept: cairnv1.RetentionCounts{KeepLast: 1, Daily: 2, NewestCompleted: 1}}}}
+	objs := []client.Object{s}
+	backup := func(name, start string, phase cairnv1.BackupPhase) *cairnv1.Backup {
+		t0, err := time.Parse(time.RFC3339, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := metav1.NewTime(t0)
+		return &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: map[string]string{cairnv1.ScheduleNameLabel: "d"}},
+			Status: cairnv1.BackupStatus{Phase: phase, StartTimestamp: &at}}
+	}
+	// In Paris, 23:30Z is half past midnight the next day: the 2nd and 3rd of January.
+	objs = append(objs,
+		backup("d-20260101233000", "2026-01-01T23:30:00Z", cairnv1.BackupPhaseCompleted),
+		backup("d-20260102001000", "2026-01-02T00:10:00Z", cairnv1.BackupPhaseCompleted),
+		backup("d-20260102021000", "2026-01-02T02:10:00Z", cairnv1.BackupPhaseFailed),
+		backup("d-20260102233000", "2026-01-02T23:30:00Z", cairnv1.BackupPhaseCompleted),
+		backup("d-manual", "2026-01-03T23:30:00Z", cairnv1.BackupPhaseCompleted))
+	e, out, errOut := testEnv(t, objs...)
+	if got := run(e, "schedule", "describe", "d"); got != ExitOK {
+		t.Fatalf("exit %d: %s", got, errOut)
+	}
+	for _, want := range []string{
+		`(?m)^Retention:\s+keepLast 1, daily 2 \(periods in Europe/Paris; backups never expire by ttl\)$`,
+		`(?m)^  Kept:\s+2 \(keepLast=1, daily=2, newestCompleted=1\)$`,
+		`(?m)^    d-20260102233000:\s+Completed\s+2026-01-02T23:30:00Z\s+kept by keepLast, daily, newestCompleted$`,
+		`(?m)^    d-20260102021000:\s+Failed\s+2026-01-02T02:10:00Z\s+will be deleted$`,
+		`(?m)^    d-20260102001000:\s+Completed\s+2026-01-02T00:10:00Z\s+kept by daily$`,
+		`(?m)^    d-20260101233000:\s+Completed\s+2026-01-01T23:30:00Z\s+will be deleted$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("describe does not match %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out.String(), "d-manual") {
+		t.Errorf("describe judges a backup the schedule did not make:\n%s", out)
+	}
+}
+
+func TestScheduleCreateRetention(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    *cairnv1.RetentionPolicy
+		wantErr string
+	}{
+		{name: "none", args: nil},
+		{name: "every rule", args: []string{"--keep-last", "3", "--keep-hourly", "24", "--keep-daily", "7", "--keep-weekly", "4", "--keep-monthly", "12", "--keep-yearly", "2"},
+			want: &cairnv1.RetentionPolicy{KeepLast: 3, Hourly: 24, Daily: 7, Weekly: 4, Monthly: 12, Yearly: 2}},
+		{name: "zeros are none", args: []string{"--keep-daily", "0"}},
+		{name: "with --ttl", args: []string{"--keep-daily", "7", "--ttl", "24h"}, wantErr: "--ttl cannot be used with --keep-*"},
+		{name: "negative", args: []string{"--keep-weekly", "-1"}, wantErr: "--keep-weekly -1: a count from 0 to 10000"},
+		{name: "too many", args: []string{"--keep-hourly", "10001"}, wantErr: "--keep-hourly 10001: a count from 0 to 10000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _, errOut := testEnv(t)
+			code := run(e, append([]string{"schedule", "create", "s1", "--schedule", "@hourly"}, tt.args...)...)
+			c, _ := e.client()
+			var s cairnv1.Schedule
+			err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "s1"}, &s)
+			if tt.wantErr != "" {
+				if code != ExitUsage || !strings.Contains(errOut.String(), tt.wantErr) {
+					t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, ExitUsage, tt.wantErr)
+				}
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the schedule was created (get: %v)", err)
+				}
+				return
+			}
+			if code != ExitOK || err != nil {
+				t.Fatalf("exit %d, stderr %q, get: %v", code, errOut, err)
+			}
+			if !reflect.DeepEqual(s.Spec.Retention, tt.want) {
+				t.Errorf("spec.retention = %+v, want %+v", s.Spec.Retention, tt.want)
+			}
+		})
 	}
 }

@@ -22,6 +22,8 @@ import (
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/restore"
+	"github.com/cairn-backup/cairn/internal/retention"
+	"github.com/cairn-backup/cairn/internal/schedule"
 )
 
 // describer writes "Key:  value" lines, aligned, and indented sections.
@@ -635,6 +637,84 @@ func (e *env) describeSchedule(s *cairnv1.Schedule) error {
 	}
 	d.line(1, "Labels", "%s", labelsString(backupLabels))
 	d.backupSpec(1, s.Spec.Template)
+	if err := e.describeRetention(d, s); err != nil {
+		return err
+	}
 	d.conditions(s.Status.Conditions)
 	return tw.Flush()
+}
+
+// describeRetention writes a schedule's retention policy and, as a dry run, what it does with
+// each of the schedule's backups: the rules keeping it, or "will be deleted". The answer is
+// retention.ForSchedule's, the function the schedule reconciler deletes by.
+func (e *env) describeRetention(d describer, s *cairnv1.Schedule) error {
+	p := s.Spec.Retention
+	if p == nil {
+		d.line(0, "Retention", "<none> (each backup expires by its ttl)")
+		return nil
+	}
+	zone, err := schedule.Zone(s.Spec.Schedule)
+	if err != nil {
+		d.line(0, "Retention", "%s: %v", retentionPolicyString(p), err)
+		return nil
+	}
+	d.line(0, "Retention", "%s (periods in %s; backups never expire by ttl)", retentionPolicyString(p), zone)
+	if st := s.Status.Retention; st != nil {
+		d.line(1, "Kept", "%d (%s)", st.Total, retentionCountsString(st.Kept))
+		if st.LastApplied != nil {
+			d.line(1, "Last deleted", "%d at %s", st.Deleted, d.when(st.LastApplied))
+		}
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var backups cairnv1.BackupList
+	if err := c.List(context.Background(), &backups, client.InNamespace(s.Namespace), client.MatchingLabels{cairnv1.ScheduleNameLabel: s.Name}); err != nil {
+		d.line(1, "Backups", "cannot be listed: %v", err)
+		return nil
+	}
+	verdicts, err := retention.ForSchedule(s, backups.Items)
+	if err != nil {
+		return err
+	}
+	if len(verdicts) == 0 {
+		d.line(1, "Backups", "<none>")
+		return nil
+	}
+	d.section("  Backups (newest first)")
+	for _, v := range verdicts {
+		keep := "will be deleted"
+		if !v.Deleted() {
+			var rules []string
+			for _, r := range v.Keep {
+				rules = append(rules, string(r))
+			}
+			keep = "kept by " + strings.Join(rules, ", ")
+		}
+		d.line(2, v.Name, "%s\t%s\t%s", v.Phase, v.Time.UTC().Format(time.RFC3339), keep)
+	}
+	return nil
+}
+
+// retentionPolicyString is a policy's non-zero counts, in the rules' order.
+func retentionPolicyString(p *cairnv1.RetentionPolicy) string {
+	return countsString([]string{"keepLast", "hourly", "daily", "weekly", "monthly", "yearly"},
+		[]int32{p.KeepLast, p.Hourly, p.Daily, p.Weekly, p.Monthly, p.Yearly}, " ")
+}
+
+// retentionCountsString is status.retention.kept's non-zero counts.
+func retentionCountsString(k cairnv1.RetentionCounts) string {
+	return countsString([]string{"keepLast", "hourly", "daily", "weekly", "monthly", "yearly", "newestCompleted", "notEnded", "failedUntilSuccess"},
+		[]int32{k.KeepLast, k.Hourly, k.Daily, k.Weekly, k.Monthly, k.Yearly, k.NewestCompleted, k.NotEnded, k.FailedUntilSuccess}, "=")
+}
+
+func countsString(names []string, counts []int32, sep string) string {
+	var parts []string
+	for i, n := range counts {
+		if n != 0 {
+			parts = append(parts, fmt.Sprintf("%s%s%d", names[i], sep, n))
+		}
+	}
+	return orNone(parts)
 }

@@ -230,6 +230,36 @@ type scheduleFlags struct {
 	paused             bool
 	skipImmediately    bool
 	useOwnerReferences bool
+	// keep are the --keep-* counts of spec.retention, by rule.
+	keep retentionFlags
+}
+
+// retentionFlags are the --keep-* flags: spec.retention's counts.
+type retentionFlags struct {
+	last, hourly, daily, weekly, monthly, yearly int32
+}
+
+// maxRetentionCount is the CRD's bound on each retention count.
+const maxRetentionCount = 10000
+
+// policy is the retention the flags say, nil when none is set; an error for a count out of
+// the CRD's bounds, named by its flag.
+func (k retentionFlags) policy() (*cairnv1.RetentionPolicy, error) {
+	counts := []struct {
+		flag string
+		n    int32
+	}{{"keep-last", k.last}, {"keep-hourly", k.hourly}, {"keep-daily", k.daily}, {"keep-weekly", k.weekly}, {"keep-monthly", k.monthly}, {"keep-yearly", k.yearly}}
+	set := false
+	for _, c := range counts {
+		if c.n < 0 || c.n > maxRetentionCount {
+			return nil, usageErrorf("--%s %d: a count from 0 to %d", c.flag, c.n, maxRetentionCount)
+		}
+		set = set || c.n > 0
+	}
+	if !set {
+		return nil, nil
+	}
+	return &cairnv1.RetentionPolicy{KeepLast: k.last, Hourly: k.hourly, Daily: k.daily, Weekly: k.weekly, Monthly: k.monthly, Yearly: k.yearly}, nil
 }
 
 func (f *scheduleFlags) add(fs *pflag.FlagSet) {
@@ -240,6 +270,12 @@ func (f *scheduleFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.useOwnerReferences, "use-owner-references-in-backup", false, "Make the schedule the owner of its backups, so that deleting it deletes them.")
 	fs.StringToStringVar(&f.backupLabels, "backup-labels", nil,
 		"Labels of the backups the schedule creates (beside cairn.dev/schedule-name), k=v comma-separated.")
+	fs.Int32Var(&f.keep.last, "keep-last", 0, "Retention instead of --ttl: keep the N newest restorable backups (docs/schedules.md, Retention).")
+	fs.Int32Var(&f.keep.hourly, "keep-hourly", 0, "Retention: keep one backup in each of the N most recent hours that have one.")
+	fs.Int32Var(&f.keep.daily, "keep-daily", 0, "Retention: keep one backup in each of the N most recent days that have one.")
+	fs.Int32Var(&f.keep.weekly, "keep-weekly", 0, "Retention: keep one backup in each of the N most recent ISO weeks that have one.")
+	fs.Int32Var(&f.keep.monthly, "keep-monthly", 0, "Retention: keep one backup in each of the N most recent months that have one.")
+	fs.Int32Var(&f.keep.yearly, "keep-yearly", 0, "Retention: keep one backup in each of the N most recent years that have one.")
 }
 
 // spec is the ScheduleSpec the flags say.
@@ -262,8 +298,15 @@ func (f *scheduleFlags) spec() (cairnv1.ScheduleSpec, error) {
 		}
 		template.Metadata = &cairnv1.BackupMetadata{Labels: f.backupLabels}
 	}
+	retention, err := f.keep.policy()
+	if err != nil {
+		return cairnv1.ScheduleSpec{}, err
+	}
+	if retention != nil && template.TTL != nil {
+		return cairnv1.ScheduleSpec{}, usageErrorf("--ttl cannot be used with --keep-*: a schedule with retention keeps its backups by count per period, with no expiry")
+	}
 	return cairnv1.ScheduleSpec{Schedule: f.schedule, Template: template, Paused: f.paused,
-		SkipImmediately: f.skipImmediately, UseOwnerReferencesInBackup: f.useOwnerReferences}, nil
+		SkipImmediately: f.skipImmediately, UseOwnerReferencesInBackup: f.useOwnerReferences, Retention: retention}, nil
 }
 
 // labelsFlag parses --labels k=v,k2=v2 into object labels.

@@ -454,6 +454,7 @@ func (w *wiring) otherOwners() []namedReconciler {
 			Namespace:  w.cfg.Namespace,
 			Clock:      w.cfg.Clock,
 			Recorder:   w.mgr.GetEventRecorder("cairn-schedule"),
+			APIReader:  w.mgr.GetAPIReader(),
 		}},
 		{"storagelocation", &storagelocation.Reconciler{
 			Client:    w.mgr.GetClient(),

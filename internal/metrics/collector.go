@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/schedule"
 )
 
 var (
@@ -26,6 +27,12 @@ var (
 		"1 when the newest finished backup of a schedule is Completed, 0 when it ended otherwise (PartiallyFailed, Failed, FailedValidation).", []string{labelSchedule}, nil)
 	locationAvailableDesc = prometheus.NewDesc("cairn_backup_storage_location_available",
 		"1 when the storage location is Available, 0 when it is Unavailable or not checked yet.", []string{labelLocation}, nil)
+	sinceSuccessDesc = prometheus.NewDesc("cairn_schedule_seconds_since_last_success",
+		"Seconds since the schedule's newest Completed backup completed (since the schedule was created, when it has none).", []string{labelNamespace, labelSchedule}, nil)
+	expectedIntervalDesc = prometheus.NewDesc("cairn_schedule_expected_interval_seconds",
+		"The longest time between two consecutive runs of an Enabled schedule, from its cron, over the coming week; absent for paused and invalid schedules.", []string{labelNamespace, labelSchedule}, nil)
+	storageBytesDesc = prometheus.NewDesc("cairn_backup_storage_bytes",
+		"Bytes of backup archives stored in the location: the sum of status.archiveSize of its Completed and PartiallyFailed backups (volume data is cairn_volume_repository_size_bytes).", []string{labelLocation}, nil)
 	scrapeErrorDesc = prometheus.NewDesc("cairn_metrics_scrape_error",
 		"1 when the gauges above could not be computed in this scrape (the cache did not answer in time).", nil, nil)
 )
@@ -55,7 +62,7 @@ func SetSource(s Source) { collector.source.Store(&s) }
 
 func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{backupsDesc, restoresDesc, backupQueueLengthDesc, restoreQueueLengthDesc,
-		lastSuccessDesc, lastStatusDesc, locationAvailableDesc, scrapeErrorDesc} {
+		lastSuccessDesc, lastStatusDesc, locationAvailableDesc, sinceSuccessDesc, expectedIntervalDesc, storageBytesDesc, scrapeErrorDesc} {
 		ch <- d
 	}
 }
@@ -71,6 +78,7 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	var backups cairnv1.BackupList
 	var restores cairnv1.RestoreList
 	var locations cairnv1.BackupStorageLocationList
+	var schedules cairnv1.ScheduleList
 	err := src.Reader.List(ctx, &backups, client.UnsafeDisableDeepCopy)
 	if err == nil {
 		err = src.Reader.List(ctx, &restores, client.UnsafeDisableDeepCopy)
@@ -78,12 +86,18 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	if err == nil {
 		err = src.Reader.List(ctx, &locations, client.InNamespace(src.Namespace), client.UnsafeDisableDeepCopy)
 	}
+	if err == nil {
+		err = src.Reader.List(ctx, &schedules, client.UnsafeDisableDeepCopy)
+	}
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 0)
-	for _, m := range gauges(backups.Items, restores.Items, locations.Items) {
+	all := gauges(backups.Items, restores.Items, locations.Items)
+	all = append(all, scheduleGauges(schedules.Items, backups.Items, time.Now())...)
+	all = append(all, storageGauges(backups.Items, locations.Items)...)
+	for _, m := range all {
 		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, m.value, m.labels...)
 	}
 }
@@ -154,6 +168,77 @@ func gauges(backups []cairnv1.Backup, restores []cairnv1.Restore, locations []ca
 			value = 1
 		}
 		out = append(out, gauge{locationAvailableDesc, value, []string{l.Name}})
+	}
+	return out
+}
+
+// scheduleGauges is, per schedule, the seconds since its newest Completed backup completed
+// (since the schedule's creation when it has none) at now, and, for an Enabled schedule, the
+// longest interval between its runs (schedule.ExpectedInterval): a schedule is overdue when
+// the first passes the second by a margin (docs/metrics.md).
+func scheduleGauges(schedules []cairnv1.Schedule, backups []cairnv1.Backup, now time.Time) []gauge {
+	type key struct{ namespace, name string }
+	lastSuccess := map[key]time.Time{}
+	for i := range backups {
+		b := &backups[i]
+		name, ok := b.Labels[cairnv1.ScheduleNameLabel]
+		if !ok || b.Status.Phase != cairnv1.BackupPhaseCompleted || b.Status.CompletionTimestamp == nil {
+			continue
+		}
+		k := key{b.Namespace, name}
+		if done := b.Status.CompletionTimestamp.Time; done.After(lastSuccess[k]) {
+			lastSuccess[k] = done
+		}
+	}
+	var out []gauge
+	for i := range schedules {
+		s := &schedules[i]
+		labels := []string{s.Namespace, s.Name}
+		since, ok := lastSuccess[key{s.Namespace, s.Name}]
+		if !ok {
+			since = s.CreationTimestamp.Time
+		}
+		out = append(out, gauge{sinceSuccessDesc, max(now.Sub(since), 0).Seconds(), labels})
+		if s.Status.Phase != cairnv1.SchedulePhaseEnabled || s.Spec.Paused {
+			continue
+		}
+		if cron, err := schedule.Parse(s.Spec.Schedule); err == nil {
+			if interval := schedule.ExpectedInterval(cron, now); interval > 0 {
+				out = append(out, gauge{expectedIntervalDesc, interval.Seconds(), labels})
+			}
+		}
+	}
+	return out
+}
+
+// storageGauges is, per storage location, the bytes of the archives its restorable backups
+// hold (status.archiveSize, as uploaded; a backup with no status.storageLocation is in the
+// default location). Every location has a sample.
+func storageGauges(backups []cairnv1.Backup, locations []cairnv1.BackupStorageLocation) []gauge {
+	bytes := map[string]int64{}
+	defaultName := ""
+	for _, l := range locations {
+		bytes[l.Name] = 0
+		if l.Spec.Default {
+			defaultName = l.Name
+		}
+	}
+	for i := range backups {
+		b := &backups[i]
+		if p := b.Status.Phase; p != cairnv1.BackupPhaseCompleted && p != cairnv1.BackupPhasePartiallyFailed {
+			continue
+		}
+		name := b.Status.StorageLocation
+		if name == "" {
+			name = defaultName
+		}
+		if _, known := bytes[name]; known {
+			bytes[name] += b.Status.ArchiveSize
+		}
+	}
+	var out []gauge
+	for _, l := range locations {
+		out = append(out, gauge{storageBytesDesc, float64(bytes[l.Name]), []string{l.Name}})
 	}
 	return out
 }

@@ -11,6 +11,8 @@
 package metrics
 
 import (
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,15 +161,52 @@ var (
 	}, []string{labelKind, labelFrom, labelTo})
 )
 
+// registered is every collector the package registers on controller-runtime's registry.
+var registered = []prometheus.Collector{
+	backupAttempts, backupSuccesses, backupPartialFailures, backupFailures, backupValidationFailures,
+	backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
+	restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
+	restoreDuration, restoreQueueWait, reconcileConflicts, refusedPhaseTransitions,
+	volumeBytesRead, volumeBytesUploaded, volumeCopyDuration, repositorySize, volumeBytesRestored, volumeRestoreDuration,
+	collector,
+}
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(
-		backupAttempts, backupSuccesses, backupPartialFailures, backupFailures, backupValidationFailures,
-		backupDuration, backupItems, backupQueueWait, deletionAttempts, deletionFailures, syncImported,
-		restoreAttempts, restoreSuccesses, restorePartialFailures, restoreFailures, restoreValidationFailures,
-		restoreDuration, restoreQueueWait, reconcileConflicts, refusedPhaseTransitions,
-		volumeBytesRead, volumeBytesUploaded, volumeCopyDuration, repositorySize, volumeBytesRestored, volumeRestoreDuration,
-		collector,
-	)
+	ctrlmetrics.Registry.MustRegister(registered...)
+}
+
+// fqName reads a Desc's metric name out of its String() (the only place the client library
+// shows it): Desc{fqName: "cairn_backups", help: ...}.
+var fqName = regexp.MustCompile(`^Desc\{fqName: "([^"]+)"`)
+
+// Names is every metric name the package registers, as a query names it: a histogram's
+// series (name_bucket, name_sum, name_count) included. The dashboard and the alerts in the
+// chart are tested against it (charts/cairn), so that they cannot name a metric that does
+// not exist.
+func Names() []string {
+	var names []string
+	for _, c := range registered {
+		ch := make(chan *prometheus.Desc, 64)
+		c.Describe(ch)
+		close(ch)
+		_, histogram := c.(*prometheus.HistogramVec)
+		if _, ok := c.(prometheus.Histogram); ok {
+			histogram = true
+		}
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				continue
+			}
+			if histogram {
+				names = append(names, m[1]+"_bucket", m[1]+"_sum", m[1]+"_count")
+			} else {
+				names = append(names, m[1])
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ConflictRequeued counts a reconcile of the named controller that met an optimistic-lock

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -222,6 +225,136 @@ func TestGauges(t *testing.T) {
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// samples is gauges by desc and label values, joined by "/".
+func samples(gs []gauge) map[string]float64 {
+	m := map[string]float64{}
+	for _, g := range gs {
+		key := g.desc.String()
+		for _, l := range g.labels {
+			key += "/" + l
+		}
+		m[key] = g.value
+	}
+	return m
+}
+
+func sampleKey(d *prometheus.Desc, labels ...string) string {
+	key := d.String()
+	for _, l := range labels {
+		key += "/" + l
+	}
+	return key
+}
+
+func TestScheduleGauges(t *testing.T) {
+	now := t0.Add(48 * time.Hour)
+	schedule := func(ns, name, cron string, phase cairnv1.SchedulePhase, paused bool) cairnv1.Schedule {
+		return cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(t0)},
+			Spec: cairnv1.ScheduleSpec{Schedule: cron, Paused: paused}, Status: cairnv1.ScheduleStatus{Phase: phase}}
+	}
+	completed := func(ns, name string, phase cairnv1.BackupPhase, hoursAgo int) cairnv1.Backup {
+		b := backupIn(phase, name)
+		b.Namespace = ns
+		done := metav1.NewTime(now.Add(-time.Duration(hoursAgo) * time.Hour))
+		b.Status.CompletionTimestamp = &done
+		return *b
+	}
+	schedules := []cairnv1.Schedule{
+		schedule("a", "nightly", "0 3 * * *", cairnv1.SchedulePhaseEnabled, false),
+		schedule("b", "nightly", "0 3 * * 1-5", cairnv1.SchedulePhaseEnabled, false),
+		schedule("a", "never", "@every 6h", cairnv1.SchedulePhaseEnabled, false),
+		schedule("a", "paused", "@hourly", cairnv1.SchedulePhasePaused, true),
+		schedule("a", "broken", "@hourly", cairnv1.SchedulePhaseFailedValidation, false),
+	}
+	backups := []cairnv1.Backup{
+		completed("a", "nightly", cairnv1.BackupPhaseCompleted, 30),
+		completed("a", "nightly", cairnv1.BackupPhaseCompleted, 6),  // the newest success
+		completed("a", "nightly", cairnv1.BackupPhaseFailed, 1),     // not a success
+		completed("b", "nightly", cairnv1.BackupPhaseCompleted, 40), // same name, another namespace
+		completed("a", "never", cairnv1.BackupPhasePartiallyFailed, 2),
+	}
+	got := samples(scheduleGauges(schedules, backups, now))
+	want := map[string]float64{
+		sampleKey(sinceSuccessDesc, "a", "nightly"):     6 * 3600,
+		sampleKey(sinceSuccessDesc, "b", "nightly"):     40 * 3600,
+		sampleKey(sinceSuccessDesc, "a", "never"):       48 * 3600, // since its creation
+		sampleKey(sinceSuccessDesc, "a", "paused"):      48 * 3600,
+		sampleKey(sinceSuccessDesc, "a", "broken"):      48 * 3600,
+		sampleKey(expectedIntervalDesc, "a", "nightly"): 24 * 3600,
+		sampleKey(expectedIntervalDesc, "b", "nightly"): 72 * 3600,
+		sampleKey(expectedIntervalDesc, "a", "never"):   6 * 3600,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %t), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected sample %s = %v", k, got[k])
+		}
+	}
+}
+
+func TestStorageGauges(t *testing.T) {
+	stored := func(location string, phase cairnv1.BackupPhase, size int64) cairnv1.Backup {
+		return cairnv1.Backup{Status: cairnv1.BackupStatus{Phase: phase, StorageLocation: location, ArchiveSize: size}}
+	}
+	locations := []cairnv1.BackupStorageLocation{
+		{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: cairnv1.BackupStorageLocationSpec{Default: true}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "s3"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "empty"}},
+	}
+	backups := []cairnv1.Backup{
+		stored("default", cairnv1.BackupPhaseCompleted, 100),
+		stored("", cairnv1.BackupPhasePartiallyFailed, 20), // the default location
+		stored("s3", cairnv1.BackupPhaseCompleted, 3000),
+		stored("s3", cairnv1.BackupPhaseInProgress, 7),      // not committed
+		stored("s3", cairnv1.BackupPhaseFailed, 9),          // its data was removed
+		stored("gone", cairnv1.BackupPhaseCompleted, 1<<20), // no such location
+	}
+	got := samples(storageGauges(backups, locations))
+	want := map[string]float64{
+		sampleKey(storageBytesDesc, "default"): 120,
+		sampleKey(storageBytesDesc, "s3"):      3000,
+		sampleKey(storageBytesDesc, "empty"):   0,
+	}
+	if len(got) != len(want) {
+		t.Errorf("samples %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	names := Names()
+	for _, want := range []string{
+		"cairn_backup_success_total", "cairn_backup_duration_seconds_bucket", "cairn_backup_duration_seconds_count",
+		"cairn_backup_queue_wait_seconds_sum", "cairn_backups", "cairn_schedule_seconds_since_last_success",
+		"cairn_schedule_expected_interval_seconds", "cairn_backup_storage_bytes", "cairn_volume_repository_size_bytes",
+	} {
+		if !slices.Contains(names, want) {
+			t.Errorf("Names() lacks %s", want)
+		}
+	}
+	for _, unwanted := range []string{"cairn_backup_duration_seconds", "cairn_backups_bucket", ""} {
+		if slices.Contains(names, unwanted) {
+			t.Errorf("Names() has %q", unwanted)
+		}
+	}
+	// Every collector Names reads is on the registry the manager serves: registering it again
+	// is refused as a duplicate.
+	for _, c := range registered {
+		var already prometheus.AlreadyRegisteredError
+		if err := ctrlmetrics.Registry.Register(c); !errors.As(err, &already) {
+			t.Errorf("a collector of Names is not on controller-runtime's registry (Register: %v)", err)
 		}
 	}
 }

@@ -45,6 +45,23 @@ func Parse(expr string) (cron.Schedule, error) {
 	return s, nil
 }
 
+// Zone is the time zone of a cron expression: its CRON_TZ= (or TZ=) prefix, else UTC. It is
+// the zone the schedule's retention counts hours, days, weeks, months and years in.
+func Zone(expr string) (*time.Location, error) {
+	expr = strings.TrimSpace(expr)
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(expr, prefix); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			zone, err := time.LoadLocation(name)
+			if err != nil {
+				return nil, fmt.Errorf("time zone %q: %w", name, err)
+			}
+			return zone, nil
+		}
+	}
+	return time.UTC, nil
+}
+
 // onceInOverlap is a schedule at fixed hours whose repeated times of day, when the clocks go
 // back (01:30 happens twice in New York on the first Sunday of November), run once: the first
 // time, as cron does. The cron library would run both. Schedules that run every hour keep both
@@ -109,6 +126,37 @@ func LatestTick(s cron.Schedule, since, now time.Time) (time.Time, bool) {
 		tick = next
 	}
 	return tick, true
+}
+
+// intervalWindow is how far ahead ExpectedInterval looks: a week holds every pattern of a
+// five-field schedule's days of the week.
+const intervalWindow = 7 * 24 * time.Hour
+
+// intervalTickLimit bounds ExpectedInterval's walk: a week of minutely ticks.
+const intervalTickLimit = 7 * 24 * 60
+
+// ExpectedInterval is the longest time between two consecutive ticks of s from now on, over a
+// week (at least two ticks): the most a healthy schedule can go between two successful runs,
+// give or take a backup's duration. A schedule on weekdays answers 3 days (Friday to Monday),
+// a monthly one about a month. Zero when s has fewer than two ticks left.
+func ExpectedInterval(s cron.Schedule, now time.Time) time.Duration {
+	prev := s.Next(now)
+	if prev.IsZero() {
+		return 0
+	}
+	var longest time.Duration
+	for range intervalTickLimit {
+		next := s.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		longest = max(longest, next.Sub(prev))
+		if next.Sub(now) >= intervalWindow {
+			break
+		}
+		prev = next
+	}
+	return longest
 }
 
 // Action is what a due run does.
@@ -215,18 +263,18 @@ func Unfinished(phase cairnv1.BackupPhase) bool {
 	return !phase.IsTerminal()
 }
 
-// nameTimeLayout is the run's time in a backup's name: yyyyMMddHHmmss, UTC.
-const nameTimeLayout = "20060102150405"
+// NameTimeLayout is the run's time in a backup's name: yyyyMMddHHmmss, UTC.
+const NameTimeLayout = "20060102150405"
 
 // BackupName is the name of the backup a schedule's run for tick creates:
 // <schedule>-<yyyyMMddHHmmss> (UTC). One tick, one name: creating it twice (a restart just
 // after a run) finds the first.
 func BackupName(schedule string, tick time.Time) string {
-	return schedule + "-" + tick.UTC().Format(nameTimeLayout)
+	return schedule + "-" + tick.UTC().Format(NameTimeLayout)
 }
 
 // NewBackup is the backup a run of s for tick creates, in the schedule's namespace: the
-// template as its spec, the template's labels (spec.template.metadata.labels) and the
+// template as its spec (with ttl 0s, never expiring, when the schedule has retention), the template's labels (spec.template.metadata.labels) and the
 // cairn.dev/schedule-name label (never the Schedule's own labels, which GitOps tools track),
 // the schedule's requester (its cairn.dev/requester* annotations), and the schedule as its
 // owner when useOwnerReferencesInBackup.
@@ -246,6 +294,11 @@ func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
 			Labels:    labels,
 		},
 		Spec: *s.Spec.Template.DeepCopy(),
+	}
+	if s.Spec.Retention != nil {
+		// The schedule's retention decides when its backups go, not a TTL (the CRD refuses a
+		// template ttl with retention): 0s never expires.
+		b.Spec.TTL = &metav1.Duration{}
 	}
 	// The schedule's requester is its backups' (DESIGN.md section 15): the admission policy
 	// keeps these as the operator writes them.

@@ -428,3 +428,72 @@ func TestNewBackupCarriesTheRequester(t *testing.T) {
 		t.Errorf("annotations %v of a schedule without a requester, want none", b.Annotations)
 	}
 }
+
+func TestZone(t *testing.T) {
+	tests := []struct {
+		expr, want, wantErr string
+	}{
+		{expr: "0 3 * * *", want: "UTC"},
+		{expr: "@every 1h", want: "UTC"},
+		{expr: "CRON_TZ=Europe/Paris 0 3 * * *", want: "Europe/Paris"},
+		{expr: "  TZ=Asia/Tokyo @daily", want: "Asia/Tokyo"},
+		{expr: "CRON_TZ=Mars/Olympus 0 3 * * *", wantErr: `time zone "Mars/Olympus"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			zone, err := Zone(tt.expr)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Zone(%q) = %v, %v; want an error with %q", tt.expr, zone, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || zone.String() != tt.want {
+				t.Fatalf("Zone(%q) = %v, %v; want %s", tt.expr, zone, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewBackupOfARetentionScheduleNeverExpires(t *testing.T) {
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Spec: cairnv1.ScheduleSpec{Schedule: "@hourly"}}
+	if b := NewBackup(s, utc("2026-01-15T00:00:00Z")); b.Spec.TTL != nil {
+		t.Errorf("without retention, ttl = %v, want unset (the manager's default)", b.Spec.TTL)
+	}
+	s.Spec.Retention = &cairnv1.RetentionPolicy{Daily: 7}
+	b := NewBackup(s, utc("2026-01-15T00:00:00Z"))
+	if b.Spec.TTL == nil || b.Spec.TTL.Duration != 0 {
+		t.Errorf("with retention, ttl = %v, want 0s (never expires)", b.Spec.TTL)
+	}
+}
+
+func TestExpectedInterval(t *testing.T) {
+	tests := []struct {
+		expr string
+		now  string
+		want time.Duration
+	}{
+		{"0 3 * * *", "2026-01-15T12:00:00Z", 24 * time.Hour},
+		{"*/15 * * * *", "2026-01-15T12:00:00Z", 15 * time.Minute},
+		{"@every 6h", "2026-01-15T12:00:00Z", 6 * time.Hour},
+		{"@hourly", "2026-01-15T12:00:00Z", time.Hour},
+		// Weekdays: Friday to Monday is the longest gap, whatever day it is now.
+		{"0 3 * * 1-5", "2026-01-13T12:00:00Z", 72 * time.Hour},
+		{"0 3 * * 1-5", "2026-01-17T12:00:00Z", 72 * time.Hour},
+		{"0 3 * * 0", "2026-01-15T12:00:00Z", 7 * 24 * time.Hour},
+		// From 1 February: February has 28 days in 2026.
+		{"0 3 1 * *", "2026-01-15T12:00:00Z", 28 * 24 * time.Hour},
+		// Paris, the week the clocks go forward: a day of 23 hours is the shorter, 24h stays.
+		{"CRON_TZ=Europe/Paris 0 3 * * *", "2026-03-27T12:00:00Z", 24 * time.Hour},
+		// The week they go back: a day of 25 hours.
+		{"CRON_TZ=Europe/Paris 0 3 * * *", "2026-10-22T12:00:00Z", 25 * time.Hour},
+		{"0 0 30 2 *", "2026-01-15T12:00:00Z", 0}, // 30 February never comes
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr+" at "+tt.now, func(t *testing.T) {
+			if got := ExpectedInterval(mustParse(t, tt.expr), utc(tt.now)); got != tt.want {
+				t.Errorf("ExpectedInterval = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

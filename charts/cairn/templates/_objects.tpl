@@ -71,6 +71,10 @@ spec:
   schedule: {{ $s.schedule | quote }}
   paused: {{ $s.paused | default false }}
   skipImmediately: {{ $s.skipImmediately | default false }}
+  {{- with $s.retention }}
+  retention:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   {{- with $s.template }}
   template:
     {{- toYaml . | nindent 4 }}

@@ -33,7 +33,9 @@ import (
 // backup phase. It wakes exactly when the next run is due (RequeueAfter from the injected
 // clock), never by polling. Which run happens is schedule.Decide's call: a new schedule waits
 // for its first tick, missed ticks make one run, a run while a backup of the schedule has not
-// ended is skipped with an event, and a paused or invalid schedule makes none.
+// ended is skipped with an event, and a paused or invalid schedule makes none. A schedule with
+// spec.retention also deletes the backups its retention keeps no longer (retain), after each
+// of them ends and whenever the schedule changes, and shows the counts in status.retention.
 type Reconciler struct {
 	client.Client
 	// Namespace is the operator's namespace (storage locations, the tenancy rule).
@@ -44,11 +46,14 @@ type Reconciler struct {
 	// requester rule applies and with no trustworthy requester fails validation (DESIGN.md
 	// section 15); nil acts for the operator everywhere (tests of other behaviour).
 	Requesters *requester.Resolver
+	// APIReader reads a schedule's backups past the cache before its retention deletes any
+	// (a backup the cache has not seen yet may change the answer); nil trusts the cache.
+	APIReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=schedules,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=schedules/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch,namespace=cairn-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -87,8 +92,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("listing the backups of schedule %s: %w", lifecycle.ObjectName(&s), err)
 	}
 	now := r.Clock.Now()
+	// Retention trouble (a storage location gone, an API server slow to answer a delete) must
+	// never cost a run: the run is made, the status keeps the last retention counts, and the
+	// error brings the schedule back with backoff to try the deletions again.
+	kept, retainErr := r.retain(ctx, &s, backups.Items, locations.Items, now)
+	if retainErr != nil {
+		ctrl.LoggerFrom(ctx).Error(retainErr, "Could not apply the schedule's retention; will retry", "schedule", lifecycle.ObjectName(&s))
+		kept = s.Status.Retention
+	}
 	d := schedule.Decide(decideInput(&s, cron, now, backups.Items))
-	return r.act(ctx, &s, d, now)
+	result, err := r.act(ctx, &s, d, now, kept)
+	if err != nil {
+		return result, err
+	}
+	return result, retainErr
 }
 
 // decideInput is what schedule.Decide needs of a schedule and its backups.
@@ -117,7 +134,7 @@ func decideInput(s *cairnv1.Schedule, cron interface{ Next(time.Time) time.Time 
 
 // act carries out a decision: creates the run's backup, writes the status, and requeues at
 // the next tick.
-func (r *Reconciler) act(ctx context.Context, s *cairnv1.Schedule, d schedule.Decision, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) act(ctx context.Context, s *cairnv1.Schedule, d schedule.Decision, now time.Time, kept *cairnv1.RetentionStatus) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	stamp := metav1.NewTime(now)
 	var mutate func(*cairnv1.ScheduleStatus)
@@ -160,6 +177,7 @@ func (r *Reconciler) act(ctx context.Context, s *cairnv1.Schedule, d schedule.De
 	}
 	if err := r.patchStatus(ctx, s, func(st *cairnv1.ScheduleStatus) {
 		mutate(st)
+		st.Retention = retentionStatus(st.Retention, kept)
 		st.Phase, st.ValidationErrors, st.NextBackup = cairnv1.SchedulePhaseEnabled, nil, nil
 		if s.Spec.Paused {
 			st.Phase = cairnv1.SchedulePhasePaused
