@@ -218,7 +218,9 @@ func (r *Reconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
 	}()
 	if err := r.removeData(ctx, b); err != nil {
 		until, _ := storage.RetainedUntil(err)
-		r.deletions.Update(b.UID, func(rec *deletionRecord) { rec.State, rec.Message, rec.RetainedUntil = deletionFailed, err.Error(), until })
+		r.deletions.Update(b.UID, func(rec *deletionRecord) {
+			rec.State, rec.Message, rec.RetainedUntil = deletionFailed, err.Error(), until
+		})
 		return
 	}
 	report(deletionDone, "")
