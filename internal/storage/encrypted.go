@@ -113,7 +113,7 @@ func (s encryptedStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 		_ = rc.Close()
 		return nil, decryptError(key, id, err)
 	}
-	return decryptedReader{Reader: plain, key: key, closer: rc}, nil
+	return readAhead(decryptedReader{Reader: plain, key: key}, rc), nil
 }
 
 // decryptError says why key could not be opened.
@@ -143,8 +143,7 @@ func (s encryptedStore) AbortIncompleteUploads(ctx context.Context, prefix strin
 
 type decryptedReader struct {
 	io.Reader
-	key    string
-	closer io.Closer
+	key string
 }
 
 func (d decryptedReader) Read(p []byte) (int, error) {
@@ -155,7 +154,6 @@ func (d decryptedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (d decryptedReader) Close() error { return d.closer.Close() }
 
 // keyRecipient wraps a file key under a named key.
 type keyRecipient struct {
