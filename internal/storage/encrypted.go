@@ -154,7 +154,6 @@ func (d decryptedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-
 // keyRecipient wraps a file key under a named key.
 type keyRecipient struct {
 	name string
