@@ -113,7 +113,7 @@ func (s encryptedStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 		_ = rc.Close()
 		return nil, decryptError(key, id, err)
 	}
-	return readAhead(decryptedReader{Reader: plain, key: key}, rc), nil
+	return decryptedReader{Reader: plain, key: key, closer: rc}, nil
 }
 
 // decryptError says why key could not be opened.
@@ -143,7 +143,8 @@ func (s encryptedStore) AbortIncompleteUploads(ctx context.Context, prefix strin
 
 type decryptedReader struct {
 	io.Reader
-	key string
+	key    string
+	closer io.Closer
 }
 
 func (d decryptedReader) Read(p []byte) (int, error) {
@@ -153,6 +154,8 @@ func (d decryptedReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+func (d decryptedReader) Close() error { return d.closer.Close() }
 
 // keyRecipient wraps a file key under a named key.
 type keyRecipient struct {
