@@ -143,19 +143,22 @@ How to read it:
   chunks). Uploads: the disk or the S3 server sets the pace, and encrypting costs about a
   CPU-second per GiB beside it; on an idle core that is within the noise (the first run made
   for issue 31: filesystem faster encrypted, s3 8% slower), while on a machine with no core to
-  spare it adds up (the run above, at a load of about 17 on 2 cores: 10% and 42%). Verified
-  reads miss the goal, by 13% to 50% in the runs made for issue 31. Profiled (\`-cpuprofile\` of the encrypted verified read): the plain verified
-  read is itself CPU-bound (gunzip, tar, SHA-256 from the page cache or loopback); age adds
+  spare it adds up (the run above, at a load of about 13 on 2 cores: filesystem 38%, s3 31%
+  slower; another at a load of 17: 10% and 42%). Verified reads miss the goal: 30% and 64%
+  slower in the run above, 13% to 50% in the others made for issue 31. Profiled
+  (\`-cpuprofile\` of the encrypted verified read): the plain verified read is itself CPU-bound
+  (gunzip, tar, SHA-256 from the page cache or loopback); age adds
   ChaCha20-Poly1305 over every byte, and for each 64 KiB chunk it allocates a fresh output
   buffer (zeroed: \`memclrNoHeapPointers\`), decrypts into it and copies it back into its own
   buffer (\`memmove\`): that is the doubled "MiB allocated" (what is live at once stays one chunk:
   the memory in use is unchanged, as the 10k benchmark's peak RSS shows). Neither the hashing
-  nor the tar pass is done twice. What Cairn changed: an encrypted object is read ahead by a
+  nor the tar pass is done twice. Tried and not kept: reading an encrypted object ahead in a
   goroutine of its own (4 buffers of 256 KiB), so that decrypting runs beside the consumer's
-  gunzip, tar and SHA-256 instead of between its reads; that gains only when a core is free, and
-  the machine that wrote this report was at a load of about 17 on 2 cores. What is left is
-  age's (its per-chunk allocation and copy would need a change in age; AES-GCM would be faster on
-  AES-NI but means a hand-made format). A restore reads its archive once and is bound by the API
+  gunzip, tar and SHA-256; measured against the direct read in the same runs (64 MiB archive),
+  on this machine with no idle core (a load of 12 to 17 on 2 cores) it gained nothing: direct
+  270–400 ms, read ahead 280–550 ms. It might on a manager with a core to spare. What is left is
+  age's: its per-chunk allocation and copy would need a change in age, and AES-GCM (faster on
+  AES-NI) would mean a hand-made format. A restore reads its archive once and is bound by the API
   server's creates, not by this read: see "Encryption" below.
 MD
 cat >>docs/benchmarks.md <<MD
