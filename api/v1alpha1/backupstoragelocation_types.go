@@ -82,6 +82,8 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an s3 location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && size(self.config['path']) > 0)",message="a filesystem location needs config.path"
 // +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: a filesystem location cannot lock its objects"
+// +kubebuilder:validation:XValidation:rule="has(self.objectLock) == has(oldSelf.objectLock)",message="objectLock is chosen when a location is created: it cannot be turned on or off later (make another location); only objectLock.minRetention may change"
 type BackupStorageLocationSpec struct {
 	// Provider is the kind of object store: filesystem or s3.
 	// +required
@@ -135,6 +137,42 @@ type BackupStorageLocationSpec struct {
 	// location is created and cannot be removed or added later.
 	// +optional
 	Encryption *LocationEncryption `json:"encryption,omitempty"`
+
+	// ObjectLock, when set, locks every committed object of the location with S3 Object Lock
+	// (docs/storage.md): nothing, Cairn included, can delete or overwrite it before its
+	// retain-until date, which is the backup's expiration, and at least minRetention after
+	// the backup was committed. The bucket must have Object Lock enabled. Only for s3
+	// locations; set when the location is created and cannot be removed or added later.
+	// +optional
+	ObjectLock *LocationObjectLock `json:"objectLock,omitempty"`
+}
+
+// ObjectLockMode is the S3 Object Lock retention mode of a location's objects.
+// +kubebuilder:validation:Enum=Governance;Compliance
+type ObjectLockMode string
+
+const (
+	// ObjectLockModeGovernance: a user with the s3:BypassGovernanceRetention permission may
+	// still delete a locked object or shorten its retention; nobody else can.
+	ObjectLockModeGovernance ObjectLockMode = "Governance"
+	// ObjectLockModeCompliance: nobody, the bucket's root account included, can delete a locked
+	// object or shorten its retention before its date.
+	ObjectLockModeCompliance ObjectLockMode = "Compliance"
+)
+
+// LocationObjectLock is how a location's committed objects are locked.
+type LocationObjectLock struct {
+	// Mode is Governance or Compliance (S3's retention modes).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="objectLock.mode cannot change: objects already locked keep their mode; make another location"
+	Mode ObjectLockMode `json:"mode"`
+	// MinRetention is the shortest time a committed backup stays locked: each backup's
+	// objects are retained until its expiration, or until minRetention after it was
+	// committed when that is later (always, for a backup that never expires). From 1s to
+	// 87600h (10 years); a change applies to backups committed afterwards.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="objectLock.minRetention must be a duration from 1s to 87600h (10 years), such as 720h"
+	MinRetention metav1.Duration `json:"minRetention"`
 }
 
 // LocationEncryption names the keys of an encrypted location.

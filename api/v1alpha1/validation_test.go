@@ -200,8 +200,53 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 		Entry("filesystem without a path", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem}, "a filesystem location needs config.path"),
 		Entry("an unknown provider", cairnv1.BackupStorageLocationSpec{Provider: "gcs"}, "spec.provider"),
 		Entry("an unknown access mode", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"}, AccessMode: "WriteOnly"}, "spec.accessMode"),
+		Entry("object lock on a filesystem location", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"},
+			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "a filesystem location cannot lock its objects"),
+		Entry("an unknown object lock mode", lockedS3Spec("Legal", "1h"), "spec.objectLock.mode"),
+		Entry("a minRetention under a second", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "500ms"), "objectLock.minRetention must be a duration from 1s to 87600h"),
+		Entry("a minRetention over ten years", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "87601h"), "objectLock.minRetention must be a duration from 1s to 87600h"),
+		Entry("a minRetention of zero", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "0s"), "objectLock.minRetention must be a duration from 1s to 87600h"),
+	)
+
+	It("accepts object lock on an s3 location, and a new minRetention later", func() {
+		l := newLocation(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"))
+		Expect(k8sClient.Create(ctx, l)).To(Succeed())
+		Expect(mergePatch(l, `{"spec":{"objectLock":{"minRetention":"24h"}}}`)).To(Succeed())
+		Expect(l.Spec.ObjectLock.MinRetention.Duration).To(Equal(24 * time.Hour))
+	})
+
+	DescribeTable("refuses to turn object lock on or off, or to change its mode, after creation",
+		func(lock *cairnv1.LocationObjectLock, patch, want string) {
+			spec := lockedS3Spec(cairnv1.ObjectLockModeGovernance, "1h")
+			spec.ObjectLock = lock
+			l := newLocation(spec)
+			Expect(k8sClient.Create(ctx, l)).To(Succeed())
+			err := mergePatch(l, patch)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+			Expect(err.Error()).To(ContainSubstring(want))
+		},
+		Entry("turned off", &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeGovernance, MinRetention: metav1.Duration{Duration: time.Hour}},
+			`{"spec":{"objectLock":null}}`, "objectLock is chosen when a location is created: it cannot be turned on or off later"),
+		Entry("turned on", nil,
+			`{"spec":{"objectLock":{"mode":"Compliance","minRetention":"1h"}}}`, "objectLock is chosen when a location is created: it cannot be turned on or off later"),
+		Entry("mode changed", &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}},
+			`{"spec":{"objectLock":{"mode":"Governance"}}}`, "objectLock.mode cannot change"),
 	)
 })
+
+// lockedS3Spec is an s3 location with object lock of mode and minRetention (unchecked strings,
+// so that bad values reach the API server).
+func lockedS3Spec(mode cairnv1.ObjectLockMode, minRetention string) cairnv1.BackupStorageLocationSpec {
+	d, err := time.ParseDuration(minRetention)
+	if err != nil {
+		panic(err)
+	}
+	return cairnv1.BackupStorageLocationSpec{
+		Provider:      cairnv1.StorageProviderS3,
+		ObjectStorage: &cairnv1.ObjectStorage{Bucket: "locked"},
+		ObjectLock:    &cairnv1.LocationObjectLock{Mode: mode, MinRetention: metav1.Duration{Duration: d}},
+	}
+}
 
 func longName(n int) string {
 	return strings.Repeat("a", n)

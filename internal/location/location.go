@@ -37,6 +37,9 @@ func (e missingError) Is(target error) bool { return target == ErrMissing }
 type Store struct {
 	storage.ObjectStore
 	Layout storage.Layout
+	// Lock locks the objects of committed backups (spec.objectLock); nil when the location
+	// does not lock them.
+	Lock *storage.ObjectLock
 	// validate checks that the provider can be used; see Validate.
 	validate func(ctx context.Context) error
 }
@@ -64,6 +67,7 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 	layout := storage.Layout{Prefix: prefix}
 	var store storage.ObjectStore
 	var validate func(ctx context.Context) error
+	var lock *storage.ObjectLock
 
 	switch bsl.Spec.Provider {
 	case cairnv1.StorageProviderFilesystem:
@@ -81,13 +85,26 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		if err != nil {
 			return nil, err
 		}
+		cfg.Versioned = bsl.Spec.ObjectLock != nil
 		s3, err := s3Clients.get(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		store, validate = s3, func(ctx context.Context) error { return s3.Validate(ctx, layout.BackupsDir()) }
+		if ol := bsl.Spec.ObjectLock; ol != nil {
+			lock = s3.ObjectLock(lockMode(ol.Mode), ol.MinRetention.Duration)
+			validate = func(ctx context.Context) error {
+				if err := s3.Validate(ctx, layout.BackupsDir()); err != nil {
+					return err
+				}
+				return lock.Validate(ctx)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem or s3)", ErrConfig, bsl.Spec.Provider)
+	}
+	if bsl.Spec.ObjectLock != nil && lock == nil {
+		return nil, fmt.Errorf("%w: spec.objectLock needs an s3 location", ErrConfig)
 	}
 	if enc := bsl.Spec.Encryption; enc != nil {
 		keys, err := readKeys(ctx, r, bsl.Namespace, enc)
@@ -101,7 +118,15 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 	if !writable {
 		store = storage.ReadOnly(store)
 	}
-	return &Store{ObjectStore: store, Layout: layout, validate: validate}, nil
+	return &Store{ObjectStore: store, Layout: layout, Lock: lock, validate: validate}, nil
+}
+
+// lockMode is the S3 retention mode of a location's objectLock.mode.
+func lockMode(m cairnv1.ObjectLockMode) storage.LockMode {
+	if m == cairnv1.ObjectLockModeGovernance {
+		return storage.LockGovernance
+	}
+	return storage.LockCompliance // the stricter one, should the API server ever let another through
 }
 
 // readKeys reads an encrypted location's keys from its Secret: every data key is a key name.

@@ -120,6 +120,13 @@ func TestOpenConfigErrors(t *testing.T) {
 			wantErr: "an s3 location needs objectStorage.bucket"},
 		{name: "unknown provider", bsl: s3(func(s *cairnv1.BackupStorageLocationSpec) { s.Provider = "gcs" }),
 			wantErr: `unknown provider "gcs"`},
+		{name: "object lock on a filesystem location", bsl: func() *cairnv1.BackupStorageLocation {
+			l := loc("fs", false, 0)
+			l.Spec.Provider = cairnv1.StorageProviderFilesystem
+			l.Spec.Config = map[string]string{"path": t.TempDir()}
+			l.Spec.ObjectLock = &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}
+			return &l
+		}(), wantErr: "spec.objectLock needs an s3 location"},
 		{name: "filesystem without path", bsl: func() *cairnv1.BackupStorageLocation {
 			l := loc("fs", false, 0)
 			l.Spec.Provider = cairnv1.StorageProviderFilesystem
@@ -172,5 +179,46 @@ func TestOpenReadOnlyRefusesWritesButReads(t *testing.T) {
 	}
 	if ok, err := ro.Exists(context.Background(), keys.Logs); !ok || err != nil {
 		t.Errorf("Exists = %v, %v", ok, err)
+	}
+}
+
+// A location with spec.objectLock is Unavailable on a bucket without Object Lock, saying so,
+// and locks nothing unless asked; on a bucket with it, its store has the lock, in its mode.
+func TestOpenObjectLock(t *testing.T) {
+	server := testenv.StartVersionedS3Server(t)
+	server.CreateLockedBucket("locked")
+	server.CreateBucket("plain")
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "cairn-system"},
+		Data:       map[string][]byte{"cloud": []byte(server.CredentialsFile())},
+	}
+	reader := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(secret).Build()
+	open := func(bucket string, lock *cairnv1.LocationObjectLock) *location.Store {
+		t.Helper()
+		l := loc("s3-"+bucket, false, 0)
+		l.Spec.Provider = cairnv1.StorageProviderS3
+		l.Spec.ObjectStorage = &cairnv1.ObjectStorage{Bucket: bucket}
+		l.Spec.Config = map[string]string{"endpoint": server.Endpoint(), "forcePathStyle": "true"}
+		l.Spec.Credential = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"}
+		l.Spec.ObjectLock = lock
+		store, err := location.Open(context.Background(), reader, &l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store
+	}
+	governance := &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeGovernance, MinRetention: metav1.Duration{Duration: 48 * time.Hour}}
+	if err := open("plain", governance).Validate(context.Background()); err == nil || !strings.Contains(err.Error(), `bucket "plain" at `+server.Endpoint()+` does not have Object Lock enabled`) {
+		t.Errorf("a bucket without Object Lock: %v", err)
+	}
+	if store := open("plain", nil); store.Lock != nil || store.Validate(context.Background()) != nil {
+		t.Errorf("a location without objectLock has a lock (%v) or is not valid", store.Lock)
+	}
+	store := open("locked", governance)
+	if err := store.Validate(context.Background()); err != nil {
+		t.Fatalf("a bucket with Object Lock: %v", err)
+	}
+	if store.Lock == nil || store.Lock.Mode != storage.LockGovernance || store.Lock.MinRetention != 48*time.Hour {
+		t.Fatalf("the store's lock: %+v", store.Lock)
 	}
 }

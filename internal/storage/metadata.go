@@ -44,6 +44,9 @@ type BackupMetadata struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Expiration is when the backup expires; zero for one that never does.
 	Expiration time.Time `json:"expiration,omitzero"`
+	// RetainUntil is the Object Lock retain-until date of the backup's objects (RetainUntil),
+	// marker included, on a location that locks them; zero elsewhere.
+	RetainUntil time.Time `json:"retainUntil,omitzero"`
 	// TotalItems and ItemsBackedUp are the backup's final progress.
 	TotalItems    int64 `json:"totalItems,omitempty"`
 	ItemsBackedUp int64 `json:"itemsBackedUp,omitempty"`

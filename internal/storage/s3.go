@@ -33,6 +33,9 @@ type S3Config struct {
 	Credentials           S3Credentials
 	// PartSize is the multipart upload part size; 0 means the default (8 MiB).
 	PartSize int64
+	// Versioned says the bucket keeps versions (as Object Lock makes it): Delete removes every
+	// version of a key, not only the current one.
+	Versioned bool
 }
 
 // S3Credentials are static AWS credentials. String never prints the secret parts.
@@ -58,6 +61,8 @@ type S3 struct {
 	uploader *transfermanager.Client
 	bucket   string
 	endpoint string
+	// versioned: Delete removes every version (S3Config.Versioned).
+	versioned bool
 	// aborts counts the aborts of failed uploads still being sent.
 	aborts sync.WaitGroup
 }
@@ -111,7 +116,7 @@ func NewS3(cfg S3Config) (*S3, error) {
 	if endpoint == "" {
 		endpoint = "the AWS S3 endpoint of region " + region
 	}
-	return &S3{client: client, uploader: uploader, bucket: cfg.Bucket, endpoint: endpoint}, nil
+	return &S3{client: client, uploader: uploader, bucket: cfg.Bucket, endpoint: endpoint, versioned: cfg.Versioned}, nil
 }
 
 // Put implements ObjectStore.
@@ -206,6 +211,9 @@ func (s *S3) ListFunc(ctx context.Context, prefix string, fn func(key string) er
 func (s *S3) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
+	}
+	if s.versioned {
+		return s.deleteVersions(ctx, key)
 	}
 	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil && !isNotFound(err) {

@@ -23,10 +23,12 @@ type S3Server struct {
 	AccessKey string
 	SecretKey string
 	metaDir   string
-	binary    string
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	t         TB
+	// versionDir, when set, keeps the versions of versioned buckets (StartVersionedS3Server).
+	versionDir string
+	binary     string
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	t          TB
 }
 
 // TB is the part of testing.TB the helpers use; Ginkgo's GinkgoT() satisfies it too.
@@ -49,19 +51,21 @@ func S3ServerBinary() string {
 // StartS3Server starts a server for the test and stops it when the test ends.
 func StartS3Server(t TB) *S3Server {
 	t.Helper()
+	return startS3Server(t, &S3Server{t: t}, t.TempDir())
+}
+
+// startS3Server starts s with its data under root.
+func startS3Server(t TB, s *S3Server, root string) *S3Server {
+	t.Helper()
 	binary := S3ServerBinary()
 	if _, err := os.Stat(binary); err != nil {
 		t.Fatalf("no S3 server at %s: run 'make versitygw' first", binary)
 	}
-	root := t.TempDir()
-	s := &S3Server{
-		Dir:       filepath.Join(root, "data"),
-		metaDir:   filepath.Join(root, "meta"),
-		AccessKey: "cairn" + randomHex(4),
-		SecretKey: randomHex(20),
-		binary:    binary,
-		t:         t,
-	}
+	s.Dir = filepath.Join(root, "data")
+	s.metaDir = filepath.Join(root, "meta")
+	s.AccessKey = "cairn" + randomHex(4)
+	s.SecretKey = randomHex(20)
+	s.binary = binary
 	s.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	s.Start()
 	t.Cleanup(s.Stop)
@@ -91,9 +95,15 @@ func (s *S3Server) Start() {
 	if s.cmd != nil {
 		return
 	}
-	cmd := exec.Command(s.binary, "--port", s.Addr, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--quiet", "posix", "--sidecar", s.metaDir, s.Dir)
-	for _, dir := range []string{s.Dir, s.metaDir} {
+	args := []string{"--port", s.Addr, "--access", s.AccessKey, "--secret", s.SecretKey, "--quiet", "posix", "--sidecar", s.metaDir}
+	if s.versionDir != "" {
+		args = append(args, "--versioning-dir", s.versionDir)
+	}
+	cmd := exec.Command(s.binary, append(args, s.Dir)...)
+	for _, dir := range []string{s.Dir, s.metaDir, s.versionDir} {
+		if dir == "" {
+			continue
+		}
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			s.t.Fatal(err)
 		}

@@ -244,9 +244,15 @@ func floor(b *testing.B, cfg *rest.Config, namespaces []string) time.Duration {
 // timeBackup creates a backup and returns the times to InProgress and to Completed.
 func timeBackup(b *testing.B, c client.Client, name string, namespaces []string) (toInProgress, toCompleted time.Duration) {
 	b.Helper()
+	return timeBackupSpec(b, c, name, cairnv1.BackupSpec{IncludedNamespaces: namespaces})
+}
+
+// timeBackupSpec creates a backup with spec and returns the times to InProgress and to
+// Completed.
+func timeBackupSpec(b *testing.B, c client.Client, name string, spec cairnv1.BackupSpec) (toInProgress, toCompleted time.Duration) {
+	b.Helper()
 	start := time.Now()
-	mustCreate(b, c, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace},
-		Spec: cairnv1.BackupSpec{IncludedNamespaces: namespaces}})
+	mustCreate(b, c, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}, Spec: spec})
 	deadline := start.Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		var bk cairnv1.Backup

@@ -81,6 +81,12 @@ func Stop() {
 // returned function is called, which stops the manager and waits for it to exit.
 func StartManager(cfg controller.Config) (stop func()) {
 	GinkgoHelper()
+	return startManagerOn(RestCfg, cfg)
+}
+
+// startManagerOn runs a manager against the API server of restCfg, as StartManager does.
+func startManagerOn(restCfg *rest.Config, cfg controller.Config) (stop func()) {
+	GinkgoHelper()
 	if cfg.Namespace == "" {
 		cfg.Namespace = OperatorNamespace
 	}
@@ -97,7 +103,7 @@ func StartManager(cfg controller.Config) (stop func()) {
 		off := time.Duration(0)
 		cfg.BackupSyncPeriod = &off
 	}
-	mgr, err := ctrl.NewManager(RestCfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Cache:                  controller.CacheOptions(OperatorNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},

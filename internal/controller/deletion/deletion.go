@@ -45,6 +45,23 @@ type deletionRecord struct {
 	// Shown: the backup's phase says Deleting (written when the deletion started, or once it
 	// ran for deletingShownAfter).
 	Shown bool
+	// RetainedUntil: the deletion failed because Object Lock keeps the backup's objects until
+	// then (storage.RetainedError); zero for any other outcome.
+	RetainedUntil time.Time
+}
+
+// retainedRetryMargin is how long after its objects' retain-until date a locked backup's
+// deletion is retried: the storage service decides by its own clock.
+const retainedRetryMargin = 5 * time.Second
+
+// nextDeletionAttempt is when a failed deletion is tried again: after the backoff, or, for a
+// backup whose objects Object Lock keeps until retainedUntil, just after that date: not every
+// minute until then, since no attempt before it can succeed.
+func nextDeletionAttempt(backoff, retainedUntil time.Time) time.Time {
+	if retainedUntil.IsZero() {
+		return backoff
+	}
+	return retainedUntil.Add(retainedRetryMargin)
 }
 
 // deletingShownAfter is how long a backup's first deletion runs before its phase is set to

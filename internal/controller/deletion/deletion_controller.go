@@ -217,7 +217,10 @@ func (r *Reconciler) runDeletion(ctx context.Context, b *cairnv1.Backup) {
 		}
 	}()
 	if err := r.removeData(ctx, b); err != nil {
-		report(deletionFailed, err.Error())
+		until, _ := storage.RetainedUntil(err)
+		r.deletions.Update(b.UID, func(rec *deletionRecord) {
+			rec.State, rec.Message, rec.RetainedUntil = deletionFailed, err.Error(), until
+		})
 		return
 	}
 	report(deletionDone, "")
@@ -242,6 +245,22 @@ func (r *Reconciler) removeData(ctx context.Context, b *cairnv1.Backup) error {
 	keys := store.Layout.Backup(b.Namespace, b.Name)
 	if err := r.ownsData(ctx, store, keys, b); err != nil {
 		return err
+	}
+	if store.Lock != nil {
+		// Nothing is removed (snapshots included) while Object Lock keeps any of the objects:
+		// the backup stays whole and restorable until it can go as a whole.
+		if err := r.Stores.Call(ctx, func(ctx context.Context) error {
+			objects, err := store.List(ctx, keys.Dir)
+			if err != nil {
+				return fmt.Errorf("listing the backup's objects in storage location %s: %w", bsl.Name, err)
+			}
+			return store.Lock.Retained(ctx, objects, r.Clock.Now())
+		}); err != nil {
+			if _, retained := storage.RetainedUntil(err); retained {
+				return fmt.Errorf("storage location %s: %w; the deletion is retried then", bsl.Name, err)
+			}
+			return err
+		}
 	}
 	// The operations file records the volume snapshots: they go before it does.
 	if err := r.Stores.Call(ctx, func(ctx context.Context) error {
@@ -312,7 +331,12 @@ func (r *Reconciler) remaining(ctx context.Context, b *cairnv1.Backup) ([]string
 func (r *Reconciler) fail(ctx context.Context, b *cairnv1.Backup, message string) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	attempts := b.Status.DeletionAttempts + 1
-	_, nextAttempt := r.backoff().Failed(b.UID)
+	_, backoffAttempt := r.backoff().Failed(b.UID)
+	var retainedUntil time.Time
+	if rec, ok := r.deletions.Get(b.UID); ok {
+		retainedUntil = rec.RetainedUntil
+	}
+	nextAttempt := nextDeletionAttempt(backoffAttempt, retainedUntil)
 	delay := nextAttempt.Sub(now)
 	next := metav1.NewTime(nextAttempt)
 	if err := lifecycle.PatchBackupStatus(ctx, r.Client, r.Clock, phases.OwnerDeletion, b, func(s *cairnv1.BackupStatus) {

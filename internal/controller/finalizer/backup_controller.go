@@ -144,6 +144,12 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *cairnv1.Backup, fina
 		return err
 	}
 	if committed != nil {
+		if store.Lock != nil && !committed.RetainUntil.IsZero() {
+			// The commit may have stopped before the marker was locked.
+			if err := r.lockObjects(ctx, store, store.Layout.Backup(b.Namespace, b.Name), committed.RetainUntil); err != nil {
+				return err
+			}
+		}
 		return r.endFinalized(ctx, b, final, committed.CompletionTimestamp, committed.Warnings-int(b.Status.Warnings), nil)
 	}
 	keys := store.Layout.Backup(b.Namespace, b.Name)
@@ -163,10 +169,36 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *cairnv1.Backup, fina
 	if err != nil {
 		return failure.Permanent(err)
 	}
+	if store.Lock != nil {
+		meta.RetainUntil = store.Lock.RetainUntil(now, meta.Expiration)
+		if err := r.lockObjects(ctx, store, keys, meta.RetainUntil); err != nil {
+			return err
+		}
+	}
 	if err := r.Stores.Call(ctx, func(ctx context.Context) error { return storage.WriteMetadata(ctx, store, keys, meta) }); err != nil {
 		return err
 	}
+	if store.Lock != nil {
+		if err := r.Stores.Call(ctx, func(ctx context.Context) error {
+			return store.Lock.Retain(ctx, []string{keys.Metadata}, meta.RetainUntil)
+		}); err != nil {
+			return err
+		}
+	}
 	return r.endFinalized(ctx, b, final, now, len(warnings), warnings)
+}
+
+// lockObjects locks every object of the backup until until (DESIGN.md section 18): before
+// the commit marker is written, and again on a retried commit, whose marker may not be locked
+// yet. An object already locked as long is left as it is; nothing is written again.
+func (r *BackupReconciler) lockObjects(ctx context.Context, store *location.Store, keys storage.BackupKeys, until time.Time) error {
+	return r.Stores.Call(ctx, func(ctx context.Context) error {
+		objects, err := store.List(ctx, keys.Dir)
+		if err != nil {
+			return fmt.Errorf("listing the backup's objects to lock them: %w", err)
+		}
+		return store.Lock.Retain(ctx, objects, until)
+	})
 }
 
 // endFinalized writes the terminal phase of a committed backup.

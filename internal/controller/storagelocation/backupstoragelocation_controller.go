@@ -33,7 +33,7 @@ import (
 const storageValidationTimeout = 30 * time.Second
 
 // Reconciler validates storage locations: on create and update, when
-// their credential Secret changes, and every spec.validationFrequency. It owns the status of
+// their credential or encryption key Secret changes, and every spec.validationFrequency. It owns the status of
 // BackupStorageLocations (phase, message, lastValidationTime, the DefaultConflict condition)
 // and no Backup phase.
 type Reconciler struct {
@@ -144,7 +144,7 @@ func validationPeriod(bsl *cairnv1.BackupStorageLocation) time.Duration {
 
 // SetupWithManager registers the reconciler: its own locations (spec changes only, not its
 // own status writes), every location when one that claims the default changes, and the
-// locations whose credential Secret changed.
+// locations whose credential Secret or encryption key Secret changed.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return lifecycle.Register("backupstoragelocation", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -176,7 +176,8 @@ func (r *Reconciler) locationsUsingSecret(ctx context.Context, obj client.Object
 	}
 	var reqs []reconcile.Request
 	for _, l := range list.Items {
-		if l.Spec.Credential != nil && l.Spec.Credential.Name == obj.GetName() {
+		if l.Spec.Credential != nil && l.Spec.Credential.Name == obj.GetName() ||
+			l.Spec.Encryption != nil && l.Spec.Encryption.KeySecretRef.Name == obj.GetName() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l)})
 		}
 	}
