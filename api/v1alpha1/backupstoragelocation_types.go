@@ -28,6 +28,20 @@ const (
 	AccessModeReadOnly AccessMode = "ReadOnly"
 )
 
+// LocationFormat names the layout of the backups under a location's prefix.
+// +kubebuilder:validation:Enum=cairn;velero
+type LocationFormat string
+
+const (
+	// LocationFormatCairn is Cairn's own layout (docs/format.md): Cairn writes and reads it.
+	LocationFormatCairn LocationFormat = "cairn"
+	// LocationFormatVelero is Velero's layout (backups/<name>/velero-backup.json and the files
+	// beside it): Cairn only reads it, syncing each Completed or PartiallyFailed Velero backup
+	// as a Backup of the operator's namespace (docs/migrating-from-velero.md). Such a location
+	// must be ReadOnly.
+	LocationFormatVelero LocationFormat = "velero"
+)
+
 // StorageLocationPhase says whether a location can be used.
 // +kubebuilder:validation:Enum=Available;Unavailable
 type StorageLocationPhase string
@@ -82,7 +96,26 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an s3 location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && size(self.config['path']) > 0)",message="a filesystem location needs config.path"
 // +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
+// +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
+// +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
+// +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || !has(self.encryption)",message="a location with format velero cannot have encryption: Velero's objects are not encrypted by Cairn"
+// +kubebuilder:validation:XValidation:rule="has(self.veleroRepositoryPassword) ? (has(self.format) && self.format == 'velero') : true",message="veleroRepositoryPassword is only for a location with format velero"
 type BackupStorageLocationSpec struct {
+	// Format is the layout of the backups under the prefix: cairn (the default; Cairn's own)
+	// or velero (a Velero backup storage location's bucket and prefix, read only: each
+	// Completed or PartiallyFailed Velero backup is synced as a Backup of the operator's
+	// namespace and can be restored; docs/migrating-from-velero.md). Set when the location is
+	// created; a velero location must be ReadOnly.
+	// +optional
+	// +kubebuilder:default=cairn
+	Format LocationFormat `json:"format,omitempty"`
+
+	// VeleroRepositoryPassword names the key of a Secret, in the location's namespace, holding
+	// the password of Velero's kopia repositories under <prefix>/kopia/ (Velero's default is
+	// documented in docs/migrating-from-velero.md). Only for a location with format velero.
+	// +optional
+	VeleroRepositoryPassword *corev1.SecretKeySelector `json:"veleroRepositoryPassword,omitempty"`
+
 	// Provider is the kind of object store: filesystem or s3.
 	// +required
 	Provider StorageProvider `json:"provider"`
@@ -191,6 +224,7 @@ type BackupStorageLocationStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="Access",type=string,JSONPath=`.spec.accessMode`
+// +kubebuilder:printcolumn:name="Format",type=string,JSONPath=`.spec.format`,priority=1
 // +kubebuilder:printcolumn:name="Last Validated",type=date,JSONPath=`.status.lastValidationTime`
 // +kubebuilder:printcolumn:name="Last Synced",type=date,JSONPath=`.status.lastSyncedTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
