@@ -103,6 +103,10 @@ type Request struct {
 	// BackupLocation is the name of the backup's location: its volume data is in that
 	// location's repositories.
 	BackupLocation string
+	// UnverifiedArchive says that the backup's location records no digest of its archives (a
+	// Velero location): the archive is read to its end, and checked as a gzip-compressed tar,
+	// before anything is created, and the log says it was not verified.
+	UnverifiedArchive bool
 	// Files is the store the restore's log, results and resource list go to (FilesKeys); nil
 	// means nowhere (no ReadWrite location could hold them).
 	Files     storage.ObjectStore
@@ -419,7 +423,8 @@ func (ru *run) readArchive(ctx context.Context) error {
 		case last == nil:
 			return true, nil
 		case errors.Is(last, storage.ErrChecksumMismatch), errors.Is(last, ErrScratch), errors.Is(last, errCommitMarker),
-			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge):
+			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge),
+			errors.Is(last, storage.ErrArchiveUnreadable):
 			return false, last
 		}
 		ru.log.Warn("Reading the backup from storage failed, trying again: " + last.Error())
@@ -436,6 +441,11 @@ func (ru *run) readArchive(ctx context.Context) error {
 	case errors.Is(err, archive.ErrEntryTooLarge):
 		// Not the storage's failure, and not worth a retry: the archive itself is refused.
 		return fmt.Errorf("the archive of backup %s holds an entry larger than the manager reads (--max-archive-entry-size), nothing was restored: %w",
+			ru.restore.Status.BackupName, err)
+	case errors.Is(err, storage.ErrArchiveUnreadable):
+		// The bytes are what storage holds (or, with no recorded digest, all there is): a
+		// retry reads the same damaged archive.
+		return fmt.Errorf("the archive of backup %s is damaged or not a gzip-compressed tar, nothing was restored: %w",
 			ru.restore.Status.BackupName, err)
 	case errors.Is(err, storage.ErrNotCommitted):
 		return fmt.Errorf("backup %s is not committed in its storage location (its commit marker is gone): %w", ru.restore.Status.BackupName, err)
@@ -454,6 +464,10 @@ func (ru *run) readArchive(ctx context.Context) error {
 	}
 	if spool.MoreProblems > 0 {
 		ru.log.Errorf("%d more archive entries left out", spool.MoreProblems)
+	}
+	if ru.req.UnverifiedArchive {
+		ru.log.WithField("formatVersion", spool.FormatVersion).Warn("Archive read to its end and checked as a gzip-compressed tar, but not verified against a recorded digest: its storage location holds Velero's backups, and Velero records none")
+		return nil
 	}
 	ru.log.WithField("formatVersion", spool.FormatVersion).Info("Archive read and checked against the commit marker")
 	return nil
@@ -474,7 +488,7 @@ func (ru *run) spoolArchive(ctx context.Context, keys storage.BackupKeys) (*Spoo
 		return nil, fmt.Errorf("%w: the commit marker at %s is of backup %s/%s, not %s/%s", errCommitMarker, keys.Metadata,
 			meta.Namespace, meta.Name, ru.restore.Namespace, ru.restore.Status.BackupName)
 	}
-	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize}
+	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize, Unverified: ru.req.UnverifiedArchive}
 	return NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir, storage.WithMaxEntrySize(ru.MaxEntrySize))
 }
 
