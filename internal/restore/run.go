@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/velerofmt"
 )
 
 // Defaults of a Runner.
@@ -201,6 +203,10 @@ type run struct {
 	backupOpsOnce sync.Once
 	backupOps     []backup.Operation
 	backupOpsErr  error
+	// veleroPVBs are a Velero backup's PodVolumeBackups (Facts.VeleroVolumes), read once.
+	veleroPVBsOnce sync.Once
+	veleroPVBs     []velerofmt.PodVolumeBackup
+	veleroPVBsErr  error
 
 	req        Request
 	log        *backup.Log
@@ -818,6 +824,12 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 	}
 	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore, SnapshotAllowed: ru.snapshotAllowed,
 		BackupOperations: ru.backupOperations, BackupLocation: ru.req.BackupLocation}
+	if ru.req.UnverifiedArchive {
+		// A Velero backup: its operations file is Velero's (none of Cairn's volume copies), and
+		// its pod volumes' data, if any, is in Velero's kopia repositories.
+		facts.BackupOperations = nil
+		facts.VeleroVolumes = ru.veleroVolumes
+	}
 	var started []backup.Operation
 	for _, action := range ru.actions().For(gr) {
 		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: facts})
@@ -1000,6 +1012,31 @@ func (ru *run) backupOperations(ctx context.Context) ([]backup.Operation, error)
 		})
 	})
 	return ru.backupOps, ru.backupOpsErr
+}
+
+// veleroVolumes answers Facts.VeleroVolumes from the Velero backup's PodVolumeBackups file,
+// read once (bounded by the storage timeout); a backup without one copied no volume.
+func (ru *run) veleroVolumes(ctx context.Context, namespace, pod string) ([]string, error) {
+	ru.veleroPVBsOnce.Do(func() {
+		keys := ru.req.BackupKeys
+		key := path.Join(keys.Dir, ru.restore.Status.BackupName+velerofmt.PodVolumeBackupsSuffix)
+		ru.veleroPVBsErr = ru.storageCall(ctx, func(ctx context.Context) error {
+			rc, err := ru.req.Source.Get(ctx, key)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			ru.veleroPVBs, err = velerofmt.ReadPodVolumeBackups(rc, key)
+			return err
+		})
+	})
+	if ru.veleroPVBsErr != nil {
+		return nil, fmt.Errorf("reading Velero's record of the backup's pod volumes: %w", ru.veleroPVBsErr)
+	}
+	return velerofmt.CopiedVolumes(ru.veleroPVBs, namespace, pod), nil
 }
 
 // snapshotOfClaim answers Facts.SnapshotOf: the backup's VolumeSnapshot of the claim
