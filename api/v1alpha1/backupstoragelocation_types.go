@@ -99,7 +99,6 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || !has(self.encryption)",message="a location with format velero cannot have encryption: Velero's objects are not encrypted by Cairn"
-// +kubebuilder:validation:XValidation:rule="has(self.veleroRepositoryPassword) ? (has(self.format) && self.format == 'velero') : true",message="veleroRepositoryPassword is only for a location with format velero"
 type BackupStorageLocationSpec struct {
 	// Format is the layout of the backups under the prefix: cairn (the default; Cairn's own)
 	// or velero (a Velero backup storage location's bucket and prefix, read only: each
@@ -110,11 +109,6 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:default=cairn
 	Format LocationFormat `json:"format,omitempty"`
 
-	// VeleroRepositoryPassword names the key of a Secret, in the location's namespace, holding
-	// the password of Velero's kopia repositories under <prefix>/kopia/ (Velero's default is
-	// documented in docs/migrating-from-velero.md). Only for a location with format velero.
-	// +optional
-	VeleroRepositoryPassword *corev1.SecretKeySelector `json:"veleroRepositoryPassword,omitempty"`
 
 	// Provider is the kind of object store: filesystem or s3.
 	// +required

@@ -3,7 +3,6 @@ package v1alpha1_test
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -26,10 +25,8 @@ var _ = Describe("BackupStorageLocation format", func() {
 		Expect(l.Spec.Format).To(Equal(cairnv1.LocationFormatCairn))
 	})
 
-	It("accepts a ReadOnly velero location with a repository password", func() {
-		spec := veleroSpec()
-		spec.VeleroRepositoryPassword = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "velero-repo"}, Key: "password"}
-		Expect(k8sClient.Create(ctx, newLocation(spec))).To(Succeed())
+	It("accepts a ReadOnly velero location", func() {
+		Expect(k8sClient.Create(ctx, newLocation(veleroSpec()))).To(Succeed())
 	})
 
 	DescribeTable("refuses at creation",
@@ -45,10 +42,6 @@ var _ = Describe("BackupStorageLocation format", func() {
 		Entry("a velero location with encryption", func(s *cairnv1.BackupStorageLocationSpec) {
 			s.Encryption = &cairnv1.LocationEncryption{KeySecretRef: cairnv1.LocalSecretReference{Name: "k"}, WriteKey: "k1"}
 		}, "a location with format velero cannot have encryption"),
-		Entry("a repository password on a cairn location", func(s *cairnv1.BackupStorageLocationSpec) {
-			s.Format = cairnv1.LocationFormatCairn
-			s.VeleroRepositoryPassword = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}
-		}, "veleroRepositoryPassword is only for a location with format velero"),
 		Entry("an unknown format", func(s *cairnv1.BackupStorageLocationSpec) { s.Format = "restic" }, "spec.format"),
 	)
 

@@ -35,7 +35,6 @@ type locationCreateOptions struct {
 	isDefault                bool
 	accessMode               string
 	format                   string
-	repositoryPassword       string
 }
 
 // location is the BackupStorageLocation the options say.
@@ -57,9 +56,6 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 	}
 	switch cairnv1.LocationFormat(o.format) {
 	case "", cairnv1.LocationFormatCairn:
-		if o.repositoryPassword != "" {
-			return nil, usageErrorf("--velero-repository-password is only for --format velero")
-		}
 	case cairnv1.LocationFormatVelero:
 		// Cairn never writes to a Velero bucket: ReadOnly is implied, and ReadWrite refused.
 		if bsl.Spec.AccessMode == cairnv1.AccessModeReadWrite {
@@ -69,13 +65,6 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 			return nil, usageErrorf("--format velero cannot be --default: backups cannot go to a Velero location")
 		}
 		bsl.Spec.Format, bsl.Spec.AccessMode = cairnv1.LocationFormatVelero, cairnv1.AccessModeReadOnly
-		if o.repositoryPassword != "" {
-			secret, key, ok := strings.Cut(o.repositoryPassword, "=")
-			if !ok || secret == "" || key == "" {
-				return nil, usageErrorf("invalid --velero-repository-password %q: want SECRET=KEY", o.repositoryPassword)
-			}
-			bsl.Spec.VeleroRepositoryPassword = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
-		}
 	default:
 		return nil, usageErrorf("invalid --format %q: want cairn or velero", o.format)
 	}
@@ -130,7 +119,6 @@ func newLocationCreateCommand(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&o.isDefault, "default", false, "Make it the location of backups that name none.")
 	cmd.Flags().StringVar(&o.accessMode, "access-mode", "", "ReadWrite (default) or ReadOnly (restores only, as for a second cluster).")
 	cmd.Flags().StringVar(&o.format, "format", "", "cairn (default) or velero: the bucket and prefix of a Velero backup storage location, read only (docs/migrating-from-velero.md).")
-	cmd.Flags().StringVar(&o.repositoryPassword, "velero-repository-password", "", "With --format velero: the Secret and key holding the password of Velero's kopia repositories, SECRET=KEY.")
 	return cmd
 }
 

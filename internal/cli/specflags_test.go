@@ -221,21 +221,18 @@ func TestLocationFlags(t *testing.T) {
 }
 
 func TestVeleroLocationFlags(t *testing.T) {
-	o := locationCreateOptions{provider: "s3", bucket: "velero", prefix: "velero", format: "velero", repositoryPassword: "velero-repo=password"}
+	o := locationCreateOptions{provider: "s3", bucket: "velero", prefix: "velero", format: "velero"}
 	got, err := o.location("from-velero", "cairn-system")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Format != cairnv1.LocationFormatVelero || got.Spec.AccessMode != cairnv1.AccessModeReadOnly ||
-		got.Spec.VeleroRepositoryPassword == nil || got.Spec.VeleroRepositoryPassword.Name != "velero-repo" || got.Spec.VeleroRepositoryPassword.Key != "password" {
-		t.Errorf("location = %+v: want format velero, ReadOnly implied, the repository password's Secret", got.Spec)
+	if got.Spec.Format != cairnv1.LocationFormatVelero || got.Spec.AccessMode != cairnv1.AccessModeReadOnly {
+		t.Errorf("location = %+v: want format velero, ReadOnly implied", got.Spec)
 	}
 	for _, bad := range []locationCreateOptions{
 		{provider: "s3", bucket: "b", format: "velero", accessMode: "ReadWrite"},
 		{provider: "s3", bucket: "b", format: "velero", isDefault: true},
 		{provider: "s3", bucket: "b", format: "restic"},
-		{provider: "s3", bucket: "b", repositoryPassword: "s=k"},
-		{provider: "s3", bucket: "b", format: "velero", repositoryPassword: "nokey"},
 	} {
 		if _, err := bad.location("l", "cairn-system"); ExitCode(err) != ExitUsage {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)
