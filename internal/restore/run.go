@@ -471,6 +471,9 @@ func (ru *run) readArchive(ctx context.Context) error {
 	if spool.MoreProblems > 0 {
 		ru.log.Errorf("%d more archive entries left out", spool.MoreProblems)
 	}
+	if spool.VersionedCopies > 0 {
+		ru.log.Infof("%d archive entries are copies of items at a named API version (Velero's <version>-preferredversion directories): the items beside them were read instead", spool.VersionedCopies)
+	}
 	if ru.req.UnverifiedArchive {
 		ru.log.WithField("formatVersion", spool.FormatVersion).Warn("Archive read to its end and checked as a gzip-compressed tar, but not verified against a recorded digest: its storage location holds Velero's backups, and Velero records none")
 		return nil
