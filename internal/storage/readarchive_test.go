@@ -217,7 +217,7 @@ func TestReadArchiveUnverified(t *testing.T) {
 	}
 	n := len(f.data)
 	for name, data := range map[string][]byte{
-		"truncated in the middle": f.data[:n/2],
+		"truncated in the middle":  f.data[:n/2],
 		"without its gzip trailer": f.data[:n-4],
 		"a flipped byte in the compressed data": func() []byte {
 			d := append([]byte{}, f.data...)
