@@ -112,7 +112,7 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		// operator's namespace, where the location is.
 		store = velerofmt.NewStore(store, layout, bsl.Namespace)
 	}
-	if !writable {
+	if !writable && !velero { // the Velero store refuses every write itself, saying why
 		store = storage.ReadOnly(store)
 	}
 	return &Store{ObjectStore: store, Layout: layout, validate: validate, Velero: velero}, nil
