@@ -109,7 +109,6 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:default=cairn
 	Format LocationFormat `json:"format,omitempty"`
 
-
 	// Provider is the kind of object store: filesystem or s3.
 	// +required
 	Provider StorageProvider `json:"provider"`
