@@ -24,12 +24,14 @@ const VeleroBackupFile = "velero-backup.json"
 // Store shows a Velero bucket and prefix in Cairn's layout (docs/format.md), read only: Velero's
 // backups/<name>/ appears as backups/<namespace>/<name>/ of the operator's namespace, its
 // velero-backup.json as the commit marker cairn-backup.json (Marker: no archive digest), and
-// each of its files under Cairn's name for it (<name>-results.gz as <name>-results.json.gz; the
-// archive, log, resource list and item operations have the same names in both). A Velero
+// each of its files under Cairn's name for it (<name>-results.gz as <name>-results.json.gz, in
+// Cairn's shape: ConvertResults; the archive, log, resource list and item operations have the
+// same names in both). A Velero
 // backup renamed in the cluster (Rename) is found under its new name too. Every other key
 // (restores/, kopia/) is read as it is. Every Put and Delete fails with storage.ErrReadOnly.
 //
-// What the files hold is Velero's, as Velero wrote it; only the commit marker is made here.
+// What the files hold is Velero's, as Velero wrote it; only the commit marker and the results
+// are made here.
 type Store struct {
 	inner storage.ObjectStore
 	// layout is Cairn's layout of the location (its prefix is Velero's BSL prefix).
@@ -129,6 +131,9 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", key, storage.ErrNotFound)
 	}
+	if vfile != "" && strings.HasSuffix(file, "-results.json.gz") {
+		return s.results(ctx, s.veleroDir(vname)+vfile)
+	}
 	if vfile != "" {
 		return s.inner.Get(ctx, s.veleroDir(vname)+vfile)
 	}
@@ -137,6 +142,21 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// results reads Velero's results file at key and hands it out in Cairn's shape
+// (ConvertResults), so that `cairn backup describe` shows its warnings and errors.
+func (s *Store) results(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.inner.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := ConvertResults(rc, key)
 	if err != nil {
 		return nil, err
 	}

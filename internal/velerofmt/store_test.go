@@ -104,7 +104,6 @@ func TestStoreGet(t *testing.T) {
 	for key, want := range map[string]string{
 		keys.Archive:                                 "archive of a",
 		keys.Logs:                                    "logs of a",
-		keys.Results:                                 "results of a",
 		keys.ResourceList:                            "list of a",
 		"velero/kopia/shop/kopia.repository.f":       "repository",
 		"velero/restores/r/restore-r-logs.gz":        "restore logs",
@@ -113,6 +112,9 @@ func TestStoreGet(t *testing.T) {
 		if got, err := get(t, s, key); err != nil || got != want {
 			t.Errorf("Get(%s) = %q, %v; want %q", key, got, err, want)
 		}
+	}
+	if _, err := get(t, s, keys.Results); err == nil || !strings.Contains(err.Error(), "velero/backups/a/a-results.gz") {
+		t.Errorf("Get(results) of a file that is not Velero's results = %v, want an error naming it", err)
 	}
 	m, err := storage.ReadMetadata(context.Background(), s, keys)
 	if err != nil {

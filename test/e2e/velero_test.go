@@ -83,6 +83,7 @@ spec:
 		Expect(b.kubectlOK("get", "restore", "from-velero", "-n", "cairn-system", "-o",
 			`jsonpath={.status.conditions[?(@.type=="ArchiveVerified")].status} {.status.conditions[?(@.type=="ArchiveVerified")].reason}`)).
 			To(Equal("False NoRecordedDigest"))
+		b.wait("configmap/web-settings", "shop-from-velero", "jsonpath={.data.greeting}=hello from velero", "10s")
 		data, err := os.ReadFile(filepath.Join(fixtures, "source", "shop.json"))
 		Expect(err).NotTo(HaveOccurred())
 		var source unstructured.UnstructuredList
