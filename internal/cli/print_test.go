@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,21 @@ func TestDescribeBackupGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "describe-queued-backup.golden", out.Bytes())
+}
+
+func TestDescribeVeleroBackupShowsItsOrigin(t *testing.T) {
+	b := &cairnv1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: "velero-nightly", Namespace: "cairn-system", CreationTimestamp: ago(time.Minute), Annotations: map[string]string{
+			cairnv1.SyncedFromAnnotation: "from-velero", cairnv1.VeleroBackupNameAnnotation: "nightly", cairnv1.VeleroBackupUIDAnnotation: "5e1f"}},
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "from-velero"},
+	}
+	e, out, _ := testEnv(t)
+	if err := e.describeBackup(b, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "velero from-velero/nightly (Velero UID 5e1f; no recorded digest"; !strings.Contains(out.String(), want) {
+		t.Errorf("describe does not say %q:\n%s", want, out)
+	}
 }
 
 func TestHumanBytes(t *testing.T) {
