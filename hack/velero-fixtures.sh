@@ -18,6 +18,9 @@
 #                   it fails ("Error listing items") and Velero counts the error.
 #   daily-<time>    made from the Velero Schedule "daily" (namespace shop, ttl 72h) with
 #                   velero backup create --from-schedule: Velero's velero.io/schedule-name label.
+# and a Velero restore of shop-labelled (restores/shop-labelled-restore/ in the bucket; it ends
+# PartiallyFailed out of cluster: a restore plugin looks for Velero's own Deployment, which does
+# not exist here; its results say so).
 # testdata/velero/source holds the objects as the API server returned them before the backups
 # (kubectl get -o json), for the tests' object-by-object comparison.
 #
@@ -150,6 +153,10 @@ EXPECT=PartiallyFailed backup shop-broken --include-namespaces shop,broken
 # of it is, named as Velero names its runs.
 EXPECT=Completed backup "daily-$(date -u +%Y%m%d%H%M%S)" --from-schedule daily
 "$VELERO" schedule delete daily -n velero --confirm >/dev/null
+# A restore, so that the bucket has Velero's restores/ beside backups/, as a real one does.
+"$VELERO" restore create shop-labelled-restore -n velero --from-backup shop-labelled \
+  --namespace-mappings shop:shop-restored --wait >/dev/null
+echo "velero-fixtures: restore shop-labelled-restore: $(kc get restores.velero.io shop-labelled-restore -n velero -o jsonpath='{.status.phase}')"
 
 echo "velero-fixtures: writing $OUT"
 rm -rf "$OUT/bucket" "$OUT/source"
