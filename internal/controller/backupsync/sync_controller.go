@@ -69,6 +69,12 @@ const (
 //   - a Completed or PartiallyFailed backup of the location whose marker is gone gets
 //     DataAvailable=False and a Warning event; True again when the marker is back.
 //
+// A location of format velero is read through internal/velerofmt's store, which shows Velero's
+// backups in Cairn's layout: each Completed or PartiallyFailed one is made as above in the
+// operator's namespace, annotated with its Velero name and UID, under velero-<name> when a
+// Backup of another origin holds its name (backupsync.Input.Rename); one in another phase is
+// skipped and named in the SyncSkipped event.
+//
 // It writes the location's status.lastSyncedTime (the storage location reconciler owns the
 // rest of that status), and the names the location holds that no backup of the cluster stands
 // for into the Catalog, which the queue checks new backups against. Every storage call is
