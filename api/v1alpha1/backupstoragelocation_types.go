@@ -28,6 +28,20 @@ const (
 	AccessModeReadOnly AccessMode = "ReadOnly"
 )
 
+// LocationFormat names the layout of the backups under a location's prefix.
+// +kubebuilder:validation:Enum=cairn;velero
+type LocationFormat string
+
+const (
+	// LocationFormatCairn is Cairn's own layout (docs/format.md): Cairn writes and reads it.
+	LocationFormatCairn LocationFormat = "cairn"
+	// LocationFormatVelero is Velero's layout (backups/<name>/velero-backup.json and the files
+	// beside it): Cairn only reads it, syncing each Completed or PartiallyFailed Velero backup
+	// as a Backup of the operator's namespace (docs/migrating-from-velero.md). Such a location
+	// must be ReadOnly.
+	LocationFormatVelero LocationFormat = "velero"
+)
+
 // StorageLocationPhase says whether a location can be used.
 // +kubebuilder:validation:Enum=Available;Unavailable
 type StorageLocationPhase string
@@ -84,7 +98,19 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: a filesystem location cannot lock its objects"
 // +kubebuilder:validation:XValidation:rule="has(self.objectLock) == has(oldSelf.objectLock)",message="objectLock is chosen when a location is created: it cannot be turned on or off later (make another location); only objectLock.minRetention may change"
+// +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
+// +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
+// +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || !has(self.encryption)",message="a location with format velero cannot have encryption: Velero's objects are not encrypted by Cairn"
 type BackupStorageLocationSpec struct {
+	// Format is the layout of the backups under the prefix: cairn (the default; Cairn's own)
+	// or velero (a Velero backup storage location's bucket and prefix, read only: each
+	// Completed or PartiallyFailed Velero backup is synced as a Backup of the operator's
+	// namespace and can be restored; docs/migrating-from-velero.md). Set when the location is
+	// created; a velero location must be ReadOnly.
+	// +optional
+	// +kubebuilder:default=cairn
+	Format LocationFormat `json:"format,omitempty"`
+
 	// Provider is the kind of object store: filesystem or s3.
 	// +required
 	Provider StorageProvider `json:"provider"`
@@ -229,6 +255,7 @@ type BackupStorageLocationStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="Access",type=string,JSONPath=`.spec.accessMode`
+// +kubebuilder:printcolumn:name="Format",type=string,JSONPath=`.spec.format`,priority=1
 // +kubebuilder:printcolumn:name="Last Validated",type=date,JSONPath=`.status.lastValidationTime`
 // +kubebuilder:printcolumn:name="Last Synced",type=date,JSONPath=`.status.lastSyncedTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

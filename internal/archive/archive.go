@@ -136,7 +136,7 @@ func EachMax(r io.Reader, maxEntrySize int64, fn func(Entry) error) error {
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return drainGzip(gz)
 		}
 		if err != nil {
 			return fmt.Errorf("archive: %w", err)
@@ -149,6 +149,26 @@ func EachMax(r io.Reader, maxEntrySize int64, fn func(Entry) error) error {
 			return err
 		}
 	}
+}
+
+// MaxTrailer bounds what the gzip stream may hold after the tar's end (a tar writer pads its
+// last record to at most 10 KiB): EachMax reads that far, and no further, to reach the gzip
+// trailer.
+const MaxTrailer = 1 << 20
+
+// drainGzip reads the gzip stream past the tar's end to its own end, so that its trailer (the
+// CRC-32 and size of what it holds) is checked: a reader with no recorded digest of the
+// archive (a Velero backup's) catches a damaged stream there. More than MaxTrailer bytes after
+// the tar's end is an error, never read on.
+func drainGzip(gz io.Reader) error {
+	n, err := io.Copy(io.Discard, io.LimitReader(gz, MaxTrailer+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("archive: after the tar's end: %w", err)
+	case n > MaxTrailer:
+		return fmt.Errorf("archive: more than %d bytes after the tar's end", MaxTrailer)
+	}
+	return nil
 }
 
 // readEntry reads one entry of declared size from r, refusing one over maxSize by its

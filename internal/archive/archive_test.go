@@ -92,3 +92,25 @@ func TestArchiveReadsWithTheStandardLibrary(t *testing.T) {
 		t.Errorf("entries read by the standard library = %v", names)
 	}
 }
+
+// EachMax reads the gzip stream to its trailer: a damaged CRC is caught even when every tar
+// entry read well (nothing else checks it for an archive with no recorded digest).
+func TestEachMaxChecksTheGzipTrailer(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddEntry(ItemPath("configmaps", "", "shop", "a"), []byte(`{"kind":"ConfigMap"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	data[len(data)-8] ^= 0xff // the CRC-32
+	err = EachMax(bytes.NewReader(data), 0, func(Entry) error { return nil })
+	if err == nil {
+		t.Fatal("EachMax of an archive whose gzip CRC is wrong = nil, want an error")
+	}
+}

@@ -33,6 +33,10 @@ type Input struct {
 	Committed []storage.CommittedBackup
 	// Namespaces are the cluster's namespaces.
 	Namespaces []string
+	// Rename, when set, is the other name a committed backup is synced under when a Backup of
+	// the cluster that is not the location's holds its own (a Velero location's backups:
+	// velerofmt.Rename); nil leaves such a backup out, as a Conflict.
+	Rename func(name string) string
 }
 
 // Plan is what one sync pass does.
@@ -60,6 +64,9 @@ type Plan struct {
 	// Unclaimed are the committed backups no backup of the cluster stands for, once the pass
 	// has made what it can (missing namespaces, conflicts): the Catalog's entries.
 	Unclaimed []types.NamespacedName
+	// Renamed are the committed backups synced, or to be made, under Input.Rename's name: the
+	// name in the cluster, and the name in storage.
+	Renamed map[types.NamespacedName]string
 }
 
 // Conflict is a committed backup not synced because a Backup object of the cluster holds its name.
@@ -87,15 +94,23 @@ func Decide(in Input) Plan {
 		namespaces[ns] = true
 	}
 	committed := make(map[types.NamespacedName]bool, len(in.Committed))
+	for _, c := range in.Committed {
+		committed[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = true
+	}
 	missing := map[string]bool{}
 	for _, c := range in.Committed {
 		key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-		committed[key] = true
 		if problem := CheckName(c); problem != "" {
 			p.Invalid = append(p.Invalid, c)
 			continue
 		}
 		b, exists := byName[key]
+		if in.Rename != nil && (!exists || hasNotRun(b) || !belongsTo(b, in.Location)) {
+			if renamed, ok := p.rename(in, c, b, byName, committed); ok {
+				committed[renamed] = true
+				continue
+			}
+		}
 		switch {
 		case !exists && !namespaces[c.Namespace]:
 			missing[c.Namespace] = true
@@ -143,6 +158,39 @@ func Decide(in Input) Plan {
 	}
 	slices.Sort(p.MissingNamespaces)
 	return p
+}
+
+// rename decides for committed backup c, whose own name is free (b nil) or held by Backup b of
+// another origin, under Input.Rename's name: it is synced there already (a Backup of the
+// location holds it: kept there, even once the own name is free again, so that a backup is
+// never shown twice), or it is made there (b holds the own name and nothing the new one). ok
+// is false when the new name does not apply: c keeps its own name (free), or is a Conflict
+// (both names are held, or the new one is another committed backup's).
+func (p *Plan) rename(in Input, c storage.CommittedBackup, b *cairnv1.Backup, byName map[types.NamespacedName]*cairnv1.Backup, committed map[types.NamespacedName]bool) (types.NamespacedName, bool) {
+	renamed := storage.CommittedBackup{Namespace: c.Namespace, Name: in.Rename(c.Name)}
+	key := types.NamespacedName{Namespace: renamed.Namespace, Name: renamed.Name}
+	if committed[key] || CheckName(renamed) != "" {
+		return key, false
+	}
+	other, taken := byName[key]
+	switch {
+	case taken && belongsTo(other, in.Location):
+	case taken, b == nil:
+		return key, false
+	case !namespaceExists(in, c.Namespace):
+		return key, false
+	default:
+		p.Create = append(p.Create, renamed)
+	}
+	if p.Renamed == nil {
+		p.Renamed = map[types.NamespacedName]string{}
+	}
+	p.Renamed[key] = c.Name
+	return key, true
+}
+
+func namespaceExists(in Input, namespace string) bool {
+	return slices.Contains(in.Namespaces, namespace)
 }
 
 // Changed reports whether the pass has anything to write.

@@ -239,6 +239,12 @@ func (e *env) describeBackup(b *cairnv1.Backup, details bool) error {
 		location = "<not chosen yet>"
 	}
 	d.line(0, "Storage location", "%s", location)
+	if origin := backupOrigin(b); origin != "" {
+		if b.IsFromVelero() {
+			origin += fmt.Sprintf(" (Velero UID %s; no recorded digest: a restore reads the archive to its end but cannot verify it)", b.Annotations[cairnv1.VeleroBackupUIDAnnotation])
+		}
+		d.line(0, "Origin", "%s", origin)
+	}
 	progress := "<not started>"
 	if p := b.Status.Progress; p != nil {
 		progress = fmt.Sprintf("%d of %d items backed up", p.ItemsBackedUp, p.TotalItems)

@@ -34,6 +34,7 @@ type locationCreateOptions struct {
 	credential               string
 	isDefault                bool
 	accessMode               string
+	format                   string
 }
 
 // location is the BackupStorageLocation the options say.
@@ -52,6 +53,20 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 	case "", cairnv1.AccessModeReadWrite, cairnv1.AccessModeReadOnly:
 	default:
 		return nil, usageErrorf("invalid --access-mode %q: want ReadWrite or ReadOnly", o.accessMode)
+	}
+	switch cairnv1.LocationFormat(o.format) {
+	case "", cairnv1.LocationFormatCairn:
+	case cairnv1.LocationFormatVelero:
+		// Cairn never writes to a Velero bucket: ReadOnly is implied, and ReadWrite refused.
+		if bsl.Spec.AccessMode == cairnv1.AccessModeReadWrite {
+			return nil, usageErrorf("--format velero cannot be --access-mode ReadWrite: Cairn never writes to a Velero bucket")
+		}
+		if o.isDefault {
+			return nil, usageErrorf("--format velero cannot be --default: backups cannot go to a Velero location")
+		}
+		bsl.Spec.Format, bsl.Spec.AccessMode = cairnv1.LocationFormatVelero, cairnv1.AccessModeReadOnly
+	default:
+		return nil, usageErrorf("invalid --format %q: want cairn or velero", o.format)
 	}
 	if o.bucket != "" || o.prefix != "" {
 		bsl.Spec.ObjectStorage = &cairnv1.ObjectStorage{Bucket: o.bucket, Prefix: o.prefix}
@@ -73,7 +88,9 @@ func newLocationCreateCommand(e *env) *cobra.Command {
 		Short: "Create a storage location",
 		Example: `  cairn location create local --provider filesystem --config path=/var/lib/cairn --default
   cairn location create s3 --provider s3 --bucket backups --prefix cluster-a \
-      --config region=eu-west-1,endpoint=https://s3.example.com --credential cairn-s3=cloud`,
+      --config region=eu-west-1,endpoint=https://s3.example.com --credential cairn-s3=cloud
+  cairn location create from-velero --format velero --provider s3 --bucket velero-backups --prefix velero \
+      --config region=eu-west-1 --credential cairn-s3=cloud`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			bsl, err := o.location(args[0], e.locationNamespace())
@@ -101,6 +118,7 @@ func newLocationCreateCommand(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&o.credential, "credential", "", "The Secret and key holding the s3 credentials file, SECRET=KEY.")
 	cmd.Flags().BoolVar(&o.isDefault, "default", false, "Make it the location of backups that name none.")
 	cmd.Flags().StringVar(&o.accessMode, "access-mode", "", "ReadWrite (default) or ReadOnly (restores only, as for a second cluster).")
+	cmd.Flags().StringVar(&o.format, "format", "", "cairn (default) or velero: the bucket and prefix of a Velero backup storage location, read only (docs/migrating-from-velero.md).")
 	return cmd
 }
 

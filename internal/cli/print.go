@@ -38,6 +38,24 @@ var backupColumns = []column[cairnv1.Backup]{
 	{name: "Errors", after: "Progress", cell: func(b *cairnv1.Backup, _ time.Time) string { return count(b.Status.Errors) }},
 	{name: "Warnings", after: "Errors", cell: func(b *cairnv1.Backup, _ time.Time) string { return count(b.Status.Warnings) }},
 	{name: "Expires", after: "Location", cell: func(b *cairnv1.Backup, now time.Time) string { return until(b.Status.Expiration, now) }},
+	{name: "Origin", after: "Age", cell: func(b *cairnv1.Backup, _ time.Time) string { return backupOrigin(b) }},
+}
+
+// backupOrigin is where a backup came from: "" for one this cluster made, "sync <location>"
+// for one synced from storage, "velero <location>/<name>" for one synced from a Velero
+// location (the Velero backup's name).
+func backupOrigin(b *cairnv1.Backup) string {
+	from := b.Annotations[cairnv1.SyncedFromAnnotation]
+	switch {
+	case b.IsFromVelero():
+		if from == "" {
+			from = b.Status.StorageLocation
+		}
+		return "velero " + from + "/" + b.Annotations[cairnv1.VeleroBackupNameAnnotation]
+	case from != "":
+		return "sync " + from
+	}
+	return ""
 }
 
 // restoreBackup is the backup a restore reads: the one it resolved, else the one it names,

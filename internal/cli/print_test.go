@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,11 @@ func backups() []cairnv1.Backup {
 		{ObjectMeta: metav1.ObjectMeta{Name: "new", CreationTimestamp: ago(time.Second)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "broken", CreationTimestamp: ago(3 * 24 * time.Hour)},
 			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseFailed, FailureReason: "Backup cancelled by user", Errors: 1}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "from-cluster-a", CreationTimestamp: ago(time.Hour), Annotations: map[string]string{cairnv1.SyncedFromAnnotation: "dr"}},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "dr", Progress: cairnv1.NewBackupProgress(12, 12)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "velero-nightly", CreationTimestamp: ago(time.Minute), Annotations: map[string]string{
+			cairnv1.SyncedFromAnnotation: "from-velero", cairnv1.VeleroBackupNameAnnotation: "nightly", cairnv1.VeleroBackupUIDAnnotation: "5e1f"}},
+			Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhasePartiallyFailed, StorageLocation: "from-velero", Progress: cairnv1.NewBackupProgress(30, 31), Errors: 1}},
 	}
 }
 
@@ -84,6 +90,10 @@ func TestTables(t *testing.T) {
 				ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups", Prefix: "cluster-a/"}},
 			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseUnavailable, Message: `bucket "backups" does not exist`,
 				LastValidationTime: at(-10 * time.Second)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "from-velero", CreationTimestamp: ago(time.Hour)},
+			Spec: cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderS3, AccessMode: cairnv1.AccessModeReadOnly, Format: cairnv1.LocationFormatVelero,
+				ObjectStorage: &cairnv1.ObjectStorage{Bucket: "velero-backups", Prefix: "velero"}},
+			Status: cairnv1.BackupStorageLocationStatus{Phase: cairnv1.StorageLocationPhaseAvailable, LastValidationTime: at(-5 * time.Second)}},
 	}
 	tests := []struct {
 		name  string
@@ -145,6 +155,21 @@ func TestDescribeBackupGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "describe-queued-backup.golden", out.Bytes())
+}
+
+func TestDescribeVeleroBackupShowsItsOrigin(t *testing.T) {
+	b := &cairnv1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: "velero-nightly", Namespace: "cairn-system", CreationTimestamp: ago(time.Minute), Annotations: map[string]string{
+			cairnv1.SyncedFromAnnotation: "from-velero", cairnv1.VeleroBackupNameAnnotation: "nightly", cairnv1.VeleroBackupUIDAnnotation: "5e1f"}},
+		Status: cairnv1.BackupStatus{Phase: cairnv1.BackupPhaseCompleted, StorageLocation: "from-velero"},
+	}
+	e, out, _ := testEnv(t)
+	if err := e.describeBackup(b, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "velero from-velero/nightly (Velero UID 5e1f; no recorded digest"; !strings.Contains(out.String(), want) {
+		t.Errorf("describe does not say %q:\n%s", want, out)
+	}
 }
 
 func TestHumanBytes(t *testing.T) {

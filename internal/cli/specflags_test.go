@@ -220,6 +220,26 @@ func TestLocationFlags(t *testing.T) {
 	}
 }
 
+func TestVeleroLocationFlags(t *testing.T) {
+	o := locationCreateOptions{provider: "s3", bucket: "velero", prefix: "velero", format: "velero"}
+	got, err := o.location("from-velero", "cairn-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Format != cairnv1.LocationFormatVelero || got.Spec.AccessMode != cairnv1.AccessModeReadOnly {
+		t.Errorf("location = %+v: want format velero, ReadOnly implied", got.Spec)
+	}
+	for _, bad := range []locationCreateOptions{
+		{provider: "s3", bucket: "b", format: "velero", accessMode: "ReadWrite"},
+		{provider: "s3", bucket: "b", format: "velero", isDefault: true},
+		{provider: "s3", bucket: "b", format: "restic"},
+	} {
+		if _, err := bad.location("l", "cairn-system"); ExitCode(err) != ExitUsage {
+			t.Errorf("%+v: err = %v, want a usage error", bad, err)
+		}
+	}
+}
+
 func TestLabels(t *testing.T) {
 	if got, err := parseLabels(map[string]string{"team": "a"}); err != nil || got["team"] != "a" {
 		t.Errorf("parseLabels = %v, %v", got, err)

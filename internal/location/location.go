@@ -17,6 +17,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/velerofmt"
 )
 
 // ErrConfig marks an error in a location's own configuration (not a passing fault): a person
@@ -40,6 +41,9 @@ type Store struct {
 	// Lock locks the objects of committed backups (spec.objectLock); nil when the location
 	// does not lock them.
 	Lock *storage.ObjectLock
+	// Velero says the location holds Velero's backups (spec.format: velero): read only, and
+	// its archives have no recorded digest (storage.ArchiveDigest.Unverified).
+	Velero bool
 	// validate checks that the provider can be used; see Validate.
 	validate func(ctx context.Context) error
 }
@@ -59,7 +63,9 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 	if err := refuseNested(ctx, r, bsl); err != nil {
 		return nil, err
 	}
-	writable := bsl.Spec.AccessMode != cairnv1.AccessModeReadOnly
+	// A Velero location is read only whatever its access mode says (the CRD refuses any other).
+	velero := bsl.Spec.Format == cairnv1.LocationFormatVelero
+	writable := bsl.Spec.AccessMode != cairnv1.AccessModeReadOnly && !velero
 	var prefix string
 	if bsl.Spec.ObjectStorage != nil {
 		prefix = bsl.Spec.ObjectStorage.Prefix
@@ -115,10 +121,18 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 			return nil, fmt.Errorf("%w: encryption keys in Secret %s/%s: %w", ErrConfig, bsl.Namespace, enc.KeySecretRef.Name, err)
 		}
 	}
-	if !writable {
+	if velero {
+		if bsl.Spec.Encryption != nil {
+			return nil, fmt.Errorf("%w: a location with format velero cannot have encryption", ErrConfig)
+		}
+		// Velero's backups, shown in Cairn's layout (prefix: Velero's BSL prefix) in the
+		// operator's namespace, where the location is.
+		store = velerofmt.NewStore(store, layout, bsl.Namespace)
+	}
+	if !writable && !velero { // the Velero store refuses every write itself, saying why
 		store = storage.ReadOnly(store)
 	}
-	return &Store{ObjectStore: store, Layout: layout, Lock: lock, validate: validate}, nil
+	return &Store{ObjectStore: store, Layout: layout, Lock: lock, validate: validate, Velero: velero}, nil
 }
 
 // lockMode is the S3 retention mode of a location's objectLock.mode.

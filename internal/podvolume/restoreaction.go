@@ -89,6 +89,17 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 // Execute prepares a restored pod whose volumes the backup copied.
 func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (restore.ActionOutput, error) {
 	out := restore.ActionOutput{Item: in.Item}
+	if in.Facts.VeleroVolumes != nil {
+		copied, err := in.Facts.VeleroVolumes(ctx, in.Original.GetNamespace(), in.Original.GetName())
+		if err != nil {
+			return out, err
+		}
+		if len(copied) > 0 {
+			// The pod is not made: an application never starts on volumes left empty.
+			return out, fmt.Errorf("the pod's volume data was copied by Velero's file-system backup, which Cairn cannot restore (docs/migrating-from-velero.md, \"Volume data\"): volume %s",
+				strings.Join(copied, ", volume "))
+		}
+	}
 	if in.Facts.BackupOperations == nil || in.Facts.Restore == nil {
 		return out, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/archive"
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/storage"
+	"github.com/cairn-backup/cairn/internal/velerofmt"
 )
 
 // Defaults of a Runner.
@@ -103,6 +105,10 @@ type Request struct {
 	// BackupLocation is the name of the backup's location: its volume data is in that
 	// location's repositories.
 	BackupLocation string
+	// UnverifiedArchive says that the backup's location records no digest of its archives (a
+	// Velero location): the archive is read to its end, and checked as a gzip-compressed tar,
+	// before anything is created, and the log says it was not verified.
+	UnverifiedArchive bool
 	// Files is the store the restore's log, results and resource list go to (FilesKeys); nil
 	// means nowhere (no ReadWrite location could hold them).
 	Files     storage.ObjectStore
@@ -197,6 +203,10 @@ type run struct {
 	backupOpsOnce sync.Once
 	backupOps     []backup.Operation
 	backupOpsErr  error
+	// veleroPVBs are a Velero backup's PodVolumeBackups (Facts.VeleroVolumes), read once.
+	veleroPVBsOnce sync.Once
+	veleroPVBs     []velerofmt.PodVolumeBackup
+	veleroPVBsErr  error
 
 	req        Request
 	log        *backup.Log
@@ -419,7 +429,8 @@ func (ru *run) readArchive(ctx context.Context) error {
 		case last == nil:
 			return true, nil
 		case errors.Is(last, storage.ErrChecksumMismatch), errors.Is(last, ErrScratch), errors.Is(last, errCommitMarker),
-			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge):
+			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge),
+			errors.Is(last, storage.ErrArchiveUnreadable):
 			return false, last
 		}
 		ru.log.Warn("Reading the backup from storage failed, trying again: " + last.Error())
@@ -436,6 +447,11 @@ func (ru *run) readArchive(ctx context.Context) error {
 	case errors.Is(err, archive.ErrEntryTooLarge):
 		// Not the storage's failure, and not worth a retry: the archive itself is refused.
 		return fmt.Errorf("the archive of backup %s holds an entry larger than the manager reads (--max-archive-entry-size), nothing was restored: %w",
+			ru.restore.Status.BackupName, err)
+	case errors.Is(err, storage.ErrArchiveUnreadable):
+		// The bytes are what storage holds (or, with no recorded digest, all there is): a
+		// retry reads the same damaged archive.
+		return fmt.Errorf("the archive of backup %s is damaged or not a gzip-compressed tar, nothing was restored: %w",
 			ru.restore.Status.BackupName, err)
 	case errors.Is(err, storage.ErrNotCommitted):
 		return fmt.Errorf("backup %s is not committed in its storage location (its commit marker is gone): %w", ru.restore.Status.BackupName, err)
@@ -454,6 +470,13 @@ func (ru *run) readArchive(ctx context.Context) error {
 	}
 	if spool.MoreProblems > 0 {
 		ru.log.Errorf("%d more archive entries left out", spool.MoreProblems)
+	}
+	if spool.VersionedCopies > 0 {
+		ru.log.Infof("%d archive entries are copies of items at a named API version (Velero's <version>-preferredversion directories): the items beside them were read instead", spool.VersionedCopies)
+	}
+	if ru.req.UnverifiedArchive {
+		ru.log.WithField("formatVersion", spool.FormatVersion).Warn("Archive read to its end and checked as a gzip-compressed tar, but not verified against a recorded digest: its storage location holds Velero's backups, and Velero records none")
+		return nil
 	}
 	ru.log.WithField("formatVersion", spool.FormatVersion).Info("Archive read and checked against the commit marker")
 	return nil
@@ -474,7 +497,7 @@ func (ru *run) spoolArchive(ctx context.Context, keys storage.BackupKeys) (*Spoo
 		return nil, fmt.Errorf("%w: the commit marker at %s is of backup %s/%s, not %s/%s", errCommitMarker, keys.Metadata,
 			meta.Namespace, meta.Name, ru.restore.Namespace, ru.restore.Status.BackupName)
 	}
-	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize}
+	want := storage.ArchiveDigest{SHA256: meta.ArchiveSHA256, Size: meta.ArchiveSize, Unverified: ru.req.UnverifiedArchive}
 	return NewSpool(ctx, ru.req.Source, keys.Archive, want, ru.ScratchDir, storage.WithMaxEntrySize(ru.MaxEntrySize))
 }
 
@@ -804,6 +827,12 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 	}
 	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore, SnapshotAllowed: ru.snapshotAllowed,
 		BackupOperations: ru.backupOperations, BackupLocation: ru.req.BackupLocation}
+	if ru.req.UnverifiedArchive {
+		// A Velero backup: its operations file is Velero's (none of Cairn's volume copies), and
+		// its pod volumes' data, if any, is in Velero's kopia repositories.
+		facts.BackupOperations = nil
+		facts.VeleroVolumes = ru.veleroVolumes
+	}
 	var started []backup.Operation
 	for _, action := range ru.actions().For(gr) {
 		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: facts})
@@ -986,6 +1015,31 @@ func (ru *run) backupOperations(ctx context.Context) ([]backup.Operation, error)
 		})
 	})
 	return ru.backupOps, ru.backupOpsErr
+}
+
+// veleroVolumes answers Facts.VeleroVolumes from the Velero backup's PodVolumeBackups file,
+// read once (bounded by the storage timeout); a backup without one copied no volume.
+func (ru *run) veleroVolumes(ctx context.Context, namespace, pod string) ([]string, error) {
+	ru.veleroPVBsOnce.Do(func() {
+		keys := ru.req.BackupKeys
+		key := path.Join(keys.Dir, ru.restore.Status.BackupName+velerofmt.PodVolumeBackupsSuffix)
+		ru.veleroPVBsErr = ru.storageCall(ctx, func(ctx context.Context) error {
+			rc, err := ru.req.Source.Get(ctx, key)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			ru.veleroPVBs, err = velerofmt.ReadPodVolumeBackups(rc, key)
+			return err
+		})
+	})
+	if ru.veleroPVBsErr != nil {
+		return nil, fmt.Errorf("reading Velero's record of the backup's pod volumes: %w", ru.veleroPVBsErr)
+	}
+	return velerofmt.CopiedVolumes(ru.veleroPVBs, namespace, pod), nil
 }
 
 // snapshotOfClaim answers Facts.SnapshotOf: the backup's VolumeSnapshot of the claim

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -48,6 +49,9 @@ type Spool struct {
 	// objects), at most MaxSpoolProblems of them; MoreProblems counts the rest.
 	Problems     []string
 	MoreProblems int
+	// VersionedCopies counts the entries left out as copies of items at a named API version
+	// (IsVersionedCopy): Velero's archives hold one beside every item.
+	VersionedCopies int
 }
 
 type spooled struct {
@@ -93,6 +97,10 @@ func NewSpool(ctx context.Context, store storage.ObjectStore, key string, want s
 func (s *Spool) add(e archive.Entry) error {
 	if e.Name == archive.VersionPath {
 		s.FormatVersion = strings.TrimSpace(string(e.Data))
+		return nil
+	}
+	if IsVersionedCopy(e.Name) {
+		s.VersionedCopies++
 		return nil
 	}
 	gr, namespace, name, err := ParseItemPath(e.Name)
@@ -195,6 +203,22 @@ func ParseItemPath(entry string) (gr schema.GroupResource, namespace, name strin
 		return bad("not an object name")
 	}
 	return gr, namespace, name, nil
+}
+
+// versionDir is an API version's directory in Velero's archive layout: "v1", "v2beta1", with
+// "-preferredversion" for the copy at the version the backed-up cluster preferred.
+var versionDir = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?(-preferredversion)?$`)
+
+// IsVersionedCopy reports whether an archive entry is a copy of an item at a named API version:
+// resources/<resource>[.<group>]/<version>[-preferredversion]/namespaces/<ns>/<name>.json (or
+// .../cluster/<name>.json). Velero writes one such copy beside every item (the item at the
+// preferred version under v1-preferredversion, and with its EnableAPIGroupVersions feature the
+// other versions too); the item without a version directory is the one a restore uses, as
+// Velero's own restore does when it does not choose among versions. Cairn writes none.
+func IsVersionedCopy(entry string) bool {
+	parts := strings.Split(entry, "/")
+	return len(parts) >= 5 && parts[0] == "resources" && versionDir.MatchString(parts[2]) &&
+		(parts[3] == "namespaces" || parts[3] == "cluster")
 }
 
 // Resources returns the group/resources the spool holds, sorted.

@@ -441,3 +441,22 @@ func mustPutBytes(t *testing.T, store storage.ObjectStore, key string, data []by
 		t.Fatal(err)
 	}
 }
+
+func TestIsVersionedCopy(t *testing.T) {
+	for entry, want := range map[string]bool{
+		"resources/configmaps/v1-preferredversion/namespaces/shop/web.json":                                         true,
+		"resources/deployments.apps/v1-preferredversion/namespaces/shop/web.json":                                   true,
+		"resources/customresourcedefinitions.apiextensions.k8s.io/v1-preferredversion/cluster/widgets.example.json": true,
+		"resources/widgets.example.com/v2beta1/namespaces/shop/blue.json":                                           true,
+		"resources/configmaps/namespaces/shop/web.json":                                                             false,
+		"resources/configmaps/namespaces/v1-preferredversion/web.json":                                              false, // a namespace of that name
+		"resources/namespaces/cluster/v1.json":                                                                      false,
+		"resources/configmaps/v1/other/shop/web.json":                                                               false,
+		"resources/configmaps/version1/namespaces/shop/web.json":                                                    false,
+		"metadata/version": false,
+	} {
+		if got := restore.IsVersionedCopy(entry); got != want {
+			t.Errorf("IsVersionedCopy(%q) = %v, want %v", entry, got, want)
+		}
+	}
+}

@@ -71,6 +71,11 @@ var (
 type ArchiveDigest struct {
 	SHA256 string
 	Size   int64
+	// Unverified says that no digest was recorded (a Velero backup: Velero writes none), so
+	// that ReadArchive reads the archive to its end and checks its format, and nothing else;
+	// SHA256 and Size are not used. The reader is told so (a restore's ArchiveVerified
+	// condition).
+	Unverified bool
 }
 
 // PutArchive streams r into the archive key and returns its digest, computed on the way. An

@@ -202,3 +202,36 @@ func TestReadArchiveStoreFailingMidRead(t *testing.T) {
 		}
 	}
 }
+
+// An archive with no recorded digest (a Velero backup's) is read to its end and checked as a
+// tar.gz, nothing else; a damaged one is still caught, as ErrArchiveUnreadable.
+func TestReadArchiveUnverified(t *testing.T) {
+	f := newReadArchiveFixture(t)
+	unverified := storage.ArchiveDigest{Unverified: true}
+	var seen int
+	if err := storage.ReadArchive(context.Background(), f.store, f.key, unverified, func(archive.Entry) error { seen++; return nil }); err != nil {
+		t.Fatalf("ReadArchive of an intact archive, unverified = %v", err)
+	}
+	if seen != len(f.entries) {
+		t.Errorf("saw %d entries, want %d", seen, len(f.entries))
+	}
+	n := len(f.data)
+	for name, data := range map[string][]byte{
+		"truncated in the middle":  f.data[:n/2],
+		"without its gzip trailer": f.data[:n-4],
+		"a flipped byte in the compressed data": func() []byte {
+			d := append([]byte{}, f.data...)
+			d[n/2] ^= 0x40
+			return d
+		}(),
+		"not gzip": []byte("this is not an archive"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f.storeBytes(t, data)
+			err := storage.ReadArchive(context.Background(), f.store, f.key, unverified, nil)
+			if !errors.Is(err, storage.ErrArchiveUnreadable) {
+				t.Fatalf("ReadArchive = %v, want ErrArchiveUnreadable", err)
+			}
+		})
+	}
+}

@@ -32,6 +32,9 @@ func Backup(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.Bac
 		errs = append(errs, "spec.storageLocation: "+err.Error())
 	} else {
 		locationName = loc.Name
+		if loc.Spec.Format == cairnv1.LocationFormatVelero {
+			errs = append(errs, fmt.Sprintf("spec.storageLocation: storage location %s holds Velero's backups, which Cairn reads and never writes: back up to a location of format cairn", loc.Name))
+		}
 	}
 	return errs, locationName
 }

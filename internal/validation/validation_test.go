@@ -17,6 +17,7 @@ func TestValidate(t *testing.T) {
 	locations := []cairnv1.BackupStorageLocation{
 		{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "cairn-system"}, Spec: cairnv1.BackupStorageLocationSpec{Default: true}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: "cairn-system"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "velero", Namespace: "cairn-system"}, Spec: cairnv1.BackupStorageLocationSpec{Format: cairnv1.LocationFormatVelero, AccessMode: cairnv1.AccessModeReadOnly}},
 	}
 	badSelector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Maybe"}}}
 	tests := []struct {
@@ -40,6 +41,10 @@ func TestValidate(t *testing.T) {
 			wantErrs: []string{`spec.includedNamespaces: "Team_A" is not a valid namespace name`}},
 		{name: "missing location", namespace: "cairn-system", spec: cairnv1.BackupSpec{StorageLocation: "gone"},
 			wantErrs: []string{`spec.storageLocation: storage location "gone" does not exist in namespace cairn-system`}},
+		{name: "a Velero location", namespace: "cairn-system", spec: cairnv1.BackupSpec{StorageLocation: "velero"},
+			wantErrs: []string{"spec.storageLocation: storage location velero holds Velero's backups, which Cairn reads and never writes"}},
+		{name: "a Velero location as the default", namespace: "cairn-system", locations: []cairnv1.BackupStorageLocation{{ObjectMeta: metav1.ObjectMeta{Name: "velero"}, Spec: cairnv1.BackupStorageLocationSpec{Default: true, Format: cairnv1.LocationFormatVelero}}},
+			wantErrs: []string{"storage location velero holds Velero's backups"}},
 		{name: "no default location", namespace: "cairn-system", locations: locations[1:],
 			wantErrs: []string{"spec.storageLocation: no default storage location in namespace cairn-system"}},
 		{name: "bad label selector", namespace: "cairn-system", spec: cairnv1.BackupSpec{LabelSelector: badSelector},

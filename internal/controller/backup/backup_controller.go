@@ -211,6 +211,8 @@ func (r *Reconciler) usableLocation(ctx context.Context, b *cairnv1.Backup) (bsl
 	switch {
 	case problem != nil:
 		return nil, problem, nil
+	case bsl.Spec.Format == cairnv1.LocationFormatVelero:
+		return nil, fmt.Errorf("storage location %s holds Velero's backups, which Cairn reads and never writes", bsl.Name), nil
 	case bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly:
 		return nil, fmt.Errorf("storage location %s is ReadOnly", bsl.Name), nil
 	case bsl.Status.Phase == "":

@@ -37,6 +37,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/validation"
+	"github.com/cairn-backup/cairn/internal/velerofmt"
 )
 
 const (
@@ -67,6 +68,12 @@ const (
 //     marker, or to FailedValidation when the marker is gone or refused;
 //   - a Completed or PartiallyFailed backup of the location whose marker is gone gets
 //     DataAvailable=False and a Warning event; True again when the marker is back.
+//
+// A location of format velero is read through internal/velerofmt's store, which shows Velero's
+// backups in Cairn's layout: each Completed or PartiallyFailed one is made as above in the
+// operator's namespace, annotated with its Velero name and UID, under velero-<name> when a
+// Backup of another origin holds its name (backupsync.Input.Rename); one in another phase is
+// skipped and named in the SyncSkipped event.
 //
 // It writes the location's status.lastSyncedTime (the storage location reconciler owns the
 // rest of that status), and the names the location holds that no backup of the cluster stands
@@ -189,6 +196,9 @@ func (r *Reconciler) fetch(ctx context.Context, bsl *cairnv1.BackupStorageLocati
 	}
 	pass := &syncPass{bsl: bsl, now: r.Clock.Now(), backups: make(map[types.NamespacedName]*cairnv1.Backup, len(backups.Items))}
 	in := backupsync.Input{Location: bsl.Name, Backups: backups.Items}
+	if bsl.Spec.Format == cairnv1.LocationFormatVelero {
+		in.Rename = velerofmt.Rename
+	}
 	for i := range backups.Items {
 		b := &backups.Items[i]
 		pass.backups[client.ObjectKeyFromObject(b)] = b
@@ -281,6 +291,9 @@ func (r *Reconciler) create(ctx context.Context, pass *syncPass, c storage.Commi
 		pass.skip("%s/%s (%v)", c.Namespace, c.Name, err)
 		return nil
 	}
+	if pass.store.Velero {
+		veleroOrigin(b, pass.plan.Renamed, m.UID)
+	}
 	status, err := backupsync.Status(m, pass.bsl.Name, 1, pass.now)
 	if err != nil {
 		pass.skip("%s/%s (%v)", c.Namespace, c.Name, err)
@@ -299,6 +312,19 @@ func (r *Reconciler) create(ctx context.Context, pass *syncPass, c storage.Commi
 	pass.made()
 	status.Conditions[0].ObservedGeneration = b.Generation
 	return r.writeStatus(ctx, pass, b, status)
+}
+
+// veleroOrigin annotates a Backup made from a Velero backup with the Velero backup's name (its
+// own, or the one it was renamed from) and UID.
+func veleroOrigin(b *cairnv1.Backup, renamed map[types.NamespacedName]string, uid string) {
+	name := b.Name
+	if from, ok := renamed[client.ObjectKeyFromObject(b)]; ok {
+		name = from
+	}
+	b.Annotations[cairnv1.VeleroBackupNameAnnotation] = name
+	if uid != "" {
+		b.Annotations[cairnv1.VeleroBackupUIDAnnotation] = uid
+	}
 }
 
 // writeStatus writes a synced backup's terminal status. One the API server refuses (a marker

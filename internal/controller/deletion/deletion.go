@@ -202,9 +202,10 @@ func RemovingData(b *cairnv1.Backup) bool {
 func deletionInputOf(b *cairnv1.Backup, now time.Time) deletionInput {
 	_, dataMissing := backupsync.DataMissing(b)
 	return deletionInput{
-		Phase:       b.Status.Phase,
-		Deleted:     b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer),
-		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true",
+		Phase:   b.Status.Phase,
+		Deleted: b.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(b, cairnv1.BackupDataFinalizer),
+		// A backup synced from a Velero location keeps its data: Cairn never changes Velero's bucket.
+		KeepData:    b.Annotations[cairnv1.KeepDataAnnotation] == "true" || b.IsFromVelero(),
 		HasData:     b.Status.StartTimestamp != nil,
 		DataMissing: dataMissing, // sync from storage: the data is gone, nothing to delete
 		NextAttempt: b.Status.NextDeletionAttempt,

@@ -230,6 +230,12 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 	case bsl.Spec.Encryption != nil:
 		// Decrypted by the manager's download server: the key never leaves the cluster.
 		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
+	case bsl.Spec.Format == cairnv1.LocationFormatVelero && r.Signer == nil:
+		return "", fmt.Sprintf("storage location %s holds Velero's backups, whose files are served by the manager's download server, and the manager runs none (--download-bind-address=0)", bsl.Name), nil
+	case bsl.Spec.Format == cairnv1.LocationFormatVelero:
+		// Velero's files under Cairn's names (and its results in Cairn's shape): served by the
+		// manager's download server, which reads them through the location's store.
+		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
 	}
 	switch bsl.Spec.Provider {
 	case cairnv1.StorageProviderS3:

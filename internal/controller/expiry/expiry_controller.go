@@ -109,6 +109,11 @@ func decideExpiry(in expiryInput) expiryDecision {
 	case in.Location == nil:
 		return expiryDecision{Action: expiryBlocked, Reason: cairnv1.ReasonLocationNotFound,
 			Message: fmt.Sprintf("the backup expired at %s but cannot be deleted: %s", in.Expiration.UTC().Format(time.RFC3339), in.LocationError)}
+	case in.Location.Spec.Format == cairnv1.LocationFormatVelero:
+		// Deleting the object would only have the sync make it again: Velero owns the data.
+		return expiryDecision{Action: expiryBlocked, Reason: cairnv1.ReasonLocationReadOnly,
+			Message: fmt.Sprintf("the backup expired at %s (Velero's expiration) but is not deleted: its data is Velero's, in storage location %s, which Cairn never changes; Velero's own garbage collection deletes it, and the backup then shows DataAvailable=False",
+				in.Expiration.UTC().Format(time.RFC3339), in.Location.Name)}
 	case in.Location.Spec.AccessMode == cairnv1.AccessModeReadOnly:
 		return expiryDecision{Action: expiryBlocked, Reason: cairnv1.ReasonLocationReadOnly,
 			Message: fmt.Sprintf("the backup expired at %s but cannot be deleted: storage location %s is ReadOnly; make it ReadWrite, or set the annotation %s=\"true\" and delete the backup to keep its data",

@@ -17,6 +17,8 @@ func TestDecideExpiry(t *testing.T) {
 		return &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "archive"}, Spec: cairnv1.BackupStorageLocationSpec{AccessMode: mode}}
 	}
 	rw, ro := bsl(cairnv1.AccessModeReadWrite), bsl(cairnv1.AccessModeReadOnly)
+	velero := bsl(cairnv1.AccessModeReadOnly)
+	velero.Spec.Format = cairnv1.LocationFormatVelero
 	missing := `storage location "archive" does not exist in namespace cairn-system`
 	tests := []struct {
 		name        string
@@ -44,6 +46,8 @@ func TestDecideExpiry(t *testing.T) {
 		{name: "deletion failed", in: expiryInput{Phase: cairnv1.BackupPhaseDeletionFailed, Deleted: true, Expiration: at(-time.Second), TouchesStorage: true, Location: ro}, want: expiryNone},
 		{name: "ReadOnly location: blocked", in: expiryInput{Phase: cairnv1.BackupPhaseCompleted, Expiration: at(-time.Second), TouchesStorage: true, Location: ro},
 			want: expiryBlocked, wantReason: cairnv1.ReasonLocationReadOnly, wantMessage: "storage location archive is ReadOnly"},
+		{name: "Velero location: blocked, Velero deletes it", in: expiryInput{Phase: cairnv1.BackupPhaseCompleted, Expiration: at(-time.Second), TouchesStorage: true, Location: velero},
+			want: expiryBlocked, wantReason: cairnv1.ReasonLocationReadOnly, wantMessage: "Velero's own garbage collection deletes it"},
 		{name: "ReadOnly location, not expired: wait", in: expiryInput{Phase: cairnv1.BackupPhaseCompleted, Expiration: at(time.Minute), TouchesStorage: true, Location: ro},
 			want: expiryWait, wantAfter: time.Minute},
 		{name: "missing location: blocked", in: expiryInput{Phase: cairnv1.BackupPhaseCompleted, Expiration: at(-time.Second), TouchesStorage: true, LocationError: missing},

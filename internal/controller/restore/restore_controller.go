@@ -164,6 +164,13 @@ func (r *Reconciler) start(ctx context.Context, rs *cairnv1.Restore) (ctrl.Resul
 		s.Progress = cairnv1.NewRestoreProgress(0, 0)
 		meta.RemoveStatusCondition(&s.Conditions, cairnv1.RestoreConditionStorageReady)
 		meta.SetStatusCondition(&s.Conditions, filesCondition)
+		if source.Velero {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+				Type: cairnv1.RestoreConditionArchiveVerified, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonNoRecordedDigest,
+				Message:            fmt.Sprintf("backup %s comes from storage location %s, which holds Velero's backups: Velero records no digest of its archives, so the archive is read to its end and checked as a gzip-compressed tar before anything is created, but it is not verified against a digest", backupName, facts.Backup.Status.StorageLocation),
+				ObservedGeneration: rs.Generation, LastTransitionTime: now,
+			})
+		}
 	}); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -235,7 +242,8 @@ func (r *Reconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *ca
 	req := restore.Request{
 		Restore: rs, OperatorNamespace: r.Namespace,
 		Source: source, BackupKeys: source.Layout.Backup(rs.Namespace, b.Name), BackupLocation: b.Status.StorageLocation,
-		Writer: writer,
+		UnverifiedArchive: source.Velero,
+		Writer:            writer,
 		OnProgress: func(done, total int64) {
 			write(func(s *cairnv1.RestoreStatus) { s.Progress = cairnv1.NewRestoreProgress(done, total) })
 		},
