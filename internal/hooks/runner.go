@@ -126,19 +126,19 @@ func (r *Runner) RunAll(ctx context.Context, owner client.Object, namespace, nam
 		return Report{}
 	}
 	pod, problem := r.prepare(ctx, owner, namespace, name)
-	return r.runEach(ctx, owner, namespace, name, pod, hooks, func(Hook) error { return problem })
+	return r.runEach(ctx, owner, namespace, name, pod, hooks, func(int) error { return problem })
 }
 
-// runEach runs hooks in pod one after the other, as RunAll says; problem says why a hook
-// fails without being run (nil: it runs).
-func (r *Runner) runEach(ctx context.Context, owner client.Object, namespace, name string, pod *corev1.Pod, hooks []Hook, problem func(Hook) error) Report {
+// runEach runs hooks in pod one after the other, as RunAll says; problem says why the i-th
+// hook fails without being run (nil: it runs).
+func (r *Runner) runEach(ctx context.Context, owner client.Object, namespace, name string, pod *corev1.Pod, hooks []Hook, problem func(i int) error) Report {
 	var rep Report
-	for _, h := range hooks {
+	for i, h := range hooks {
 		if ctx.Err() != nil {
 			break
 		}
 		var o Outcome
-		if err := problem(h); err != nil {
+		if err := problem(i); err != nil {
 			o = Outcome{Hook: h, Pod: namespace + "/" + name, Container: h.Container, ExitCode: -1, Err: err}
 		} else {
 			o = r.run(ctx, owner, pod, h)
@@ -184,6 +184,9 @@ func (r *Runner) allowed(ctx context.Context, owner client.Object, namespace str
 	return nil
 }
 
+// errPodGone: the pod whose hooks were to run does not exist (any more).
+var errPodGone = errors.New("is gone")
+
 // noun names owner's kind in messages: "backup" or "restore".
 func noun(owner client.Object) string {
 	if _, ok := owner.(*cairnv1.Restore); ok {
@@ -197,7 +200,7 @@ func (r *Runner) pod(ctx context.Context, namespace, name string) (*corev1.Pod, 
 	var pod corev1.Pod
 	if err := r.Pods.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("pod %s/%s is gone", namespace, name)
+			return nil, fmt.Errorf("pod %s/%s %w", namespace, name, errPodGone)
 		}
 		return nil, fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
 	}
