@@ -36,21 +36,18 @@ func appPod(namespace, name string, annotations map[string]string, volumes ...co
 			Containers:     []corev1.Container{{Name: "app", Image: "app:1"}}},
 	}
 	Expect(K8sClient.Create(SuiteCtx, pod)).To(Succeed())
-	setPodState(namespace, name, corev1.PodRunning, true, true)
+	setPodRunning(namespace, name, true)
 }
 
-// setPodState sets the pod's phase and its container "app"'s state, as a kubelet would.
-func setPodState(namespace, name string, phase corev1.PodPhase, running, ready bool) {
+// setPodRunning makes the pod Running with its container "app" running, and Ready (or not),
+// as a kubelet would report it.
+func setPodRunning(namespace, name string, ready bool) {
 	GinkgoHelper()
 	var pod corev1.Pod
 	Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: namespace, Name: name}, &pod)).To(Succeed())
 	st := corev1.ContainerStatus{Name: "app", Image: "app:1", ImageID: "app@sha256:1", Ready: ready}
-	if running {
-		st.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
-	} else {
-		st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "PodInitializing"}
-	}
-	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{st}}
+	st.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{st}}
 	Expect(K8sClient.Status().Update(SuiteCtx, &pod)).To(Succeed())
 }
 
@@ -147,9 +144,9 @@ var _ = Describe("Restore hooks", Ordered, func() {
 		WaitRestore(OperatorNamespace, "rh-exec", cairnv1.RestorePhaseWaitingForPluginOperations)
 		// Created, not started: no exec.
 		Consistently(func() []execCall { return exec.of("rh-exec-copy/app") }).WithTimeout(2 * time.Second).Should(BeEmpty())
-		setPodState("rh-exec-copy", "app", corev1.PodRunning, true, false)
-		Consistently(func() []execCall { return exec.of("rh-exec-copy/app") }).WithTimeout(2 * time.Second).Should(BeEmpty(), "running but not Ready")
-		setPodState("rh-exec-copy", "app", corev1.PodRunning, true, true)
+		setPodRunning("rh-exec-copy", "app", false)
+		Consistently(func() []execCall { return exec.of("rh-exec-copy/app") }).WithTimeout(2*time.Second).Should(BeEmpty(), "running but not Ready")
+		setPodRunning("rh-exec-copy", "app", true)
 		rs := WaitRestore(OperatorNamespace, "rh-exec", cairnv1.RestorePhaseCompleted)
 		Expect(commands(exec.of("rh-exec-copy/app"))).To(Equal([]string{"/reindex --all"}))
 		Expect(exec.of("rh-exec-copy/app")[0].container).To(Equal("app"))
@@ -176,8 +173,8 @@ var _ = Describe("Restore hooks", Ordered, func() {
 					PostHooks: []cairnv1.RestoreResourceHook{restoreExec(cairnv1.HookErrorModeContinue, "fail", "--warm")}},
 			}}})
 		WaitRestore(OperatorNamespace, "rh-fail", cairnv1.RestorePhaseWaitingForPluginOperations)
-		setPodState("rh-fail-copy", "failing", corev1.PodRunning, true, true)
-		setPodState("rh-fail-copy", "flaky", corev1.PodRunning, true, true)
+		setPodRunning("rh-fail-copy", "failing", true)
+		setPodRunning("rh-fail-copy", "flaky", true)
 		// "slow" never runs.
 		rs := WaitRestore(OperatorNamespace, "rh-fail", cairnv1.RestorePhasePartiallyFailed)
 		Expect(exec.of("rh-fail-copy/slow")).To(BeEmpty())
@@ -207,7 +204,7 @@ var _ = Describe("Restore hooks", Ordered, func() {
 			g.Expect(rs.Status.Phase).To(Equal(cairnv1.RestorePhaseWaitingForPluginOperationsPartiallyFailed))
 			g.Expect(rs.Status.RestoreItemOperationsFailed).To(Equal(int32(1)))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
-		setPodState("rh-cancel-copy", "sleeper", corev1.PodRunning, true, true)
+		setPodRunning("rh-cancel-copy", "sleeper", true)
 		Eventually(func() []string { return commands(exec.of("rh-cancel-copy/sleeper")) }).WithTimeout(10 * time.Second).Should(Equal([]string{"sleep"}))
 		CancelRestore(OperatorNamespace, "rh-cancel")
 		cancelled := time.Now()
@@ -241,7 +238,9 @@ var _ = Describe("Restore hooks", Ordered, func() {
 		var pod corev1.Pod
 		Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: ns, Name: "app"}, &pod)).To(Succeed())
 		Expect(K8sClient.Delete(SuiteCtx, &pod, client.GracePeriodSeconds(0))).To(Succeed())
-		Eventually(func() error { return K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: ns, Name: "app"}, &corev1.Pod{}) }).
+		Eventually(func() error {
+			return K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: ns, Name: "app"}, &corev1.Pod{})
+		}).
 			Should(Satisfy(apierrors.IsNotFound))
 
 		Expect(alice.Create(SuiteCtx, &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "denied"},
