@@ -86,12 +86,12 @@ func startPods(ctx context.Context, pods ...*corev1.Pod) {
 	}
 }
 
-// scratchDir is where the kubelet keeps the emptyDir "scratch" of pod ns/name on the node (the
-// chart's nodeAgent.kubeletDir is the node's kubelet root).
-func scratchDir(ctx context.Context, ns, name string) string {
+// scratchDir is where the kubelet keeps the emptyDir "scratch" of the pod "app" of namespace ns
+// on the node (the chart's nodeAgent.kubeletDir is the node's kubelet root).
+func scratchDir(ctx context.Context, ns string) string {
 	GinkgoHelper()
 	var pod corev1.Pod
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod)).To(Succeed())
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, &pod)).To(Succeed())
 	return filepath.Join(nodeDir, "kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
 }
 
@@ -164,7 +164,7 @@ func describeHooks(storageDir *string) {
 				"pre.hook.backup.cairn.dev/command":  voldataHook("-write", "/data/scratch/pre-hook-marker"),
 				"post.hook.backup.cairn.dev/command": voldataHook("-require", "/data/scratch/pre-hook-marker", "-write", "/data/scratch/post-hook-marker"),
 			}))
-			original := scratchDir(ctx, ns, "app")
+			original := scratchDir(ctx, ns)
 
 			By("backing the namespace up: the pre hook, the copy of the emptyDir, the post hook")
 			createBackup(ctx, ns, cairnv1.BackupSpec{IncludedNamespaces: []string{ns}})
@@ -207,7 +207,7 @@ func describeHooks(storageDir *string) {
 				inits = append(inits, c.Name)
 			}
 			Expect(inits).To(Equal([]string{podvolume.RestoreHelperContainer, "check-data"}))
-			restored := scratchDir(ctx, to, "app")
+			restored := scratchDir(ctx, to)
 			Expect(filepath.Join(restored, "pre-hook-marker")).To(BeAnExistingFile(), "the pre hook's marker is in the backed-up data")
 			Expect(filepath.Join(restored, "post-hook-marker")).NotTo(BeAnExistingFile(), "the post hook ran after the copy had read the volume")
 			Expect(filepath.Join(restored, "init-saw-data")).To(BeAnExistingFile(), "the init hook found the restored data")
@@ -309,7 +309,7 @@ func describeHooks(storageDir *string) {
 			Expect(b.Status.HookStatus).To(Equal(&cairnv1.HookStatus{HooksAttempted: 1, HooksFailed: 1}))
 			Expect(messages(backupResults(*storageDir, ns, "denied").Errors)).To(ContainElement(ContainSubstring(
 				fmt.Sprintf("Forbidden: the backup's requester system:serviceaccount:%s:tenant may not create pods/exec in namespace %s, so it may not run hooks there", ns, ns))))
-			Expect(filepath.Join(scratchDir(ctx, ns, "app"), "tenant-hook")).NotTo(BeAnExistingFile())
+			Expect(filepath.Join(scratchDir(ctx, ns), "tenant-hook")).NotTo(BeAnExistingFile())
 
 			By("granting the ServiceAccount pods/exec")
 			role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}})
@@ -317,7 +317,7 @@ func describeHooks(storageDir *string) {
 			b = teamBackup("allowed")
 			Expect(b.Status.Phase).To(Equal(cairnv1.BackupPhaseCompleted))
 			Expect(b.Status.HookStatus).To(Equal(&cairnv1.HookStatus{HooksAttempted: 1}))
-			Expect(filepath.Join(scratchDir(ctx, ns, "app"), "tenant-hook")).To(BeAnExistingFile())
+			Expect(filepath.Join(scratchDir(ctx, ns), "tenant-hook")).To(BeAnExistingFile())
 		})
 
 		// The measure of docs/benchmarks.md ('BENCHES=hooks make bench'): it runs when
