@@ -681,12 +681,18 @@ How to read it:
   with the machine's load average at 14 (two cores, shared with other sessions' test suites),
   took 0.07 to 0.3 s, kubectl's own start included.
 - The goal (< 2 s for the 100 hooks) needs 40 ms per exec with four workers: it is missed by
-  about 6 s on this machine, by exec round trips, not by Cairn's own work (the backup of the
-  same 50 pods without hooks takes 0.6 s). With sixteen workers the same 0.16 s per exec would
-  come to about 2 s (not measured): a busier backup pool (\`itemBlockWorkerCount\`) runs more
-  pods' hooks at once, at the cost of more concurrent reads from the API server. Hooks are for
-  the pods that need them, a few per backup, where their time is the exec's and the
-  application's own quiescing.
+  about 6 s (four times the goal) on this machine, by the execs, not by Cairn's own work (the
+  backup of the same 50 pods without hooks takes 0.6 s).
+- More workers do not help here. The same measure with \`itemBlockWorkerCount: 16\` (a
+  one-off run on 2026-11-26, the chart value changed by hand) added 8.5 s (without hooks 0.34,
+  0.60, 1.20 s; with 9.06, 9.80, 6.60 s): sixteen execs at once take as long as four did one
+  after the other, so an exec's cost here is CPU, not waiting — the API server's TLS and
+  upgrade, the kubelet, containerd and runc starting a process in the container's namespaces,
+  all on the same two cores, which other sessions' suites kept busy (load average 14). About
+  80 ms of the machine per exec; a node with cores to spare for its kubelet and runtime, and an
+  API server elsewhere, is where the pool's parallelism would show. Hooks are for the pods
+  that need them, a few per backup, where their time is the exec's and the application's own
+  quiescing.
 MD
 fi
 echo "bench: wrote docs/benchmarks.md" >&2
