@@ -148,7 +148,8 @@ func (a PostAction) Progress(ctx context.Context, operationID string, b *cairnv1
 // ranHooks is the progress of an operation whose hooks (what names them) ran as rep says, of
 // total; errs name hooks that could not be read. The counts are its Result
 // (backup.OperationHooks), completed or failed; a hook that failed with onError Fail fails
-// it, naming the hook; those that failed and continued are in its description.
+// it, naming the hook; a completed one's description has every hook's run (Outcome.Message),
+// those that failed and continued first.
 func ranHooks(ctx context.Context, p backup.OperationProgress, what string, rep Report, total int, errs []error) (backup.OperationProgress, error) {
 	counts := backup.HookCounts{Attempted: int32(rep.Attempted), Failed: int32(rep.Failed)}
 	result := backup.OperationHooks{Hooks: &counts}
@@ -177,9 +178,16 @@ func ranHooks(ctx context.Context, p backup.OperationProgress, what string, rep 
 	case rep.Failure != "":
 		p.Err = strings.Join(append([]string{rep.Failure}, problems...), "; ")
 	default:
+		// The description is kept in the operations file: it records every hook's run.
 		p.Completed = true
+		p.Description = what + " ran"
 		if len(problems) > 0 {
 			p.Description = fmt.Sprintf("%s ran; failed and continued: %s", what, strings.Join(problems, "; "))
+		}
+		for _, o := range rep.Outcomes {
+			if !o.Failed() {
+				p.Description += "; " + o.Message()
+			}
 		}
 	}
 	return p, nil

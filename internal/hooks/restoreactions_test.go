@@ -155,7 +155,8 @@ func TestRestoreExecActionProgress(t *testing.T) {
 	if err := json.Unmarshal(p.Result, &result); err != nil || *result.Hooks != (backup.HookCounts{Attempted: 2, Failed: 1}) || result.Continued != 1 {
 		t.Fatalf("result %s", p.Result)
 	}
-	if !strings.Contains(p.Description, "failed and continued") || !strings.Contains(p.Description, "exited with code 3") {
+	if !strings.Contains(p.Description, "failed and continued") || !strings.Contains(p.Description, "exited with code 3") ||
+		!strings.Contains(p.Description, `Hook spec db postHooks[0] succeeded (pod shop/db-0, container db, command ["/reindex"]`) {
 		t.Fatalf("description %q", p.Description)
 	}
 

@@ -154,7 +154,10 @@ var _ = Describe("Restore hooks", Ordered, func() {
 		Expect(rs.Status.RestoreItemOperationsCompleted).To(Equal(int32(1)))
 		ops := restoreOperations(store, OperatorNamespace, "rh-exec")
 		Expect(ops).To(ContainElement(And(HaveField("Action", hooks.RestoreExecActionName), HaveField("Phase", backup.OperationCompleted),
-			HaveField("OperationID", HavePrefix("rh-exec-copy/app#")))))
+			HaveField("OperationID", HavePrefix("rh-exec-copy/app#")),
+			// Each hook's run is recorded: source, pod, container, command, exit code, output.
+			HaveField("Description", And(ContainSubstring(`Hook annotation post.hook.restore.cairn.dev succeeded (pod rh-exec-copy/app, container app, command ["/reindex" "--all"]`),
+				ContainSubstring(`exit code 0); stdout: "ran /reindex --all"`))))))
 	})
 
 	It("fails a hook whose container did not run within its waitTimeout, and one that exits non-zero: Fail makes the restore PartiallyFailed naming the hook, Continue a warning", func() {
