@@ -329,7 +329,9 @@ clusterDomain: cluster.local
 # kube-proxy of its own: while the e2e suite runs, it answers there for the Services' names and
 # forwards the Services it needs (test/e2e/node/services_test.go); otherwise nothing answers.
 clusterDNS: [${NODE_IP}]
-maxPods: 30
+# Room for the suite's specs and the hook measure's 50 pods (test/e2e/node/hooks_test.go), beside
+# the manager, the node agent and whatever a failed spec left.
+maxPods: 80
 # The images cannot be pulled again: never garbage-collect them, never evict for disk.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

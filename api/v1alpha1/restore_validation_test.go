@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -55,7 +56,34 @@ var _ = Describe("Restore CRD", func() {
 		Entry("an unknown existingResourcePolicy", `{"backupName":"b","existingResourcePolicy":"replace"}`, "spec.existingResourcePolicy"),
 		Entry("an unbounded itemOperationTimeout", `{"backupName":"b","itemOperationTimeout":"9999999999999h"}`, itemOperationTimeoutMessage),
 		Entry("too many included namespaces", `{"backupName":"b","includedNamespaces":`+jsonStrings(101, 5)+`}`, "spec.includedNamespaces"),
+		Entry("a hook spec without a name", `{"backupName":"b","hooks":{"resources":[{"postHooks":[{"exec":{"command":["true"]}}]}]}}`, "spec.hooks.resources[0].name: Required"),
+		Entry("a hook that is both init and exec", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"exec":{"command":["true"]},"init":{"initContainers":[{"name":"i","image":"x"}]}}]}]}}`, "a restore hook is exactly one of init and exec"),
+		Entry("a hook that is neither", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{}]}]}}`, "a restore hook is exactly one of init and exec"),
+		Entry("an init hook without containers", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"init":{"initContainers":[]}}]}]}}`, "spec.hooks.resources[0].postHooks[0].init.initContainers"),
+		Entry("an init hook container without a name", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"init":{"initContainers":[{"image":"x"}]}}]}]}}`, "spec.hooks.resources[0].postHooks[0].init.initContainers[0].name: Required"),
+		Entry("6 init containers", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"init":{"initContainers":`+jsonSelectors(6, `{"name":"i"}`)+`}}]}]}}`, "spec.hooks.resources[0].postHooks[0].init.initContainers: Too many"),
+		Entry("an init container with 101 args", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"init":{"initContainers":[{"name":"i","args":`+jsonStrings(101, 6)+`}]}}]}]}}`, "an init hook's container may have at most 100 command words"),
+		Entry("an exec hook without a command", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"exec":{"container":"c"}}]}]}}`, "spec.hooks.resources[0].postHooks[0].exec.command: Required"),
+		Entry("an exec hook's unknown onError", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"exec":{"command":["true"],"onError":"Ignore"}}]}]}}`, "spec.hooks.resources[0].postHooks[0].exec.onError: Unsupported value"),
+		Entry("an execTimeout of a day", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"exec":{"command":["true"],"execTimeout":"24h"}}]}]}}`, "execTimeout must be a duration from 1s to 1h"),
+		Entry("a waitTimeout that is not a duration", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"exec":{"command":["true"],"waitTimeout":"soon"}}]}]}}`, "waitTimeout must be a duration from 1s to 87600h"),
+		Entry("an init hook timeout of a day", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":[{"init":{"initContainers":[{"name":"i"}],"timeout":"24h"}}]}]}}`, "timeout must be a duration from 1s to 1h"),
+		Entry("11 hook specs", `{"backupName":"b","hooks":{"resources":`+jsonSelectors(11, `{"name":"h"}`)+`}}`, "spec.hooks.resources: Too many"),
+		Entry("6 post hooks", `{"backupName":"b","hooks":{"resources":[{"name":"h","postHooks":`+jsonSelectors(6, `{"exec":{"command":["true"]}}`)+`}]}}`, "spec.hooks.resources[0].postHooks: Too many"),
 	)
+
+	It("accepts init and exec restore hooks, with exec defaults", func() {
+		rs := newRestore(cairnv1.RestoreSpec{BackupName: "b", Hooks: &cairnv1.RestoreHooks{Resources: []cairnv1.RestoreResourceHookSpec{{
+			Name: "db", IncludedNamespaces: []string{"shop"},
+			PostHooks: []cairnv1.RestoreResourceHook{
+				{Init: &cairnv1.InitRestoreHook{InitContainers: []corev1.Container{{Name: "migrate", Image: "db:1", Command: []string{"/migrate"}}}}},
+				{Exec: &cairnv1.RestoreExecHook{Container: "db", Command: []string{"/reindex"}, WaitTimeout: &metav1.Duration{Duration: time.Minute}, WaitForReady: ptr.To(true)}},
+			},
+		}}}})
+		Expect(k8sClient.Create(ctx, rs)).To(Succeed())
+		Expect(rs.Spec.Hooks.Resources[0].PostHooks[1].Exec.OnError).To(Equal(cairnv1.HookErrorModeFail))
+		Expect(rs.Spec.Hooks.Resources[0].PostHooks[0].Init.InitContainers[0].Image).To(Equal("db:1"))
+	})
 
 	It("refuses a name longer than 200 characters", func() {
 		err := createRaw("Restore", longName(201), `{"backupName":"b"}`)
@@ -86,6 +114,10 @@ var _ = Describe("Restore CRD", func() {
 		Entry("restorePVs", cairnv1.RestoreSpec{RestorePVs: ptr.To(true)}, `{"spec":{"restorePVs":false}}`),
 		Entry("labelSelector", cairnv1.RestoreSpec{}, `{"spec":{"labelSelector":{"matchLabels":{"a":"b"}}}}`),
 		Entry("itemOperationTimeout", cairnv1.RestoreSpec{}, `{"spec":{"itemOperationTimeout":"1h"}}`),
+		Entry("hooks added", cairnv1.RestoreSpec{}, `{"spec":{"hooks":{"resources":[{"name":"h","postHooks":[{"exec":{"command":["true"]}}]}]}}}`),
+		Entry("an init hook's image changed", cairnv1.RestoreSpec{Hooks: &cairnv1.RestoreHooks{Resources: []cairnv1.RestoreResourceHookSpec{{Name: "h",
+			PostHooks: []cairnv1.RestoreResourceHook{{Init: &cairnv1.InitRestoreHook{InitContainers: []corev1.Container{{Name: "i", Image: "a"}}}}}}}}},
+			`{"spec":{"hooks":{"resources":[{"name":"h","postHooks":[{"init":{"initContainers":[{"name":"i","image":"b"}]}}]}]}}}`),
 	)
 
 	It("accepts cancel going from false to true, and never back", func() {

@@ -78,11 +78,14 @@ func HookCountsOfStatus(s *cairnv1.HookStatus) HookCounts {
 // so, completed or failed.
 type OperationHooks struct {
 	Hooks *HookCounts `json:"hooks,omitempty"`
+	// Continued counts the hooks that failed with onError Continue: each a warning of the
+	// backup or restore.
+	Continued int32 `json:"continued,omitempty"`
 }
 
-// HookCountsOf sums the hooks the operations ran (OperationHooks in their Results).
-func HookCountsOf(ops []Operation) HookCounts {
-	var sum HookCounts
+// HookCountsOf sums the hooks the operations ran (OperationHooks in their Results), and
+// those that failed and continued (warnings).
+func HookCountsOf(ops []Operation) (sum HookCounts, continued int32) {
 	for _, op := range ops {
 		if len(op.Result) == 0 {
 			continue
@@ -90,9 +93,10 @@ func HookCountsOf(ops []Operation) HookCounts {
 		var r OperationHooks
 		if err := json.Unmarshal(op.Result, &r); err == nil && r.Hooks != nil {
 			sum = sum.Add(*r.Hooks)
+			continued += r.Continued
 		}
 	}
-	return sum
+	return sum, continued
 }
 
 // OperationProgress is what Progress reports of an async operation.

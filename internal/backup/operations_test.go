@@ -220,13 +220,13 @@ func TestAFailedOperationKeepsItsResult(t *testing.T) {
 func TestHookCountsOf(t *testing.T) {
 	ops := []Operation{
 		{Result: []byte(`{"hooks":{"attempted":2,"failed":1}}`)},
-		{Result: []byte(`{"hooks":{"attempted":1,"failed":0}}`), Phase: OperationFailed},
+		{Result: []byte(`{"hooks":{"attempted":1,"failed":1},"continued":1}`), Phase: OperationFailed},
 		{Result: []byte(`{"snapshotID":"k1"}`)}, // a volume copy's result counts no hooks
 		{},
 		{Result: []byte(`not json`)},
 	}
-	if got := HookCountsOf(ops); got != (HookCounts{Attempted: 3, Failed: 1}) {
-		t.Fatalf("got %+v", got)
+	if got, continued := HookCountsOf(ops); got != (HookCounts{Attempted: 3, Failed: 2}) || continued != 1 {
+		t.Fatalf("got %+v, %d continued", got, continued)
 	}
 	if s := (HookCounts{}).Status(); s != nil {
 		t.Fatalf("no hooks: status %+v, want none", s)

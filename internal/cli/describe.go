@@ -134,8 +134,8 @@ func (d describer) backupSpec(indent int, s cairnv1.BackupSpec) {
 	d.line(indent, "Hooks", "%s", hookSpecs(s.Hooks))
 }
 
-// hooksLine counts the hooks a backup ran (status.hookStatus); the failures are named among
-// its errors and warnings.
+// hooksLine counts the hooks a backup or restore ran (status.hookStatus); the failures are
+// named among its errors and warnings (a restore's, in its failed operations' events).
 func hooksLine(s *cairnv1.HookStatus) string {
 	if s == nil || s.HooksAttempted == 0 {
 		return "none run"
@@ -154,6 +154,28 @@ func hookSpecs(h *cairnv1.BackupHooks) string {
 		specs = append(specs, fmt.Sprintf("%s (%d pre, %d post)", r.Name, len(r.Pre), len(r.Post)))
 	}
 	return strings.Join(specs, ", ") + "; pods' hook annotations take their place"
+}
+
+// restoreHookSpecs names a restore's hook specs, with how many init and exec hooks each has;
+// pods' restore hook annotations are not in the spec.
+func restoreHookSpecs(h *cairnv1.RestoreHooks) string {
+	if h == nil || len(h.Resources) == 0 {
+		return "pods' restore hook annotations only"
+	}
+	var specs []string
+	for _, r := range h.Resources {
+		inits, execs := 0, 0
+		for _, ph := range r.PostHooks {
+			switch {
+			case ph.Init != nil:
+				inits++
+			case ph.Exec != nil:
+				execs++
+			}
+		}
+		specs = append(specs, fmt.Sprintf("%s (%d init, %d exec)", r.Name, inits, execs))
+	}
+	return strings.Join(specs, ", ") + "; pods' restore hook annotations take their place"
 }
 
 // volumeDataSelection says which pod volumes' data a backup copies (spec.defaultVolumesToFsBackup).
@@ -558,6 +580,7 @@ func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
 		d.line(0, "Volume bytes", "%s of %s written", humanBytes(p.VolumeBytesDone), humanBytes(p.VolumeBytesTotal))
 	}
 	d.line(0, "Operations", "%s", operationsLine(r.Status.RestoreItemOperationsAttempted, r.Status.RestoreItemOperationsCompleted, r.Status.RestoreItemOperationsFailed))
+	d.line(0, "Exec hooks", "%s", hooksLine(r.Status.HookStatus))
 	d.line(0, "Warnings", "%d", r.Status.Warnings)
 	d.line(0, "Errors", "%d", r.Status.Errors)
 	d.section("Spec")
@@ -573,6 +596,7 @@ func (e *env) describeRestore(r *cairnv1.Restore, details bool) error {
 	d.line(1, "Existing resources", "%s", r.Spec.GetExistingResourcePolicy())
 	d.line(1, "Restore volumes", "%s", tristate(r.Spec.RestorePVs, "yes"))
 	d.line(1, "Preserve node ports", "%s", tristate(r.Spec.PreserveNodePorts, "no"))
+	d.line(1, "Hooks", "%s", restoreHookSpecs(r.Spec.Hooks))
 	d.conditions(r.Status.Conditions)
 	if err := tw.Flush(); err != nil {
 		return err

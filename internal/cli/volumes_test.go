@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -193,9 +194,12 @@ func TestCreateWaitShowsVolumeBytes(t *testing.T) {
 func TestDescribeRestoreVolumes(t *testing.T) {
 	rs := &cairnv1.Restore{
 		ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: "team-a", UID: "uid-r1", CreationTimestamp: ago(time.Minute)},
-		Spec:       cairnv1.RestoreSpec{BackupName: "b1"},
+		Spec: cairnv1.RestoreSpec{BackupName: "b1", Hooks: &cairnv1.RestoreHooks{Resources: []cairnv1.RestoreResourceHookSpec{{Name: "db", PostHooks: []cairnv1.RestoreResourceHook{
+			{Init: &cairnv1.InitRestoreHook{InitContainers: []corev1.Container{{Name: "check"}}}},
+			{Exec: &cairnv1.RestoreExecHook{Command: []string{"/reindex"}}}, {Exec: &cairnv1.RestoreExecHook{Command: []string{"/warm"}}}}}}}},
 		Status: cairnv1.RestoreStatus{Phase: cairnv1.RestorePhaseWaitingForPluginOperations, BackupName: "b1",
-			StartTimestamp: at(-50 * time.Second), Progress: cairnv1.NewRestoreProgress(40, 40).WithVolumeBytes(150*mib, 300*mib)},
+			StartTimestamp: at(-50 * time.Second), Progress: cairnv1.NewRestoreProgress(40, 40).WithVolumeBytes(150*mib, 300*mib),
+			HookStatus: &cairnv1.HookStatus{HooksAttempted: 2, HooksFailed: 1}},
 	}
 	pvr := func(namespace, name, restoreUID, pod, volume string, st cairnv1.PodVolumeStatus) *cairnv1.PodVolumeRestore {
 		return &cairnv1.PodVolumeRestore{
@@ -219,6 +223,8 @@ func TestDescribeRestoreVolumes(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		`(?m)^Volume bytes:\s+150\.0 MiB of 300\.0 MiB written$`,
+		`(?m)^Exec hooks:\s+2 run, 1 failed$`,
+		`(?m)^  Hooks:\s+db \(1 init, 2 exec\); pods' restore hook annotations take their place$`,
 		`(?m)^  POD\s+VOLUME\s+PHASE\s+BYTES\s+SPEED\s+SNAPSHOT\s+MESSAGE$`,
 		`(?m)^  team-a/db-0\s+wal\s+Failed\s+0 B\s+-\s+k-wal\s+Cancelled: cancelled during the restore$`,
 		`(?m)^  team-a/web-0\s+data\s+Completed\s+200\.0 MiB/200\.0 MiB\s+10\.0 MiB/s\s+k-data$`,

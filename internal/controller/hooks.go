@@ -9,7 +9,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/hooks"
 )
 
-// HooksConfig is the manager's part of backup hooks (DESIGN.md section 17, docs/hooks.md).
+// HooksConfig is the manager's part of backup and restore hooks (DESIGN.md section 17, docs/hooks.md).
 type HooksConfig struct {
 	// Disabled says the manager was not granted pods/exec (--hooks-enabled=false, the chart's
 	// hooks.enabled): a backup's hooks then fail, each saying so, and none is tried.
@@ -25,8 +25,9 @@ type HooksConfig struct {
 // hooksDisabledMessage is every hook's failure when the manager may not exec into pods.
 const hooksDisabledMessage = "hooks are disabled in this installation: the manager was started with --hooks-enabled=false (the chart's hooks.enabled) and holds no pods/exec permission"
 
-// hooks makes the one hook runner the pre and post hook actions share. Team backups run hooks
-// only where their requester may create pods/exec (requester.Resolver.ExecAccess).
+// hooks makes the one hook runner the backup's pre and post hook actions and the restore's exec
+// hook action share. Team backups and restores run hooks only where their requester may create
+// pods/exec (requester.Resolver.ExecAccess).
 func (w *wiring) hooks(mgr ctrl.Manager) (*hooks.Runner, error) {
 	cfg := w.cfg.Hooks
 	r := &hooks.Runner{Executor: cfg.Executor, Pods: mgr.GetAPIReader(), Access: w.requesters.ExecAccess,

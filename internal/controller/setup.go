@@ -304,10 +304,13 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
 	w.logs = &lifecycle.LogUploads{}
+	// A restored pod gets its volume restores, the restore helper and its init hooks, then its
+	// exec hooks' operation, which waits for it to run.
 	w.restoreActions = restore.NewActions(append([]restore.Action{
 		restore.CSIRestoreAction{Dynamic: w.dyn},
 		podvolume.RestoreAction{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace,
 			HelperImage: cfg.VolumeData.RestoreHelperImage, Repositories: w.repositories},
+		hooks.RestoreExecAction{Runner: hookRunner},
 	}, cfg.RestoreActions...)...)
 	w.heldOps = &operations.Held{}
 	w.restoreRunner = &restore.Runner{Dynamic: w.dyn, Discovery: w.disco, Workers: cfg.RestoreWorkerCount, Priorities: cfg.RestorePriorities, Actions: w.restoreActions,

@@ -142,11 +142,27 @@ func (a PostAction) Progress(ctx context.Context, operationID string, b *cairnv1
 		hooks, errs = Select(&pod, b.Spec.Hooks, Post, a.Runner.Timeout())
 	}
 	rep := a.Runner.RunAll(ctx, b, namespace, name, hooks)
+	return ranHooks(ctx, p, "post hooks of pod "+operationID, rep, len(hooks), errs)
+}
+
+// ranHooks is the progress of an operation whose hooks (what names them) ran as rep says, of
+// total; errs name hooks that could not be read. The counts are its Result
+// (backup.OperationHooks), completed or failed; a hook that failed with onError Fail fails
+// it, naming the hook; a completed one's description has every hook's run (Outcome.Message),
+// those that failed and continued first.
+func ranHooks(ctx context.Context, p backup.OperationProgress, what string, rep Report, total int, errs []error) (backup.OperationProgress, error) {
 	counts := backup.HookCounts{Attempted: int32(rep.Attempted), Failed: int32(rep.Failed)}
-	if p.Result, err = json.Marshal(backup.OperationHooks{Hooks: &counts}); err != nil {
+	result := backup.OperationHooks{Hooks: &counts}
+	for _, o := range rep.Outcomes {
+		if o.Failed() && o.Hook.OnError == cairnv1.HookErrorModeContinue {
+			result.Continued++
+		}
+	}
+	var err error
+	if p.Result, err = json.Marshal(result); err != nil {
 		return p, err
 	}
-	p.NCompleted, p.NTotal = int64(rep.Attempted), int64(len(hooks))
+	p.NCompleted, p.NTotal = int64(rep.Attempted), int64(total)
 	var problems []string
 	for _, e := range errs {
 		problems = append(problems, e.Error())
@@ -158,13 +174,20 @@ func (a PostAction) Progress(ctx context.Context, operationID string, b *cairnv1
 	}
 	switch {
 	case ctx.Err() != nil:
-		p.Err = fmt.Sprintf("post hooks of pod %s stopped: %v", operationID, context.Cause(ctx))
+		p.Err = fmt.Sprintf("%s stopped: %v", what, context.Cause(ctx))
 	case rep.Failure != "":
 		p.Err = strings.Join(append([]string{rep.Failure}, problems...), "; ")
 	default:
+		// The description is kept in the operations file: it records every hook's run.
 		p.Completed = true
+		p.Description = what + " ran"
 		if len(problems) > 0 {
-			p.Description = fmt.Sprintf("post hooks of pod %s ran; failed and continued: %s", operationID, strings.Join(problems, "; "))
+			p.Description = fmt.Sprintf("%s ran; failed and continued: %s", what, strings.Join(problems, "; "))
+		}
+		for _, o := range rep.Outcomes {
+			if !o.Failed() {
+				p.Description += "; " + o.Message()
+			}
 		}
 	}
 	return p, nil

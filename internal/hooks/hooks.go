@@ -1,10 +1,13 @@
-// Package hooks runs backup hooks (DESIGN.md section 17, docs/hooks.md): commands run in a
-// backed-up pod's containers through the pods/exec subresource, before the pod and its
-// volumes are backed up (pre) and after its volume copies have been read (post).
+// Package hooks runs backup and restore hooks (DESIGN.md section 17, docs/hooks.md): commands
+// run in a backed-up pod's containers through the pods/exec subresource, before the pod and
+// its volumes are backed up (pre) and after its volume copies have been read (post); and, on
+// restore, init containers added to a restored pod and commands run in it once it runs.
 //
 // Which hooks apply to a pod, and in what order, is decided here by pure functions (Select,
-// FromAnnotations); running one is Runner.Run, over an Executor that tests replace; the
-// backup's actions (actions.go) put them into the one item machinery of internal/backup.
+// FromAnnotations, SelectRestore, RestoreFromAnnotations); running one is Runner.Run, over an
+// Executor that tests replace; the backup's actions (actions.go) and the restore's
+// (restoreactions.go) put them into the one item machinery of internal/backup and
+// internal/restore.
 package hooks
 
 import (
@@ -170,18 +173,30 @@ func appliesToPods(included, excluded []string) bool {
 // Selects reports whether a hook spec applies to a pod: its namespace (with `*` wildcards),
 // its resources (pods) and its label selector. A selector that cannot be parsed is an error.
 func Selects(spec cairnv1.BackupResourceHookSpec, pod *corev1.Pod) (bool, error) {
-	if !(selection.NamespaceFilter{Included: spec.IncludedNamespaces, Excluded: spec.ExcludedNamespaces}).Matches(pod.Namespace) {
+	return podFilter{spec.Name, spec.IncludedNamespaces, spec.ExcludedNamespaces, spec.IncludedResources, spec.ExcludedResources, spec.LabelSelector}.matches(pod)
+}
+
+// podFilter is what a backup or restore hook spec selects pods by.
+type podFilter struct {
+	name                                   string
+	includedNamespaces, excludedNamespaces []string
+	includedResources, excludedResources   []string
+	labelSelector                          *metav1.LabelSelector
+}
+
+func (f podFilter) matches(pod *corev1.Pod) (bool, error) {
+	if !(selection.NamespaceFilter{Included: f.includedNamespaces, Excluded: f.excludedNamespaces}).Matches(pod.Namespace) {
 		return false, nil
 	}
-	if !appliesToPods(spec.IncludedResources, spec.ExcludedResources) {
+	if !appliesToPods(f.includedResources, f.excludedResources) {
 		return false, nil
 	}
-	if spec.LabelSelector == nil {
+	if f.labelSelector == nil {
 		return true, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(spec.LabelSelector)
+	sel, err := metav1.LabelSelectorAsSelector(f.labelSelector)
 	if err != nil {
-		return false, fmt.Errorf("hook spec %s: label selector: %w", spec.Name, err)
+		return false, fmt.Errorf("hook spec %s: label selector: %w", f.name, err)
 	}
 	return sel.Matches(labels.Set(pod.Labels)), nil
 }

@@ -26,10 +26,10 @@ type Executor interface {
 	Exec(ctx context.Context, namespace, pod, container string, command []string, stdout, stderr io.Writer) error
 }
 
-// Access says whether the backup b may run commands in pods of namespace: denied, when not
-// empty, says why not (its requester may not create pods/exec there, DESIGN.md section 15);
-// err is a failure to find out.
-type Access func(ctx context.Context, b *cairnv1.Backup, namespace string) (denied string, err error)
+// Access says whether owner (the Backup or Restore whose hooks run) may run commands in pods
+// of namespace: denied, when not empty, says why not (its requester may not create pods/exec
+// there, DESIGN.md section 15); err is a failure to find out.
+type Access func(ctx context.Context, owner client.Object, namespace string) (denied string, err error)
 
 // DefaultOutputTail is how much of a hook's stdout and of its stderr (each, their last bytes)
 // the backup's log keeps.
@@ -43,7 +43,7 @@ type Runner struct {
 	// is not in it or not running, fails its hooks at once rather than waiting on an exec.
 	Pods client.Reader
 	// Access, when set, is asked before a pod's hooks run; nil means the operator's own
-	// rights (an administrator's backup).
+	// rights (an administrator's backup or restore).
 	Access Access
 	// Disabled says why no hook may run ("" when they may): the manager was started without
 	// the pods/exec permission (--hooks-enabled=false). Every hook then fails, saying so.
@@ -111,7 +111,8 @@ type Report struct {
 	Outcomes []Outcome
 	// Attempted and Failed count the hooks tried and those that failed.
 	Attempted, Failed int
-	// Failure names the hook whose failure fails the backup (onError Fail); "" when none did.
+	// Failure names the hook whose failure fails the backup or restore (onError Fail); "" when
+	// none did.
 	// The hooks after it were not run.
 	Failure string
 }
@@ -120,21 +121,27 @@ type Report struct {
 // read again first. A hook that fails with onError Fail stops the rest, which are not tried;
 // one with Continue does not. ctx ending (the backup cancelled) abandons the running hook at
 // once and tries no more.
-func (r *Runner) RunAll(ctx context.Context, b *cairnv1.Backup, namespace, name string, hooks []Hook) Report {
-	var rep Report
+func (r *Runner) RunAll(ctx context.Context, owner client.Object, namespace, name string, hooks []Hook) Report {
 	if len(hooks) == 0 {
-		return rep
+		return Report{}
 	}
-	pod, problem := r.prepare(ctx, b, namespace, name)
-	for _, h := range hooks {
+	pod, problem := r.prepare(ctx, owner, namespace, name)
+	return r.runEach(ctx, owner, namespace, name, pod, hooks, func(int) error { return problem })
+}
+
+// runEach runs hooks in pod one after the other, as RunAll says; problem says why the i-th
+// hook fails without being run (nil: it runs).
+func (r *Runner) runEach(ctx context.Context, owner client.Object, namespace, name string, pod *corev1.Pod, hooks []Hook, problem func(i int) error) Report {
+	var rep Report
+	for i, h := range hooks {
 		if ctx.Err() != nil {
 			break
 		}
 		var o Outcome
-		if problem != nil {
-			o = Outcome{Hook: h, Pod: namespace + "/" + name, Container: h.Container, ExitCode: -1, Err: problem}
+		if err := problem(i); err != nil {
+			o = Outcome{Hook: h, Pod: namespace + "/" + name, Container: h.Container, ExitCode: -1, Err: err}
 		} else {
-			o = r.run(ctx, pod, h)
+			o = r.run(ctx, owner, pod, h)
 		}
 		rep.Outcomes = append(rep.Outcomes, o)
 		rep.Attempted++
@@ -152,23 +159,48 @@ func (r *Runner) RunAll(ctx context.Context, b *cairnv1.Backup, namespace, name 
 
 // prepare finds whether the pod's hooks may run: hooks enabled, the backup allowed to exec
 // there, the pod still there. problem fails every hook of the pod at once.
-func (r *Runner) prepare(ctx context.Context, b *cairnv1.Backup, namespace, name string) (*corev1.Pod, error) {
+func (r *Runner) prepare(ctx context.Context, owner client.Object, namespace, name string) (*corev1.Pod, error) {
+	if err := r.allowed(ctx, owner, namespace); err != nil {
+		return nil, err
+	}
+	return r.pod(ctx, namespace, name)
+}
+
+// allowed says why owner may not run hooks in pods of namespace (nil when it may): hooks
+// disabled, or its requester without pods/exec there.
+func (r *Runner) allowed(ctx context.Context, owner client.Object, namespace string) error {
 	if r.Disabled != "" {
-		return nil, errors.New(r.Disabled)
+		return errors.New(r.Disabled)
 	}
 	if r.Access != nil {
-		denied, err := r.Access(ctx, b, namespace)
+		denied, err := r.Access(ctx, owner, namespace)
 		if err != nil {
-			return nil, fmt.Errorf("asking whether the backup may run commands in pods of namespace %s: %w", namespace, err)
+			return fmt.Errorf("asking whether the %s may run commands in pods of namespace %s: %w", noun(owner), namespace, err)
 		}
 		if denied != "" {
-			return nil, errors.New(denied)
+			return errors.New(denied)
 		}
 	}
+	return nil
+}
+
+// errPodGone: the pod whose hooks were to run does not exist (any more).
+var errPodGone = errors.New("is gone")
+
+// noun names owner's kind in messages: "backup" or "restore".
+func noun(owner client.Object) string {
+	if _, ok := owner.(*cairnv1.Restore); ok {
+		return "restore"
+	}
+	return "backup"
+}
+
+// pod reads the pod afresh; a pod that is gone says so.
+func (r *Runner) pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
 	var pod corev1.Pod
 	if err := r.Pods.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("pod %s/%s is gone", namespace, name)
+			return nil, fmt.Errorf("pod %s/%s %w", namespace, name, errPodGone)
 		}
 		return nil, fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
 	}
@@ -211,7 +243,7 @@ func phaseOr(p corev1.PodPhase) string {
 // run runs one hook in pod, bounded by its timeout. The executor runs apart: when the
 // timeout or ctx ends first, the command is abandoned (the exec stream is closed through
 // its context) and the hook fails at once, whatever the executor does next.
-func (r *Runner) run(ctx context.Context, pod *corev1.Pod, h Hook) Outcome {
+func (r *Runner) run(ctx context.Context, owner client.Object, pod *corev1.Pod, h Hook) Outcome {
 	container := h.Container
 	if container == "" && len(pod.Spec.Containers) > 0 {
 		container = pod.Spec.Containers[0].Name
@@ -246,7 +278,7 @@ func (r *Runner) run(ctx context.Context, pod *corev1.Pod, h Hook) Outcome {
 	o.Stdout, o.Stderr = stdout.String(), stderr.String()
 	switch {
 	case ctx.Err() != nil:
-		o.Err = fmt.Errorf("abandoned: the backup was stopped (%w)", context.Cause(ctx))
+		o.Err = fmt.Errorf("abandoned: the %s was stopped (%w)", noun(owner), context.Cause(ctx))
 	case execCtx.Err() != nil:
 		o.Err = fmt.Errorf("timed out after %s: the command was abandoned", timeout)
 	case err != nil:

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilexec "k8s.io/utils/exec"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -242,7 +243,7 @@ func TestTailKeepsTheLastBytes(t *testing.T) {
 func TestDeniedOrDisabledFailsEveryHookWithoutAnExec(t *testing.T) {
 	exec := &fakeExecutor{}
 	r := newRunner(exec, runningPod("app"))
-	r.Access = func(_ context.Context, b *cairnv1.Backup, namespace string) (string, error) {
+	r.Access = func(_ context.Context, _ client.Object, namespace string) (string, error) {
 		return fmt.Sprintf("Forbidden: alice may not create pods/exec in namespace %s", namespace), nil
 	}
 	rep := r.RunAll(context.Background(), aBackup, "ns", "p", []Hook{

@@ -23,6 +23,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/hooks"
 	"github.com/cairn-backup/cairn/internal/restore"
 )
 
@@ -36,6 +37,8 @@ const RestoreAnnotation = "cairn.dev/restore"
 // 16). For a pod whose volumes the backup copied, it adds the restore helper as the pod's first
 // init container (with the emptyDir it waits in), and creates one PodVolumeRestore per volume
 // in the operator's namespace; the pod's restore is one async operation, answered from them.
+// It is also the one place that orders a restored pod's init containers: the restore's init
+// hooks (section 17) go right after the helper.
 // A PodVolumeRestore is made before its pod exists, so it names no node yet; Progress binds it
 // to the pod's node and UID once the pod is scheduled, and the node agent there writes the
 // data while the helper holds the application back.
@@ -86,7 +89,11 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 	return out, refused, nil
 }
 
-// Execute prepares a restored pod whose volumes the backup copied.
+// Execute prepares a restored pod: the restore helper and its PodVolumeRestores when the
+// backup copied its volumes, then the pod's init hooks (internal/hooks), placed after the
+// helper so that they see the restored data, and before the pod's own init containers. A pod
+// without copied volumes gets its init hooks all the same; a hook that cannot be read is an
+// error of the item, the pod still restored without it.
 func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (restore.ActionOutput, error) {
 	out := restore.ActionOutput{Item: in.Item}
 	if in.Facts.VeleroVolumes != nil {
@@ -100,52 +107,49 @@ func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (res
 				strings.Join(copied, ", volume "))
 		}
 	}
-	if in.Facts.BackupOperations == nil || in.Facts.Restore == nil {
+	if in.Facts.Restore == nil {
 		return out, nil
-	}
-	ops, err := in.Facts.BackupOperations(ctx)
-	if err != nil {
-		return out, fmt.Errorf("reading the backup's volume snapshots: %w", err)
-	}
-	snaps, refused, err := restoredVolumes(ops, in.Original.GetNamespace(), in.Original.GetName(), in.Facts.BackupLocation)
-	if err != nil {
-		return out, err
-	}
-	if len(refused) > 0 {
-		return out, fmt.Errorf("the backup's record of the pod's volume data is refused: %s", strings.Join(refused, "; "))
-	}
-	if len(snaps) == 0 {
-		return out, nil
-	}
-	if a.HelperImage == "" {
-		return out, errors.New("the pod's volume data cannot be restored: the manager was started without --restore-helper-image")
 	}
 	var pod corev1.Pod
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(in.Item.Object, &pod); err != nil {
 		return out, err
 	}
+	initHooks, hookErrs := hooks.SelectRestoreInit(&pod, in.Facts.Restore.Spec.Hooks)
+	for _, err := range hookErrs {
+		out.Errors = append(out.Errors, fmt.Sprintf("init hooks not added: %v", err))
+	}
+	snaps, err := a.snapshots(ctx, in)
+	if err != nil {
+		return out, err
+	}
+	if len(snaps) == 0 && len(initHooks) == 0 {
+		return out, nil
+	}
 	names := slices.Sorted(maps.Keys(snaps))
-	for _, v := range names {
-		if !hasDataVolume(&pod, v) {
-			return out, fmt.Errorf("the pod has no claim or emptyDir volume %s to restore the backed-up data into", v)
+	if len(snaps) > 0 {
+		if err := a.prepareVolumes(ctx, &pod, names, snaps); err != nil {
+			return out, err
 		}
+		withHelper(&pod, a.HelperImage, names, in.Facts.Restore)
 	}
-	for _, v := range pod.Spec.Volumes {
-		if v.Name == RestoreMarkerVolume {
-			return out, fmt.Errorf("the pod already has a volume named %s, which the restore needs", RestoreMarkerVolume)
+	if len(initHooks) > 0 {
+		if pod.Spec.InitContainers, err = hooks.WithInitHooks(&pod, RestoreHelperContainer, initHooks); err != nil {
+			return out, err
 		}
-	}
-	for _, v := range names {
-		if err := a.Repositories.Readable(ctx, snaps[v].Repository); err != nil {
-			return out, fmt.Errorf("the data of volume %s cannot be restored: %w", v, err)
+		added := make([]string, len(initHooks))
+		for i, c := range initHooks {
+			added[i] = c.Name
 		}
+		out.Notes = append(out.Notes, fmt.Sprintf("Added the init hook containers %s", strings.Join(added, ", ")))
 	}
-	withHelper(&pod, a.HelperImage, names, in.Facts.Restore)
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
 	if err != nil {
 		return out, err
 	}
 	out.Item = &unstructured.Unstructured{Object: obj}
+	if len(snaps) == 0 {
+		return out, nil
+	}
 	source := &cairnv1.PodReference{Namespace: in.Original.GetNamespace(), Name: in.Original.GetName(), UID: in.Original.GetUID()}
 	for _, v := range names {
 		if err := a.create(ctx, in.Facts.Restore, pod.Namespace, pod.Name, source, snaps[v]); err != nil {
@@ -154,6 +158,51 @@ func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (res
 	}
 	out.OperationID = pod.Namespace + "/" + pod.Name
 	return out, nil
+}
+
+// snapshots are the backed-up pod's volume snapshots this restore writes back (none when the
+// backup copied none of its volumes).
+func (a RestoreAction) snapshots(ctx context.Context, in restore.ActionInput) (map[string]Snapshot, error) {
+	if in.Facts.BackupOperations == nil {
+		return nil, nil
+	}
+	ops, err := in.Facts.BackupOperations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the backup's volume snapshots: %w", err)
+	}
+	snaps, refused, err := restoredVolumes(ops, in.Original.GetNamespace(), in.Original.GetName(), in.Facts.BackupLocation)
+	if err != nil {
+		return nil, err
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("the backup's record of the pod's volume data is refused: %s", strings.Join(refused, "; "))
+	}
+	return snaps, nil
+}
+
+// prepareVolumes checks that the pod's volumes named can take their data back: the helper
+// image known, each a claim or emptyDir of the pod, the helper's volume name free, each
+// repository readable.
+func (a RestoreAction) prepareVolumes(ctx context.Context, pod *corev1.Pod, names []string, snaps map[string]Snapshot) error {
+	if a.HelperImage == "" {
+		return errors.New("the pod's volume data cannot be restored: the manager was started without --restore-helper-image")
+	}
+	for _, v := range names {
+		if !hasDataVolume(pod, v) {
+			return fmt.Errorf("the pod has no claim or emptyDir volume %s to restore the backed-up data into", v)
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == RestoreMarkerVolume {
+			return fmt.Errorf("the pod already has a volume named %s, which the restore needs", RestoreMarkerVolume)
+		}
+	}
+	for _, v := range names {
+		if err := a.Repositories.Readable(ctx, snaps[v].Repository); err != nil {
+			return fmt.Errorf("the data of volume %s cannot be restored: %w", v, err)
+		}
+	}
+	return nil
 }
 
 // hasDataVolume reports whether pod has a claim or emptyDir volume named name.

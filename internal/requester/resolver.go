@@ -166,15 +166,15 @@ func (q *Resolver) BackupAccess(user authenticationv1.UserInfo) backup.Access {
 	}
 }
 
-// ExecAccess says whether backup b may run hooks in pods of namespace (DESIGN.md section 17):
-// a backup acting for its requester may only where the requester may create pods/exec, the
-// power to run commands in pods; denied names them and the API server's reason. The exec
-// itself is then made with the operator's rights, as the reads of a team's backup are (a
-// SubjectAccessReview, not impersonation, which backupOnly never holds). A backup with no
-// trustworthy requester never runs (the backup reconciler refuses it); denied says why all
-// the same.
-func (q *Resolver) ExecAccess(ctx context.Context, b *cairnv1.Backup, namespace string) (denied string, err error) {
-	actAs, problem, err := q.For(ctx, b)
+// ExecAccess says whether owner, a Backup or Restore, may run hooks in pods of namespace
+// (DESIGN.md section 17): one acting for its requester may only where the requester may
+// create pods/exec, the power to run commands in pods; denied names them and the API server's
+// reason. The exec itself is then made with the operator's rights, as the reads of a team's
+// backup are (a SubjectAccessReview, not impersonation, which backupOnly never holds). An
+// object with no trustworthy requester never runs (its reconciler refuses it); denied says
+// why all the same.
+func (q *Resolver) ExecAccess(ctx context.Context, owner client.Object, namespace string) (denied string, err error) {
+	actAs, problem, err := q.For(ctx, owner)
 	switch {
 	case err != nil:
 		return "", err
@@ -187,7 +187,11 @@ func (q *Resolver) ExecAccess(ctx context.Context, b *cairnv1.Backup, namespace 
 	if err != nil || ok {
 		return "", err
 	}
-	return fmt.Sprintf("Forbidden: the backup's requester %s may not create pods/exec in namespace %s, so it may not run hooks there (%s)", actAs.Username, namespace, reason), nil
+	kind := "backup"
+	if _, isRestore := owner.(*cairnv1.Restore); isRestore {
+		kind = "restore"
+	}
+	return fmt.Sprintf("Forbidden: the %s's requester %s may not create pods/exec in namespace %s, so it may not run hooks there (%s)", kind, actAs.Username, namespace, reason), nil
 }
 
 // Writer is restore.Request.Writer for a restore acting for user: a dynamic client whose every

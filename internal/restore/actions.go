@@ -66,6 +66,9 @@ type ActionOutput struct {
 	// OperationID, when set, names an async operation that keeps running after the item is
 	// created: the restore waits for it (WaitingForPluginOperations) through Progress.
 	OperationID string
+	// Notes are logged against the item (what the action added, and why); Errors too, counted
+	// as the restore's errors (it ends PartiallyFailed), the item still restored.
+	Notes, Errors []string
 }
 
 // Action is a RestoreItemAction (v2): it sees every prepared item of the resources it applies

@@ -859,6 +859,12 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		if out.Item != nil {
 			desired = out.Item
 		}
+		for _, note := range out.Notes {
+			ru.log.WithField("item", ref).WithField("action", action.Name()).Info(note)
+		}
+		for _, message := range out.Errors {
+			ru.message(target, ref, true, fmt.Sprintf("%s: restore item action %s: %s", ref, action.Name(), message))
+		}
 		for _, more := range out.AdditionalItems {
 			ru.restoreAdditional(ctx, more)
 		}
@@ -1250,9 +1256,20 @@ func (ru *run) record(gr schema.GroupResource, namespace, name string, outcome O
 	if message == "" {
 		return
 	}
+	ru.messageLocked(namespace, describe(gr, namespace, name), outcome == FailedItem, message)
+}
+
+// message logs a warning (or an error) of the item ref in namespace and adds it to the results.
+func (ru *run) message(namespace, ref string, isError bool, message string) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.messageLocked(namespace, ref, isError, message)
+}
+
+func (ru *run) messageLocked(namespace, ref string, isError bool, message string) {
 	messages := &ru.results.Warnings
-	entryLog := ru.log.WithField("item", describe(gr, namespace, name))
-	if outcome == FailedItem {
+	entryLog := ru.log.WithField("item", ref)
+	if isError {
 		messages = &ru.results.Errors
 		entryLog.Error(message)
 	} else {

@@ -16,6 +16,9 @@
 // The report: one JSON line per volume on stdout once the data is written (the pod's log), and
 // the same, computed again from the files, at GET /digest. GET /ready answers 200 once every
 // volume is written, for a readiness probe.
+//
+// `voldata hook ...` is the command the suite's backup and restore hooks run in its container
+// (hook.go).
 package main
 
 import (
@@ -68,6 +71,9 @@ func (v *volumeFlags) Set(s string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		os.Exit(hook(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var volumes volumeFlags
 	seed := flag.Uint64("seed", 1, "The seed of every byte written.")
 	listen := flag.String("listen", ":8080", "The address to serve /ready and /digest on.")

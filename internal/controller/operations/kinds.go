@@ -83,6 +83,9 @@ type operationsStatus[P ~string] struct {
 	// operations ran are added once, by the write that leaves the reconciler's phases
 	// (withOperationHooks).
 	Hooks backup.HookCounts
+	// Warnings is status.warnings: the run's, to which the hooks that failed and continued
+	// in the operations are added with the hook counts.
+	Warnings int32
 }
 
 // withOperationHooks adds the hooks the operations ran to s once s leaves the phases k owns:
@@ -90,7 +93,9 @@ type operationsStatus[P ~string] struct {
 // from the object as it was never counts them twice.
 func withOperationHooks[T client.Object, P ~string](k Kind[T, P], s *operationsStatus[P], ops []backup.Operation) {
 	if !k.owns(s.Phase) {
-		s.Hooks = s.Hooks.Add(backup.HookCountsOf(ops))
+		hooks, continued := backup.HookCountsOf(ops)
+		s.Hooks = s.Hooks.Add(hooks)
+		s.Warnings += continued
 	}
 }
 
@@ -129,7 +134,7 @@ func Backups(registry *backup.Registry) Kind[*cairnv1.Backup, cairnv1.BackupPhas
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
 				s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = v.Attempted, v.Completed, v.Failed
-				s.HookStatus = v.Hooks.Status()
+				s.HookStatus, s.Warnings = v.Hooks.Status(), v.Warnings
 				if v.BytesTotal > 0 {
 					s.Progress = ptr.Deref(s.Progress, cairnv1.BackupProgress{}).WithVolumeBytes(v.BytesDone, v.BytesTotal)
 				}
@@ -141,7 +146,7 @@ func Backups(registry *backup.Registry) Kind[*cairnv1.Backup, cairnv1.BackupPhas
 func backupOperationsStatus(s *cairnv1.BackupStatus) operationsStatus[cairnv1.BackupPhase] {
 	v := operationsStatus[cairnv1.BackupPhase]{Phase: s.Phase, Errors: s.Errors,
 		Attempted: s.BackupItemOperationsAttempted, Completed: s.BackupItemOperationsCompleted, Failed: s.BackupItemOperationsFailed,
-		Hooks: backup.HookCountsOfStatus(s.HookStatus)}
+		Hooks: backup.HookCountsOfStatus(s.HookStatus), Warnings: s.Warnings}
 	if s.Progress != nil {
 		v.BytesDone, v.BytesTotal = s.Progress.VolumeBytesDone, s.Progress.VolumeBytesTotal
 	}
@@ -195,6 +200,7 @@ func Restores(actions *restore.Actions, held *Held) Kind[*cairnv1.Restore, cairn
 				mutate(&v)
 				s.Phase, s.Errors = v.Phase, v.Errors
 				s.RestoreItemOperationsAttempted, s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = v.Attempted, v.Completed, v.Failed
+				s.HookStatus, s.Warnings = v.Hooks.Status(), v.Warnings
 				if v.BytesTotal > 0 {
 					s.Progress = ptr.Deref(s.Progress, cairnv1.RestoreProgress{}).WithVolumeBytes(v.BytesDone, v.BytesTotal)
 				}
@@ -205,7 +211,8 @@ func Restores(actions *restore.Actions, held *Held) Kind[*cairnv1.Restore, cairn
 
 func restoreOperationsStatus(s *cairnv1.RestoreStatus) operationsStatus[cairnv1.RestorePhase] {
 	v := operationsStatus[cairnv1.RestorePhase]{Phase: s.Phase, Errors: s.Errors,
-		Attempted: s.RestoreItemOperationsAttempted, Completed: s.RestoreItemOperationsCompleted, Failed: s.RestoreItemOperationsFailed}
+		Attempted: s.RestoreItemOperationsAttempted, Completed: s.RestoreItemOperationsCompleted, Failed: s.RestoreItemOperationsFailed,
+		Hooks: backup.HookCountsOfStatus(s.HookStatus), Warnings: s.Warnings}
 	if s.Progress != nil {
 		v.BytesDone, v.BytesTotal = s.Progress.VolumeBytesDone, s.Progress.VolumeBytesTotal
 	}

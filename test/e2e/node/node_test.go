@@ -476,6 +476,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 
 	describeVolumeData(&storageDir, &proxy)
 	describeVolumeRestore(&proxy, &server)
+	describeHooks(&storageDir)
 })
 
 // removeCairn removes everything the suite installs: the backups and restores first, while
