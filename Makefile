@@ -20,6 +20,8 @@ KUBE_VERSION ?= 1.36.3
 ETCD_VERSION ?= v3.6.16
 HELM_VERSION ?= v4.3.1
 HELM3_VERSION ?= v3.22.0
+# Debian's prometheus package, for promtool (hack/promtool.sh).
+PROMTOOL_VERSION ?= 2.42.0+ds-5+deb12u1
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -32,6 +34,9 @@ export HELM3
 # A real S3 server for the tests (posix backend, on 127.0.0.1).
 VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
 export VERSITYGW
+# Prometheus's rule checker: the chart's alerts are tested in its rule engine.
+PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
+export PROMTOOL
 ENVTEST_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
 export KUBE_VERSION ETCD_VERSION
@@ -124,7 +129,7 @@ TEST_NODE = go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) 
 .PHONY: test
 # Each suite's output is also kept in bin/test-logs/, and the failures of all of them are
 # repeated, short, at the very end (hack/test-digest.sh): CI shows only a run's last lines.
-test: envtest versitygw helm helm3 image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
+test: envtest versitygw helm helm3 promtool image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
 	@rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
 	@status=0; $(MAKE) -j2 test-go-suites test-node-suite || status=$$?; \
 		hack/test-digest.sh $(TEST_LOGS)/unit.log $(TEST_LOGS)/e2e.log $(TEST_LOGS)/node.log; exit $$status
@@ -144,11 +149,11 @@ test-node-suite:
 	$(TEST_NODE) 2>&1 | tee $(TEST_LOGS)/node.log
 
 .PHONY: test-unit
-test-unit: envtest versitygw helm helm3 ## Unit and envtest integration tests, and the chart's tests.
+test-unit: envtest versitygw helm helm3 promtool ## Unit and envtest integration tests, and the chart's tests.
 	$(TEST_UNIT)
 
 .PHONY: test-chart
-test-chart: envtest helm helm3 ## helm lint --strict, the chart's golden and schema tests, and its RBAC on a real API server.
+test-chart: envtest helm helm3 promtool ## helm lint --strict, the chart's golden and schema tests, and its RBAC on a real API server.
 	go test $(GO_TEST_FLAGS) ./charts/...
 
 .PHONY: update-golden
@@ -216,6 +221,9 @@ helm: $(HELM) ## Install helm (a long compile, once).
 .PHONY: helm3
 helm3: $(HELM3) ## Install Helm 3, which charts must also work with (a long compile, once).
 
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Install promtool from Debian's prometheus package (the chart's alert tests).
+
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.tmp-controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
@@ -237,6 +245,9 @@ HELM3_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM3_VERSION) \
 $(HELM3):
 	GOBIN=$(BIN)/.tmp-helm3 go install -ldflags '$(HELM3_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM3_VERSION)
 	mv $(BIN)/.tmp-helm3/helm $@ && rmdir $(BIN)/.tmp-helm3
+
+$(PROMTOOL):
+	hack/promtool.sh $@ $(PROMTOOL_VERSION)
 
 $(VERSITYGW):
 	GOBIN=$(BIN)/.tmp-versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
