@@ -111,7 +111,7 @@ var _ = Describe("The cairn CLI", func() {
 
 		By("listing it beside kubectl")
 		header, rows := table(cairnOK("backup", "get", "-n", "cairn-system"))
-		Expect(header).To(Equal([]string{"NAME", "PHASE", "QUEUE", "PROGRESS", "ERRORS", "WARNINGS", "LOCATION", "EXPIRES", "AGE"}))
+		Expect(header).To(Equal([]string{"NAME", "PHASE", "QUEUE", "PROGRESS", "ERRORS", "WARNINGS", "LOCATION", "EXPIRES", "AGE", "ORIGIN"}))
 		row := rowNamed(rows, name)
 		Expect(row).To(And(HaveKeyWithValue("PHASE", "Completed"), HaveKeyWithValue("LOCATION", "default"), HaveKeyWithValue("ERRORS", "0")))
 		Expect(row["EXPIRES"]).To(MatchRegexp(`^in (23|24)h$`))

@@ -144,8 +144,8 @@ var tourSteps = []tourStep{
 	{Marker: "cairn backup create second", Shows: []tourShows{
 		{Shown: "Backup second created in namespace cairn-system; waiting for it to finish (Ctrl-C stops waiting, not the backup)."},
 		{Shown: "Completed"},
-		{Shown: "NAME     PHASE       QUEUE   PROGRESS   ERRORS   WARNINGS   LOCATION   EXPIRES   AGE",
-			Output: `NAME\s+PHASE\s+QUEUE\s+PROGRESS\s+ERRORS\s+WARNINGS\s+LOCATION\s+EXPIRES\s+AGE`},
+		{Shown: "NAME     PHASE       QUEUE   PROGRESS   ERRORS   WARNINGS   LOCATION   EXPIRES   AGE   ORIGIN",
+			Output: `NAME\s+PHASE\s+QUEUE\s+PROGRESS\s+ERRORS\s+WARNINGS\s+LOCATION\s+EXPIRES\s+AGE\s+ORIGIN`},
 		{Shown: "second.tar.gz"},
 	}},
 	{Marker: "LOCAL_DIR=bin/local-b", Shows: []tourShows{
