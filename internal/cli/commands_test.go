@@ -325,22 +325,9 @@ func TestScheduleCreateLabels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _, errOut := testEnv(t)
-			code := run(e, append([]string{"schedule", "create", "s1", "--schedule", "@daily"}, tt.args...)...)
-			c, _ := e.client()
-			var s cairnv1.Schedule
-			err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "s1"}, &s)
-			if tt.wantErr != "" {
-				if code != ExitUsage || !strings.Contains(errOut.String(), tt.wantErr) {
-					t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, ExitUsage, tt.wantErr)
-				}
-				if !apierrors.IsNotFound(err) {
-					t.Errorf("the schedule was created (get: %v)", err)
-				}
+			s := createSchedule(t, "@daily", tt.args, tt.wantErr)
+			if s == nil {
 				return
-			}
-			if code != ExitOK || err != nil {
-				t.Fatalf("exit %d, stderr %q, get: %v", code, errOut, err)
 			}
 			if !reflect.DeepEqual(s.Labels, tt.wantLabels) {
 				t.Errorf("schedule labels = %v, want %v", s.Labels, tt.wantLabels)
@@ -541,26 +528,38 @@ func TestScheduleCreateRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _, errOut := testEnv(t)
-			code := run(e, append([]string{"schedule", "create", "s1", "--schedule", "@hourly"}, tt.args...)...)
-			c, _ := e.client()
-			var s cairnv1.Schedule
-			err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "s1"}, &s)
-			if tt.wantErr != "" {
-				if code != ExitUsage || !strings.Contains(errOut.String(), tt.wantErr) {
-					t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, ExitUsage, tt.wantErr)
-				}
-				if !apierrors.IsNotFound(err) {
-					t.Errorf("the schedule was created (get: %v)", err)
-				}
+			s := createSchedule(t, "@hourly", tt.args, tt.wantErr)
+			if s == nil {
 				return
-			}
-			if code != ExitOK || err != nil {
-				t.Fatalf("exit %d, stderr %q, get: %v", code, errOut, err)
 			}
 			if !reflect.DeepEqual(s.Spec.Retention, tt.want) {
 				t.Errorf("spec.retention = %+v, want %+v", s.Spec.Retention, tt.want)
 			}
 		})
 	}
+}
+
+// createSchedule runs `schedule create s1 --schedule cron args...` in a fresh environment. With
+// wantErr it checks that the command was refused with it (exit code 2) before anything was
+// created, and returns nil; else it returns the Schedule created.
+func createSchedule(t *testing.T, cron string, args []string, wantErr string) *cairnv1.Schedule {
+	t.Helper()
+	e, _, errOut := testEnv(t)
+	code := run(e, append([]string{"schedule", "create", "s1", "--schedule", cron}, args...)...)
+	c, _ := e.client()
+	var s cairnv1.Schedule
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "s1"}, &s)
+	if wantErr != "" {
+		if code != ExitUsage || !strings.Contains(errOut.String(), wantErr) {
+			t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, ExitUsage, wantErr)
+		}
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("the schedule was created (get: %v)", err)
+		}
+		return nil
+	}
+	if code != ExitOK || err != nil {
+		t.Fatalf("exit %d, stderr %q, get: %v", code, errOut, err)
+	}
+	return &s
 }
