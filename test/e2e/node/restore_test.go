@@ -444,15 +444,7 @@ func describeVolumeRestore(proxy **testenv.StallingProxy, server **testenv.S3Ser
 			By("stalling the S3 location, reads too, while the emptyDir is written")
 			r := stallWhileRestoring(ctx, *proxy, name, "scratch")
 
-			By("killing the node agent's pod")
-			agents := runningPods(ctx, Default, cairnNamespace, nodeAgentSelector)
-			Expect(agents).To(HaveLen(1))
-			kubectlOK("delete", "pod", agents[0].Name, "-n", cairnNamespace, "--grace-period=0", "--force")
-			Eventually(func(g Gomega) {
-				pods := runningPods(ctx, g, cairnNamespace, nodeAgentSelector)
-				g.Expect(pods).To(HaveLen(1))
-				g.Expect(pods[0].Name).NotTo(Equal(agents[0].Name))
-			}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
+			killNodeAgent(ctx)
 			(*proxy).Unstall()
 
 			By("finding the emptyDir's restore ended by the agents (failed), the restore ended, and the app not started")

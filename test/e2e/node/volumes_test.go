@@ -470,15 +470,7 @@ func describeVolumeData(storageDir *string, proxy **testenv.StallingProxy) {
 			By("stalling the S3 location's writes while the claim is copied")
 			b := stallWhileCopying(ctx, *proxy, name, false)
 
-			By("killing the node agent's pod")
-			agents := runningPods(ctx, Default, cairnNamespace, nodeAgentSelector)
-			Expect(agents).To(HaveLen(1))
-			kubectlOK("delete", "pod", agents[0].Name, "-n", cairnNamespace, "--grace-period=0", "--force")
-			Eventually(func(g Gomega) {
-				pods := runningPods(ctx, g, cairnNamespace, nodeAgentSelector)
-				g.Expect(pods).To(HaveLen(1))
-				g.Expect(pods[0].Name).NotTo(Equal(agents[0].Name))
-			}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
+			killNodeAgent(ctx)
 			(*proxy).Unstall()
 
 			By("finding the copy ended by the new agent (failed) or completed, and the backup ended")
@@ -495,4 +487,18 @@ func describeVolumeData(storageDir *string, proxy **testenv.StallingProxy) {
 			Expect(slices.Contains([]cairnv1.BackupPhase{cairnv1.BackupPhasePartiallyFailed, cairnv1.BackupPhaseFailed, cairnv1.BackupPhaseCompleted}, ended.Status.Phase)).To(BeTrue())
 		})
 	})
+}
+
+// killNodeAgent force-deletes the node agent's pod and waits for its DaemonSet's new one to run.
+func killNodeAgent(ctx context.Context) {
+	GinkgoHelper()
+	By("killing the node agent's pod")
+	agents := runningPods(ctx, Default, cairnNamespace, nodeAgentSelector)
+	Expect(agents).To(HaveLen(1))
+	kubectlOK("delete", "pod", agents[0].Name, "-n", cairnNamespace, "--grace-period=0", "--force")
+	Eventually(func(g Gomega) {
+		pods := runningPods(ctx, g, cairnNamespace, nodeAgentSelector)
+		g.Expect(pods).To(HaveLen(1))
+		g.Expect(pods[0].Name).NotTo(Equal(agents[0].Name))
+	}).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
 }
