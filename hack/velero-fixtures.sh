@@ -6,6 +6,9 @@
 # the bucket tree versitygw wrote into testdata/velero/bucket.
 #
 #   hack/velero-fixtures.sh          regenerate testdata/velero/bucket and testdata/velero/source
+#   hack/velero-fixtures.sh volumes  regenerate testdata/velero/volumes instead: a Velero
+#                                    file-system backup of a pod's volumes, made on the one-node
+#                                    cluster by hack/velero-volume-fixtures.sh
 #
 # The backups (Velero's BSL prefix is "velero"):
 #   shop-full       namespace shop: ConfigMaps, Secrets, a Deployment, a Service, a
@@ -28,6 +31,10 @@
 # starts is stopped at its end, by pid. Needs: go, curl, python3, openssl, the envtest
 # binaries (KUBEBUILDER_ASSETS), versitygw (VERSITYGW).
 set -euo pipefail
+
+if [[ ${1:-} == volumes ]]; then
+  exec "$(dirname "$0")/velero-volume-fixtures.sh"
+fi
 
 VELERO_VERSION=v1.18.1
 AWS_PLUGIN_VERSION=v1.14.3
