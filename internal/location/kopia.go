@@ -59,7 +59,11 @@ func KopiaStorage(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStora
 		if err != nil {
 			return nil, false, err
 		}
-		st, err = kopiaFilesystem(ctx, root, dir, readOnly)
+		if bsl.Spec.Format == cairnv1.LocationFormatVelero {
+			st, err = veleroFilesystem(root, dir)
+		} else {
+			st, err = kopiaFilesystem(ctx, root, dir, readOnly)
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("storage location %s: %w", bsl.Name, err)
 		}

@@ -32,6 +32,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -584,6 +585,9 @@ type RestoreOptions struct {
 	// Progress, when set, is told the bytes written so far and the snapshot's size, at most
 	// once a second.
 	Progress func(done, total int64)
+	// SourcePrefix, when set, is what the snapshot's source path (SnapshotSource) must begin
+	// with, or nothing is written: a snapshot of another source is refused.
+	SourcePrefix string
 }
 
 // RestoreResult describes a finished restore.
@@ -620,6 +624,10 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt Rest
 	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("loading snapshot %s: %w", id, err)
+	}
+
+	if !strings.HasPrefix(man.Source.Path, opt.SourcePrefix) {
+		return RestoreResult{}, fmt.Errorf("snapshot %s is of %q, not of %s...: it is not restored", id, man.Source.Path, opt.SourcePrefix)
 	}
 
 	root, err := snapshotfs.SnapshotRoot(r.rep, man)
@@ -679,6 +687,23 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt Rest
 	}
 
 	return res, nil
+}
+
+// SnapshotSource is the path of the source snapshot id was taken of: Cairn's are
+// "/cairn/<tags as JSON>", Velero's "<namespace>/<pod>/<volume or claim name>". The manifest
+// holding it is encrypted and authenticated with the repository's key: someone who can write
+// the storage but does not know the password cannot forge it.
+func (r *Repository) SnapshotSource(ctx context.Context, id string) (string, error) {
+	if err := r.failed(); err != nil {
+		return "", err
+	}
+
+	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	if err != nil {
+		return "", fmt.Errorf("loading snapshot %s: %w", id, err)
+	}
+
+	return man.Source.Path, nil
 }
 
 // Delete deletes the snapshot id. Its data stays until maintenance reclaims it.
