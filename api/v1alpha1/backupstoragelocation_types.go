@@ -101,6 +101,7 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || !has(self.encryption)",message="a location with format velero cannot have encryption: Velero's objects are not encrypted by Cairn"
+// +kubebuilder:validation:XValidation:rule="!has(self.velero) || (has(self.format) && self.format == 'velero')",message="velero settings apply only to a location with format velero"
 type BackupStorageLocationSpec struct {
 	// Format is the layout of the backups under the prefix: cairn (the default; Cairn's own)
 	// or velero (a Velero backup storage location's bucket and prefix, read only: each
@@ -171,6 +172,34 @@ type BackupStorageLocationSpec struct {
 	// locations; set when the location is created and cannot be removed or added later.
 	// +optional
 	ObjectLock *LocationObjectLock `json:"objectLock,omitempty"`
+
+	// Velero holds what Cairn needs to read more of a Velero location (format velero) than
+	// its backups: the password of Velero's volume data repositories.
+	// +optional
+	Velero *VeleroLocation `json:"velero,omitempty"`
+}
+
+// VeleroLocation is what Cairn needs to restore the volume data of a Velero location.
+type VeleroLocation struct {
+	// RepositoryPasswordSecretRef names the key of a Secret, in the location's namespace,
+	// holding the password of Velero's kopia repositories under <prefix>/kopia/ (Velero keeps
+	// it in its Secret velero-repo-credentials, key repository-password; unless it was
+	// changed, it is Velero's default, static-passw0rd). Without it, a restore of a Velero
+	// backup does not restore the pods whose volumes Velero copied
+	// (docs/migrating-from-velero.md, "Volume data").
+	// +optional
+	RepositoryPasswordSecretRef *SecretKeyReference `json:"repositoryPasswordSecretRef,omitempty"`
+}
+
+// SecretKeyReference names a key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
 }
 
 // ObjectLockMode is the S3 Object Lock retention mode of a location's objects.

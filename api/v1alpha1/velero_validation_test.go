@@ -29,6 +29,14 @@ var _ = Describe("BackupStorageLocation format", func() {
 		Expect(k8sClient.Create(ctx, newLocation(veleroSpec()))).To(Succeed())
 	})
 
+	It("accepts the Secret of Velero's repository password on a velero location, and a change of it", func() {
+		spec := veleroSpec()
+		spec.Velero = &cairnv1.VeleroLocation{RepositoryPasswordSecretRef: &cairnv1.SecretKeyReference{Name: "velero-repo-credentials", Key: "repository-password"}}
+		l := newLocation(spec)
+		Expect(k8sClient.Create(ctx, l)).To(Succeed())
+		Expect(mergePatch(l, `{"spec":{"velero":{"repositoryPasswordSecretRef":{"name":"other","key":"pw"}}}}`)).To(Succeed())
+	})
+
 	DescribeTable("refuses at creation",
 		func(mutate func(*cairnv1.BackupStorageLocationSpec), want string) {
 			spec := veleroSpec()
@@ -43,6 +51,13 @@ var _ = Describe("BackupStorageLocation format", func() {
 			s.Encryption = &cairnv1.LocationEncryption{KeySecretRef: cairnv1.LocalSecretReference{Name: "k"}, WriteKey: "k1"}
 		}, "a location with format velero cannot have encryption"),
 		Entry("an unknown format", func(s *cairnv1.BackupStorageLocationSpec) { s.Format = "restic" }, "spec.format"),
+		Entry("velero settings on a cairn location", func(s *cairnv1.BackupStorageLocationSpec) {
+			s.Format, s.AccessMode = cairnv1.LocationFormatCairn, cairnv1.AccessModeReadWrite
+			s.Velero = &cairnv1.VeleroLocation{RepositoryPasswordSecretRef: &cairnv1.SecretKeyReference{Name: "p", Key: "k"}}
+		}, "velero settings apply only to a location with format velero"),
+		Entry("a password Secret without a key", func(s *cairnv1.BackupStorageLocationSpec) {
+			s.Velero = &cairnv1.VeleroLocation{RepositoryPasswordSecretRef: &cairnv1.SecretKeyReference{Name: "p"}}
+		}, "spec.velero.repositoryPasswordSecretRef.key"),
 	)
 
 	DescribeTable("refuses a change of format",

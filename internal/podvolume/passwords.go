@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,6 +102,82 @@ func (p *Passwords) Ensure(ctx context.Context, repo cairnv1.RepositoryReference
 		return "", fmt.Errorf("making the password of repository %s (Secret %s/%s): %w", repo.Key(), p.Namespace, p.Secret, err)
 	}
 	return password, nil
+}
+
+// VeleroPasswordsAnnotation on the passwords Secret lists, comma-separated, the keys whose
+// password was copied from a Velero location's spec.velero.repositoryPasswordSecretRef
+// (CopyVelero): only those may be replaced by another copy.
+const VeleroPasswordsAnnotation = "cairn.dev/velero-repositories"
+
+// CopyVelero keeps the password of a Velero repository (read by the manager from the Secret
+// its location names) under the repository's key, where the node agents, which may read this
+// Secret and no other, find it. It never replaces a password Cairn made: that would lose the
+// key to the data of a repository of the same name.
+func (p *Passwords) CopyVelero(ctx context.Context, repo cairnv1.RepositoryReference, password string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var s corev1.Secret
+		err := p.reader().Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Secret}, &s)
+		if apierrors.IsNotFound(err) {
+			s = corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: p.Secret, Namespace: p.Namespace,
+					Labels: map[string]string{"app.kubernetes.io/part-of": "cairn"}},
+				Type: corev1.SecretTypeOpaque,
+			}
+			if _, err := copyVeleroPassword(&s, repo.Key(), password); err != nil {
+				return err
+			}
+			err = p.Client.Create(ctx, &s)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("secrets"), p.Secret, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		changed, err := copyVeleroPassword(&s, repo.Key(), password)
+		if err != nil || !changed {
+			return err
+		}
+		return p.Client.Update(ctx, &s) // conditional on the resourceVersion read
+	})
+	if err != nil {
+		return fmt.Errorf("keeping the password of Velero's repository %s (Secret %s/%s): %w", repo.Key(), p.Namespace, p.Secret, err)
+	}
+	return nil
+}
+
+// copyVeleroPassword sets key to password in the passwords Secret s, recording key as a
+// Velero copy; changed says whether s changed. A different password under key that is not a
+// Velero copy is an error: Cairn made it, and it is never replaced.
+func copyVeleroPassword(s *corev1.Secret, key, password string) (changed bool, err error) {
+	copies := s.Annotations[VeleroPasswordsAnnotation]
+	var listed []string
+	if copies != "" {
+		listed = strings.Split(copies, ",")
+	}
+	isCopy := slices.Contains(listed, key)
+	if old, ok := s.Data[key]; ok && len(old) > 0 {
+		switch {
+		case string(old) == password && isCopy:
+			return false, nil
+		case !isCopy:
+			return false, fmt.Errorf("the key %s already holds the password of a repository Cairn made: a velero location cannot share its name with a location whose volume data Cairn copied", key)
+		}
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	s.Data[key] = []byte(password)
+	if !isCopy {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		listed = append(listed, key)
+		slices.Sort(listed)
+		s.Annotations[VeleroPasswordsAnnotation] = strings.Join(listed, ",")
+	}
+	return true, nil
 }
 
 func (p *Passwords) reader() client.Reader {

@@ -25,6 +25,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/backup"
 	"github.com/cairn-backup/cairn/internal/hooks"
 	"github.com/cairn-backup/cairn/internal/restore"
+	"github.com/cairn-backup/cairn/internal/velerofmt"
 )
 
 // RestoreActionName is the name of the restore action in a restore's recorded operations.
@@ -89,6 +90,34 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 	return out, refused, nil
 }
 
+// veleroRestoredVolumes are the snapshots of the backed-up pod namespace/name, by volume, that
+// Velero's file-system backup took (copied: its PodVolumeBackups, velerofmt.CopiedVolumes):
+// read from Velero's kopia repository of the pod's own namespace (Velero keeps one per
+// namespace under <prefix>/kopia/<namespace>/, the layout of Cairn's), in the backup's
+// location, and written only if the snapshot is of that pod (its source path, which the
+// repository's key authenticates: a record changed by someone who can write the bucket cannot
+// restore another pod's data, even one of a repository that shares Velero's password).
+// Volumes that restic copied are refused: restic repositories are another format.
+func veleroRestoredVolumes(copied []velerofmt.PodVolumeBackup, namespace, name, location string) (map[string]Snapshot, []string) {
+	out := map[string]Snapshot{}
+	var refused []string
+	for _, p := range copied {
+		if p.Spec.Pod.Namespace != namespace || p.Spec.Pod.Name != name {
+			continue
+		}
+		if u := p.Uploader(); u != velerofmt.UploaderKopia {
+			refused = append(refused, fmt.Sprintf("volume %s was copied by Velero's %s uploader (snapshot %s), whose repositories Cairn cannot read", p.Spec.Volume, u, p.Status.SnapshotID))
+			continue
+		}
+		out[p.Spec.Volume] = Snapshot{
+			Pod: cairnv1.PodReference{Namespace: namespace, Name: name}, Volume: p.Spec.Volume,
+			Repository: cairnv1.RepositoryReference{StorageLocation: location, Namespace: namespace},
+			SnapshotID: p.Status.SnapshotID, Source: velerofmt.SnapshotSourcePrefix(namespace, name),
+		}
+	}
+	return out, refused
+}
+
 // Execute prepares a restored pod: the restore helper and its PodVolumeRestores when the
 // backup copied its volumes, then the pod's init hooks (internal/hooks), placed after the
 // helper so that they see the restored data, and before the pod's own init containers. A pod
@@ -96,17 +125,6 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 // error of the item, the pod still restored without it.
 func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (restore.ActionOutput, error) {
 	out := restore.ActionOutput{Item: in.Item}
-	if in.Facts.VeleroVolumes != nil {
-		copied, err := in.Facts.VeleroVolumes(ctx, in.Original.GetNamespace(), in.Original.GetName())
-		if err != nil {
-			return out, err
-		}
-		if len(copied) > 0 {
-			// The pod is not made: an application never starts on volumes left empty.
-			return out, fmt.Errorf("the pod's volume data was copied by Velero's file-system backup, which Cairn cannot restore (docs/migrating-from-velero.md, \"Volume data\"): volume %s",
-				strings.Join(copied, ", volume "))
-		}
-	}
 	if in.Facts.Restore == nil {
 		return out, nil
 	}
@@ -161,8 +179,22 @@ func (a RestoreAction) Execute(ctx context.Context, in restore.ActionInput) (res
 }
 
 // snapshots are the backed-up pod's volume snapshots this restore writes back (none when the
-// backup copied none of its volumes).
+// backup copied none of its volumes): from the backup's operations, or for a Velero backup
+// from Velero's record of its PodVolumeBackups.
 func (a RestoreAction) snapshots(ctx context.Context, in restore.ActionInput) (map[string]Snapshot, error) {
+	if in.Facts.VeleroVolumes != nil {
+		copied, err := in.Facts.VeleroVolumes(ctx, in.Original.GetNamespace(), in.Original.GetName())
+		if err != nil {
+			return nil, err
+		}
+		snaps, refused := veleroRestoredVolumes(copied, in.Original.GetNamespace(), in.Original.GetName(), in.Facts.BackupLocation)
+		if len(refused) > 0 {
+			// The pod is not made: an application never starts on volumes left empty.
+			return nil, fmt.Errorf("the pod's volume data, copied by Velero's file-system backup, cannot be restored (docs/migrating-from-velero.md, \"Volume data\"): %s",
+				strings.Join(refused, "; "))
+		}
+		return snaps, nil
+	}
 	if in.Facts.BackupOperations == nil {
 		return nil, nil
 	}
@@ -269,7 +301,7 @@ func (a RestoreAction) create(ctx context.Context, rs *cairnv1.Restore, namespac
 		},
 		Spec: cairnv1.PodVolumeRestoreSpec{
 			Pod: cairnv1.PodReference{Namespace: namespace, Name: pod}, Volume: snap.Volume, SourcePod: source,
-			Repository: snap.Repository, SnapshotID: snap.SnapshotID,
+			Repository: snap.Repository, SnapshotID: snap.SnapshotID, SnapshotSource: snap.Source,
 		},
 	}
 	if err := a.Client.Create(ctx, pvr); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/backup"
+	"github.com/cairn-backup/cairn/internal/velerofmt"
 )
 
 // Facts are what actions may ask about the rest of the restore.
@@ -34,10 +35,10 @@ type Facts struct {
 	BackupOperations func(ctx context.Context) ([]backup.Operation, error)
 	// BackupLocation is the name of the backup's storage location.
 	BackupLocation string
-	// VeleroVolumes, for a backup synced from a Velero location, returns the volumes of the
-	// backed-up pod namespace/name whose data Velero's file-system backup copied, each named
-	// with its uploader and snapshot: data Cairn cannot restore (nil: not a Velero backup).
-	VeleroVolumes func(ctx context.Context, namespace, pod string) ([]string, error)
+	// VeleroVolumes, for a backup synced from a Velero location, returns the PodVolumeBackups
+	// of the backed-up pod namespace/name whose volumes Velero's file-system backup copied
+	// (velerofmt.CopiedVolumes; nil: not a Velero backup).
+	VeleroVolumes func(ctx context.Context, namespace, pod string) ([]velerofmt.PodVolumeBackup, error)
 }
 
 func (f Facts) pvRestored(name string) bool { return f.PVRestored != nil && f.PVRestored(name) }

@@ -1025,7 +1025,7 @@ func (ru *run) backupOperations(ctx context.Context) ([]backup.Operation, error)
 
 // veleroVolumes answers Facts.VeleroVolumes from the Velero backup's PodVolumeBackups file,
 // read once (bounded by the storage timeout); a backup without one copied no volume.
-func (ru *run) veleroVolumes(ctx context.Context, namespace, pod string) ([]string, error) {
+func (ru *run) veleroVolumes(ctx context.Context, namespace, pod string) ([]velerofmt.PodVolumeBackup, error) {
 	ru.veleroPVBsOnce.Do(func() {
 		keys := ru.req.BackupKeys
 		key := path.Join(keys.Dir, ru.restore.Status.BackupName+velerofmt.PodVolumeBackupsSuffix)

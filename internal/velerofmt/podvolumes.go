@@ -1,9 +1,9 @@
 package velerofmt
 
 import (
-	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/cairn-backup/cairn/internal/storage"
 )
@@ -39,22 +39,37 @@ func ReadPodVolumeBackups(r io.Reader, key string) ([]PodVolumeBackup, error) {
 	return pvbs, nil
 }
 
-// CopiedVolumes says, for the pod namespace/name as backed up, which of its volumes Velero's
-// file-system backup copied (a completed PodVolumeBackup with a snapshot), sorted, each with
-// the uploader and snapshot: the data Cairn does not restore (docs/migrating-from-velero.md,
-// "Volume data").
-func CopiedVolumes(pvbs []PodVolumeBackup, namespace, name string) []string {
-	var out []string
+// UploaderKopia is the uploader of Velero's kopia file-system backups; restic is the other
+// (Velero's default before 1.10, when PodVolumeBackups named no uploader).
+const UploaderKopia = "kopia"
+
+// Uploader is the uploader that copied the volume: kopia or restic.
+func (p PodVolumeBackup) Uploader() string {
+	if p.Spec.UploaderType == "" {
+		return "restic"
+	}
+	return p.Spec.UploaderType
+}
+
+// CopiedVolumes are the PodVolumeBackups of the pod namespace/name as backed up whose volume
+// Velero's file-system backup copied (a completed PodVolumeBackup with a snapshot), sorted by
+// volume.
+func CopiedVolumes(pvbs []PodVolumeBackup, namespace, name string) []PodVolumeBackup {
+	var out []PodVolumeBackup
 	for _, p := range pvbs {
-		if p.Spec.Pod.Namespace != namespace || p.Spec.Pod.Name != name || p.Status.SnapshotID == "" {
+		if p.Spec.Pod.Namespace != namespace || p.Spec.Pod.Name != name || p.Status.SnapshotID == "" || p.Status.Phase != "Completed" {
 			continue
 		}
-		uploader := p.Spec.UploaderType
-		if uploader == "" {
-			uploader = "restic"
-		}
-		out = append(out, fmt.Sprintf("%s (Velero %s snapshot %s)", p.Spec.Volume, uploader, p.Status.SnapshotID))
+		out = append(out, p)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b PodVolumeBackup) int { return strings.Compare(a.Spec.Volume, b.Spec.Volume) })
 	return out
+}
+
+// SnapshotSourcePrefix begins the source path of every kopia snapshot Velero's node agent
+// (v1.12 and later) takes of a volume of the pod namespace/name:
+// snapshot-pod-volume/kopia/<namespace>/<pod>/<volume, or its claim's name>. The snapshot's
+// manifest, which holds it, is encrypted and authenticated by the repository's key.
+func SnapshotSourcePrefix(namespace, name string) string {
+	return "snapshot-pod-volume/" + UploaderKopia + "/" + namespace + "/" + name + "/"
 }

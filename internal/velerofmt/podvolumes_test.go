@@ -20,13 +20,16 @@ func TestCopiedVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := CopiedVolumes(pvbs, "shop", "db-0")
-	want := []string{"data (Velero kopia snapshot k1)", "old (Velero restic snapshot r1)"}
+	var got []string
+	for _, p := range CopiedVolumes(pvbs, "shop", "db-0") {
+		got = append(got, p.Spec.Volume+" "+p.Uploader()+" "+p.Status.SnapshotID)
+	}
+	want := []string{"data kopia k1", "old restic r1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CopiedVolumes = %q, want %q (no snapshot: nothing was copied)", got, want)
 	}
 	if got := CopiedVolumes(pvbs, "shop", "web-0"); got != nil {
-		t.Errorf("CopiedVolumes of a pod with none = %q", got)
+		t.Errorf("CopiedVolumes of a pod with none = %v", got)
 	}
 	if _, err := ReadPodVolumeBackups(bytes.NewReader([]byte("not gzip")), "k"); err == nil {
 		t.Error("ReadPodVolumeBackups of garbage = nil error")

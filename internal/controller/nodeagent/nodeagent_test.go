@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,6 +42,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/location"
 	"github.com/cairn-backup/cairn/internal/podvolume"
 	"github.com/cairn-backup/cairn/internal/repository"
+	"github.com/cairn-backup/cairn/internal/restore"
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
@@ -517,8 +523,11 @@ var _ = Describe("Volume data", Ordered, func() {
 
 	// schedule binds a restored pod to node, as the scheduler would, and makes its volume
 	// directories, as the kubelet would before its init containers start; it returns the pod.
-	schedule := func(namespace, name, node string) *corev1.Pod {
+	schedule := func(namespace, name, node string, volumes ...string) *corev1.Pod {
 		GinkgoHelper()
+		if len(volumes) == 0 {
+			volumes = []string{"data"}
+		}
 		var pod corev1.Pod
 		Eventually(func() error {
 			return K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &pod)
@@ -527,7 +536,7 @@ var _ = Describe("Volume data", Ordered, func() {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 		})).To(Succeed())
-		for _, v := range []string{"data", podvolume.RestoreMarkerVolume} {
+		for _, v := range append(volumes, podvolume.RestoreMarkerVolume) {
 			Expect(os.MkdirAll(emptyDir(&pod, v), 0o777)).To(Succeed())
 		}
 		// Every volume mounted, the kubelet runs the first init container: the restore helper.
@@ -635,6 +644,104 @@ var _ = Describe("Volume data", Ordered, func() {
 		Eventually(func() []cairnv1.PodVolumeRestore { return podVolumeRestores(rs) }).Should(BeEmpty())
 	})
 
+	// The real Velero file-system backup of hack/velero-volume-fixtures.sh (testdata/velero/volumes):
+	// namespace ledger, pod books, emptyDir volumes data and journal copied by Velero's kopia
+	// uploader into its repository of the namespace, whose password is Velero's default.
+	It("restores the volume data of a real Velero file-system backup with the password its location names, and fails a volume clearly without it or with a wrong one", func() {
+		root := GinkgoT().TempDir()
+		src := filepath.Join(testenv.RepoRoot(), "testdata", "velero", "volumes", "bucket")
+		Expect(filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(root, rel), 0o750)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(root, rel), b, 0o600)
+		})).To(Succeed())
+		spec := FilesystemSpec(root)
+		spec.Format, spec.AccessMode = cairnv1.LocationFormatVelero, cairnv1.AccessModeReadOnly
+		spec.ObjectStorage = &cairnv1.ObjectStorage{Prefix: "velero"}
+		spec.BackupSyncPeriod = &metav1.Duration{Duration: time.Second}
+		spec.Velero = &cairnv1.VeleroLocation{RepositoryPasswordSecretRef: &cairnv1.SecretKeyReference{Name: "velero-repo-credentials", Key: "repository-password"}}
+		vel := &cairnv1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "from-velero", Namespace: OperatorNamespace}, Spec: spec}
+		Expect(K8sClient.Create(SuiteCtx, vel)).To(Succeed())
+		DeferCleanup(func() { _ = K8sClient.Delete(SuiteCtx, vel) })
+		EventuallyLocation(vel, cairnv1.StorageLocationPhaseAvailable, "")
+		Eventually(func() error {
+			return K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: OperatorNamespace, Name: "ledger-fs"}, &cairnv1.Backup{})
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		WaitPhase("ledger-fs", cairnv1.BackupPhaseCompleted)
+		restoreInto := func(name, namespace string) {
+			GinkgoHelper()
+			CreateRestore(OperatorNamespace, name, cairnv1.RestoreSpec{BackupName: "ledger-fs", IncludedResources: []string{"pods"},
+				NamespaceMapping: map[string]cairnv1.NamespaceName{"ledger": cairnv1.NamespaceName(namespace)}})
+		}
+		repositoryNamed := "the volume repository of location from-velero for namespace ledger"
+
+		By("without the password Secret: the pod is an error naming the Secret, and is not made")
+		restoreInto("velero-nopw", "ledger-nopw")
+		rs := WaitRestore(OperatorNamespace, "velero-nopw", cairnv1.RestorePhasePartiallyFailed)
+		Expect(podVolumeRestores(rs)).To(BeEmpty())
+		Expect(apierrors.IsNotFound(K8sClient.Get(SuiteCtx, types.NamespacedName{Namespace: "ledger-nopw", Name: "books"}, &corev1.Pod{}))).To(BeTrue())
+		var results restore.Results
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "velero-nopw").Results, &results)
+		Expect(results.Errors.Namespaces["ledger-nopw"]).To(ContainElement(And(
+			ContainSubstring("the data of volume data cannot be restored"),
+			ContainSubstring("the Secret %s/velero-repo-credentials that storage location from-velero names for it does not exist", OperatorNamespace))))
+
+		By("with a wrong password: each volume fails, naming the repository")
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "velero-repo-credentials", Namespace: OperatorNamespace},
+			Data: map[string][]byte{"repository-password": []byte("not-static-passw0rd")}}
+		Expect(K8sClient.Create(SuiteCtx, secret)).To(Succeed())
+		DeferCleanup(func() { _ = K8sClient.Delete(SuiteCtx, secret) })
+		restoreInto("velero-badpw", "ledger-badpw")
+		schedule("ledger-badpw", "books", nodeA, "data", "journal")
+		rs = WaitRestore(OperatorNamespace, "velero-badpw", cairnv1.RestorePhasePartiallyFailed)
+		// The pod's operation fails with its first failed volume, and the other volume's
+		// restore is cancelled if it had not failed yet.
+		Eventually(func(g Gomega) {
+			pvrs := podVolumeRestores(rs)
+			g.Expect(pvrs).To(HaveLen(2))
+			failed := 0
+			for _, p := range pvrs {
+				g.Expect(p.Status.Phase).To(BeElementOf(cairnv1.PodVolumePhaseFailed, cairnv1.PodVolumePhaseCancelled))
+				if p.Status.Phase == cairnv1.PodVolumePhaseFailed {
+					failed++
+					g.Expect(p.Status.Message).To(And(ContainSubstring(repositoryNamed), ContainSubstring("wrong repository password")))
+				}
+			}
+			g.Expect(failed).To(BeNumerically(">=", 1))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(rs.Status.RestoreItemOperationsFailed).To(BeEquivalentTo(1))
+		var ops []backup.Operation
+		GunzipJSON(store, storage.Layout{}.Restore(OperatorNamespace, "velero-badpw").ItemOperations, &ops)
+		Expect(ops).To(HaveLen(1))
+		Expect(ops[0].Error).To(And(ContainSubstring("volumes of pod ledger-badpw/books"),
+			ContainSubstring(repositoryNamed), ContainSubstring("wrong repository password")))
+
+		By("with Velero's password: both volumes as Velero copied them, from the snapshots of that pod")
+		secret.Data["repository-password"] = []byte("static-passw0rd")
+		Expect(K8sClient.Update(SuiteCtx, secret)).To(Succeed())
+		restoreInto("velero-vol", "ledger-vol")
+		pod := schedule("ledger-vol", "books", nodeA, "data", "journal")
+		rs = WaitRestore(OperatorNamespace, "velero-vol", cairnv1.RestorePhaseCompleted)
+		pvrs := podVolumeRestores(rs)
+		Expect(pvrs).To(HaveLen(2))
+		for _, p := range pvrs {
+			Expect(p.Status.Phase).To(Equal(cairnv1.PodVolumePhaseCompleted), p.Status.Message)
+			Expect(p.Spec.Repository).To(Equal(cairnv1.RepositoryReference{StorageLocation: "from-velero", Namespace: "ledger"}))
+			Expect(p.Spec.SnapshotSource).To(Equal("snapshot-pod-volume/kopia/ledger/books/"))
+			Expect(veleroTree(emptyDir(pod, p.Spec.Volume))).To(Equal(veleroFixtureTree(p.Spec.Volume)), p.Spec.Volume)
+			Expect(filepath.Join(emptyDir(pod, podvolume.RestoreMarkerVolume), p.Spec.Volume+".done")).To(BeAnExistingFile())
+		}
+	})
+
 	It("deletes a deleted backup's snapshots and copies, and maintenance gives the space back", func() {
 		second := GetBackup(OperatorNamespace, "pv-b2")
 		secondIDs := []string{}
@@ -655,3 +762,54 @@ var _ = Describe("Volume data", Ordered, func() {
 			WithTimeout(30*time.Second).WithPolling(time.Second).Should(BeNumerically("<", peak/10), "peak %d", peak)
 	})
 })
+
+// veleroTree describes dir as hack/velero-volume-fixtures.sh's <volume>.tree does: one line
+// per entry, "path type mode sha256-or-link-target" (mode with the setuid, setgid and sticky
+// bits), sorted.
+func veleroTree(dir string) []string {
+	GinkgoHelper()
+	var out []string
+	Expect(filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		m := info.Mode()
+		mode := uint32(m.Perm())
+		for bit, v := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+			if m&bit != 0 {
+				mode |= v
+			}
+		}
+		switch {
+		case m&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			out = append(out, fmt.Sprintf("%s symlink %04o %s", rel, mode, target))
+			return err
+		case m.IsDir():
+			out = append(out, fmt.Sprintf("%s dir %04o -", rel, mode))
+		default:
+			b, err := os.ReadFile(p)
+			sum := sha256.Sum256(b)
+			out = append(out, fmt.Sprintf("%s file %04o %x", rel, mode, sum))
+			return err
+		}
+		return nil
+	})).To(Succeed())
+	slices.Sort(out)
+	return out
+}
+
+// veleroFixtureTree is the fixture's tree of volume as Velero copied it.
+func veleroFixtureTree(volume string) []string {
+	GinkgoHelper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "testdata", "velero", "volumes", volume+".tree"))
+	Expect(err).NotTo(HaveOccurred())
+	out := strings.Split(strings.TrimSpace(string(b)), "\n")
+	slices.Sort(out)
+	return out
+}

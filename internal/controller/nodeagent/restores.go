@@ -69,7 +69,7 @@ func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *p
 	}
 	defer func() { _ = repo.Close() }()
 	res, err := repo.Restore(ctx, pvr.Spec.SnapshotID, dir, repository.RestoreOptions{
-		Overwrite: true, Parallel: a.RestoreParallelism,
+		Overwrite: true, Parallel: a.RestoreParallelism, SourcePrefix: pvr.Spec.SnapshotSource,
 		Progress: func(done, total int64) { p.done.Store(done); p.total.Store(total) },
 	})
 	return outcome{Bytes: res.Bytes, Files: res.Files}, err

@@ -157,8 +157,22 @@ func (s *Service) keepAlive(key string, sess blobproxy.Session) func() {
 }
 
 // Readable says whether a restore can read a repository here: its password is known. A second
-// cluster restoring from the first one's storage needs the first one's password Secret.
+// cluster restoring from the first one's storage needs the first one's password Secret. The
+// password of a Velero repository is the one its location names (VeleroPassword), kept in the
+// password Secret for the node agents.
 func (s *Service) Readable(ctx context.Context, ref cairnv1.RepositoryReference) error {
+	var bsl cairnv1.BackupStorageLocation
+	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: ref.StorageLocation}, &bsl)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading storage location %s: %w", ref.StorageLocation, err)
+	}
+	if err == nil && bsl.Spec.Format == cairnv1.LocationFormatVelero {
+		password, err := s.VeleroPassword(ctx, &bsl)
+		if err != nil {
+			return fmt.Errorf("the password of Velero's repository for namespace %s is not known: %w", ref.Namespace, err)
+		}
+		return s.Passwords.CopyVelero(ctx, ref, password)
+	}
 	if _, err := s.Passwords.Get(ctx, ref); err != nil {
 		if errors.Is(err, podvolume.ErrNoPassword) {
 			return fmt.Errorf("%w: copy it from the cluster that made the backup (docs/volumes.md)", err)
@@ -166,6 +180,28 @@ func (s *Service) Readable(ctx context.Context, ref cairnv1.RepositoryReference)
 		return err
 	}
 	return nil
+}
+
+// VeleroPassword reads the password of the Velero location bsl's kopia repositories from the
+// Secret its spec.velero.repositoryPasswordSecretRef names.
+func (s *Service) VeleroPassword(ctx context.Context, bsl *cairnv1.BackupStorageLocation) (string, error) {
+	if bsl.Spec.Velero == nil || bsl.Spec.Velero.RepositoryPasswordSecretRef == nil {
+		return "", fmt.Errorf("storage location %s has no spec.velero.repositoryPasswordSecretRef (Velero keeps the password in its Secret velero-repo-credentials, key repository-password; its default is static-passw0rd; docs/migrating-from-velero.md)", bsl.Name)
+	}
+	ref := bsl.Spec.Velero.RepositoryPasswordSecretRef
+	var secret corev1.Secret
+	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: bsl.Namespace, Name: ref.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("the Secret %s/%s that storage location %s names for it does not exist", bsl.Namespace, ref.Name, bsl.Name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the Secret %s/%s that storage location %s names for it: %w", bsl.Namespace, ref.Name, bsl.Name, err)
+	}
+	password := secret.Data[ref.Key]
+	if len(password) == 0 {
+		return "", fmt.Errorf("the Secret %s/%s that storage location %s names for it has no key %s", bsl.Namespace, ref.Name, bsl.Name, ref.Key)
+	}
+	return string(password), nil
 }
 
 // DeleteSnapshots deletes volume snapshots from their repositories. A snapshot already gone
