@@ -18,7 +18,10 @@
 // control plane started by the test (envtest's kube-apiserver and etcd, kube-controller-manager),
 // which shares only the S3 server: the manager binary runs as its operator, and its node agent
 // (the manager binary's node-agent command) writes into a pods directory laid out as the
-// kubelet's, the test binding the pod to a node and making its volume directories.
+// kubelet's, the test binding the pod to a node and making its volume directories. The Velero
+// spec (velero_test.go) restores the volume data of a real Velero file-system backup
+// (testdata/velero/volumes, made on this node by hack/velero-volume-fixtures.sh) from a velero
+// location on the S3 server.
 //
 // The suite is built only with the e2enode tag ('make test-node'), so that ./test/e2e/... does
 // not bring a node up.

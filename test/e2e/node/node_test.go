@@ -476,6 +476,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 
 	describeVolumeData(&storageDir, &proxy)
 	describeVolumeRestore(&proxy, &server)
+	describeVeleroVolumes(&proxy, &server)
 	describeHooks(&storageDir)
 })
 
