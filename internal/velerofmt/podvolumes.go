@@ -67,7 +67,7 @@ func CopiedVolumes(pvbs []PodVolumeBackup, namespace, name string) []PodVolumeBa
 }
 
 // SnapshotSourcePrefix begins the source path of every kopia snapshot Velero's node agent
-// (v1.12 and later) takes of a volume of the pod namespace/name:
+// (v1.17 and later) takes of a volume of the pod namespace/name:
 // snapshot-pod-volume/kopia/<namespace>/<pod>/<volume, or its claim's name>. The snapshot's
 // manifest, which holds it, is encrypted and authenticated by the repository's key.
 func SnapshotSourcePrefix(namespace, name string) string {
