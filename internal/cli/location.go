@@ -35,6 +35,8 @@ type locationCreateOptions struct {
 	isDefault                bool
 	accessMode               string
 	format                   string
+	// veleroPassword is the Secret and key of Velero's repository password, SECRET=KEY.
+	veleroPassword string
 }
 
 // location is the BackupStorageLocation the options say.
@@ -68,6 +70,16 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 	default:
 		return nil, usageErrorf("invalid --format %q: want cairn or velero", o.format)
 	}
+	if o.veleroPassword != "" {
+		secret, key, ok := strings.Cut(o.veleroPassword, "=")
+		switch {
+		case bsl.Spec.Format != cairnv1.LocationFormatVelero:
+			return nil, usageErrorf("--velero-repository-password needs --format velero")
+		case !ok || secret == "" || key == "":
+			return nil, usageErrorf("invalid --velero-repository-password %q: want SECRET=KEY", o.veleroPassword)
+		}
+		bsl.Spec.Velero = &cairnv1.VeleroLocation{RepositoryPasswordSecretRef: &cairnv1.SecretKeyReference{Name: secret, Key: key}}
+	}
 	if o.bucket != "" || o.prefix != "" {
 		bsl.Spec.ObjectStorage = &cairnv1.ObjectStorage{Bucket: o.bucket, Prefix: o.prefix}
 	}
@@ -90,7 +102,7 @@ func newLocationCreateCommand(e *env) *cobra.Command {
   cairn location create s3 --provider s3 --bucket backups --prefix cluster-a \
       --config region=eu-west-1,endpoint=https://s3.example.com --credential cairn-s3=cloud
   cairn location create from-velero --format velero --provider s3 --bucket velero-backups --prefix velero \
-      --config region=eu-west-1 --credential cairn-s3=cloud`,
+      --config region=eu-west-1 --credential cairn-s3=cloud --velero-repository-password velero-repo-credentials=repository-password`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			bsl, err := o.location(args[0], e.locationNamespace())
@@ -119,6 +131,7 @@ func newLocationCreateCommand(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&o.isDefault, "default", false, "Make it the location of backups that name none.")
 	cmd.Flags().StringVar(&o.accessMode, "access-mode", "", "ReadWrite (default) or ReadOnly (restores only, as for a second cluster).")
 	cmd.Flags().StringVar(&o.format, "format", "", "cairn (default) or velero: the bucket and prefix of a Velero backup storage location, read only (docs/migrating-from-velero.md).")
+	cmd.Flags().StringVar(&o.veleroPassword, "velero-repository-password", "", "With --format velero: the Secret and key holding the password of Velero's kopia repositories, SECRET=KEY, so that the pod volumes Velero copied are restored (docs/migrating-from-velero.md, \"Volume data\").")
 	return cmd
 }
 

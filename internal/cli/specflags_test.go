@@ -226,10 +226,17 @@ func TestVeleroLocationFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Format != cairnv1.LocationFormatVelero || got.Spec.AccessMode != cairnv1.AccessModeReadOnly {
+	if got.Spec.Format != cairnv1.LocationFormatVelero || got.Spec.AccessMode != cairnv1.AccessModeReadOnly || got.Spec.Velero != nil {
 		t.Errorf("location = %+v: want format velero, ReadOnly implied", got.Spec)
 	}
+	o.veleroPassword = "velero-repo-credentials=repository-password"
+	got, err = o.location("from-velero", "cairn-system")
+	if err != nil || got.Spec.Velero == nil || *got.Spec.Velero.RepositoryPasswordSecretRef != (cairnv1.SecretKeyReference{Name: "velero-repo-credentials", Key: "repository-password"}) {
+		t.Errorf("with --velero-repository-password: %+v, %v", got, err)
+	}
 	for _, bad := range []locationCreateOptions{
+		{provider: "s3", bucket: "b", veleroPassword: "s=k"},
+		{provider: "s3", bucket: "b", format: "velero", veleroPassword: "nokey"},
 		{provider: "s3", bucket: "b", format: "velero", accessMode: "ReadWrite"},
 		{provider: "s3", bucket: "b", format: "velero", isDefault: true},
 		{provider: "s3", bucket: "b", format: "restic"},
