@@ -74,14 +74,10 @@ func (s *veleroFiles) GetBlob(_ context.Context, id blob.ID, offset, length int6
 		return blob.ErrBlobNotFound
 	}
 	output.Reset()
-	if length < 0 {
-		if offset != 0 {
-			return blob.ErrInvalidRange
-		}
-		_, err = io.Copy(output, f)
-		return err
+	if length < 0 { // to the end, as the blob proxy asks
+		length = fi.Size() - offset
 	}
-	if offset < 0 || offset+length > fi.Size() {
+	if offset < 0 || length < 0 || offset+length > fi.Size() {
 		return blob.ErrInvalidRange
 	}
 	_, err = io.Copy(output, io.NewSectionReader(f, offset, length))

@@ -69,6 +69,9 @@ func TestKopiaStorageOfAVeleroFilesystemLocation(t *testing.T) {
 	if err := st.GetBlob(ctx, "p0123", 0, -1, &out); err != nil || out.String() != "0123456789" {
 		t.Errorf("GetBlob(whole) = %q, %v", out.String(), err)
 	}
+	if err := st.GetBlob(ctx, "p0123", 7, -1, &out); err != nil || out.String() != "789" {
+		t.Errorf("GetBlob(7, to the end) = %q, %v", out.String(), err)
+	}
 	if err := st.GetBlob(ctx, "p0123", 8, 5, &out); !errors.Is(err, blob.ErrInvalidRange) {
 		t.Errorf("GetBlob past the end: %v, want ErrInvalidRange", err)
 	}
