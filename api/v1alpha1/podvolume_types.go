@@ -223,14 +223,20 @@ type PodVolumeRestoreSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.snapshotID is immutable"
 	SnapshotID string `json:"snapshotID"`
-	// SnapshotSource, when set, is what the snapshot's source path (as the repository
-	// records it, authenticated by the repository's key) must begin with, or the node agent
-	// writes nothing: for a snapshot Velero made, snapshot-pod-volume/kopia/<namespace>/<pod>/
-	// of the pod as backed up, so that a changed record cannot restore another pod's data.
+	// SnapshotSource and SnapshotTags, when set, say what the snapshot must be of, as the
+	// repository records it (authenticated by the repository's key), or the node agent writes
+	// nothing: its source path begins with SnapshotSource, or it carries every tag of
+	// SnapshotTags. For a snapshot Velero made of the pod as backed up:
+	// snapshot-pod-volume/kopia/<namespace>/<pod>/ (Velero v1.17 and later), or the tags ns
+	// and pod (v1.12 to v1.16); so that a changed record cannot restore another pod's data.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.snapshotSource is immutable"
 	SnapshotSource string `json:"snapshotSource,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.snapshotTags is immutable"
+	SnapshotTags map[string]string `json:"snapshotTags,omitempty"`
 	// Cancel, set to true, stops the restore of the volume; the pod's restore helper then
 	// fails, and the application does not start on partial data.
 	// +optional

@@ -197,7 +197,8 @@ func TestVeleroKopiaRepositoryThroughTheProxy(t *testing.T) {
 				t.Errorf("SnapshotSource = %q, %v; want %q", src, err, want)
 			}
 			other := filepath.Join(t.TempDir(), "other")
-			if _, err := rep.Restore(ctx, p.Status.SnapshotID, other, repository.RestoreOptions{SourcePrefix: "snapshot-pod-volume/kopia/shop/"}); err == nil ||
+			if _, err := rep.Restore(ctx, p.Status.SnapshotID, other, repository.RestoreOptions{Of: repository.SnapshotIdentity{
+				SourcePrefix: "snapshot-pod-volume/kopia/shop/", Tags: map[string]string{"ns": "shop", "pod": "books"}}}); err == nil ||
 				!strings.Contains(err.Error(), "is not restored") {
 				t.Errorf("Restore of a snapshot of another source: %v, want a refusal", err)
 			}
@@ -205,7 +206,8 @@ func TestVeleroKopiaRepositoryThroughTheProxy(t *testing.T) {
 				t.Errorf("a refused snapshot wrote %d entries", len(entries))
 			}
 			dst := filepath.Join(t.TempDir(), p.Spec.Volume)
-			res, err := rep.Restore(ctx, p.Status.SnapshotID, dst, repository.RestoreOptions{SourcePrefix: "snapshot-pod-volume/kopia/ledger/books/"})
+			res, err := rep.Restore(ctx, p.Status.SnapshotID, dst, repository.RestoreOptions{Of: repository.SnapshotIdentity{
+				SourcePrefix: "snapshot-pod-volume/kopia/ledger/books/", Tags: map[string]string{"ns": "ledger", "pod": "books"}}})
 			if err != nil {
 				t.Fatalf("Restore: %v", err)
 			}

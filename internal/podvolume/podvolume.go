@@ -35,12 +35,13 @@ type Snapshot struct {
 	PersistentVolumeClaimUID types.UID                   `json:"persistentVolumeClaimUID,omitempty"`
 	Repository               cairnv1.RepositoryReference `json:"repository"`
 	SnapshotID               string                      `json:"snapshotID"`
-	// Source, when set, is what the snapshot's source path must begin with for a restore to
-	// write it (PodVolumeRestoreSpec.SnapshotSource): set for the snapshots of Velero's
-	// file-system backups, which a restore reads from Velero's own record.
-	Source string `json:"source,omitempty"`
-	Bytes  int64  `json:"bytes"`
-	Files  int64  `json:"files"`
+	// Source and SourceTags, when set, say what the snapshot must be of for a restore to
+	// write it (PodVolumeRestoreSpec.SnapshotSource and SnapshotTags): set for the snapshots of
+	// Velero's file-system backups, which a restore reads from Velero's own record.
+	Source     string            `json:"source,omitempty"`
+	SourceTags map[string]string `json:"sourceTags,omitempty"`
+	Bytes      int64             `json:"bytes"`
+	Files      int64             `json:"files"`
 }
 
 // SnapshotOf is the record of a completed PodVolumeBackup.

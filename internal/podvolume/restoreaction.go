@@ -94,9 +94,10 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 // Velero's file-system backup took (copied: its PodVolumeBackups, velerofmt.CopiedVolumes):
 // read from Velero's kopia repository of the pod's own namespace (Velero keeps one per
 // namespace under <prefix>/kopia/<namespace>/, the layout of Cairn's), in the backup's
-// location, and written only if the snapshot is of that pod (its source path, which the
-// repository's key authenticates: a record changed by someone who can write the bucket cannot
-// restore another pod's data, even one of a repository that shares Velero's password).
+// location, and written only if the snapshot is of that pod (its source path, or for Velero
+// before v1.17 its tags, which the repository's key authenticates: a record changed by someone
+// who can write the bucket cannot restore another pod's data, even one of a repository that
+// shares Velero's password).
 // Volumes that restic copied are refused: restic repositories are another format.
 func veleroRestoredVolumes(copied []velerofmt.PodVolumeBackup, namespace, name, location string) (map[string]Snapshot, []string) {
 	out := map[string]Snapshot{}
@@ -112,7 +113,8 @@ func veleroRestoredVolumes(copied []velerofmt.PodVolumeBackup, namespace, name, 
 		out[p.Spec.Volume] = Snapshot{
 			Pod: cairnv1.PodReference{Namespace: namespace, Name: name}, Volume: p.Spec.Volume,
 			Repository: cairnv1.RepositoryReference{StorageLocation: location, Namespace: namespace},
-			SnapshotID: p.Status.SnapshotID, Source: velerofmt.SnapshotSourcePrefix(namespace, name),
+			SnapshotID: p.Status.SnapshotID,
+			Source:     velerofmt.SnapshotSourcePrefix(namespace, name), SourceTags: velerofmt.SnapshotTags(namespace, name),
 		}
 	}
 	return out, refused
@@ -301,7 +303,8 @@ func (a RestoreAction) create(ctx context.Context, rs *cairnv1.Restore, namespac
 		},
 		Spec: cairnv1.PodVolumeRestoreSpec{
 			Pod: cairnv1.PodReference{Namespace: namespace, Name: pod}, Volume: snap.Volume, SourcePod: source,
-			Repository: snap.Repository, SnapshotID: snap.SnapshotID, SnapshotSource: snap.Source,
+			Repository: snap.Repository, SnapshotID: snap.SnapshotID,
+			SnapshotSource: snap.Source, SnapshotTags: snap.SourceTags,
 		},
 	}
 	if err := a.Client.Create(ctx, pvr); err != nil && !apierrors.IsAlreadyExists(err) {

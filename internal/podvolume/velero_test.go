@@ -30,7 +30,7 @@ func pvb(pod, volume, uploader, snapshot string) velerofmt.PodVolumeBackup {
 }
 
 func TestVeleroRestoredVolumes(t *testing.T) {
-	source := "snapshot-pod-volume/kopia/shop/db-0/"
+	source, tags := "snapshot-pod-volume/kopia/shop/db-0/", map[string]string{"ns": "shop", "pod": "db-0"}
 	for _, tc := range []struct {
 		name    string
 		copied  []velerofmt.PodVolumeBackup
@@ -41,16 +41,16 @@ func TestVeleroRestoredVolumes(t *testing.T) {
 			name:   "kopia: read from Velero's repository of the pod's namespace in the backup's location, only a snapshot of that pod",
 			copied: []velerofmt.PodVolumeBackup{pvb("db-0", "data", "kopia", "k1"), pvb("db-0", "wal", "kopia", "k2")},
 			want: map[string]Snapshot{
-				"data": {Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "data", SnapshotID: "k1", Source: source,
+				"data": {Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "data", SnapshotID: "k1", Source: source, SourceTags: tags,
 					Repository: cairnv1.RepositoryReference{StorageLocation: "velero", Namespace: "shop"}},
-				"wal": {Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "wal", SnapshotID: "k2", Source: source,
+				"wal": {Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "wal", SnapshotID: "k2", Source: source, SourceTags: tags,
 					Repository: cairnv1.RepositoryReference{StorageLocation: "velero", Namespace: "shop"}},
 			},
 		},
 		{
 			name:    "restic: refused, naming the volume, the uploader and the snapshot",
 			copied:  []velerofmt.PodVolumeBackup{pvb("db-0", "data", "kopia", "k1"), pvb("db-0", "old", "", "r1")},
-			want:    map[string]Snapshot{"data": {Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "data", SnapshotID: "k1", Source: source, Repository: cairnv1.RepositoryReference{StorageLocation: "velero", Namespace: "shop"}}},
+			want:    map[string]Snapshot{"data": {Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "data", SnapshotID: "k1", Source: source, SourceTags: tags, Repository: cairnv1.RepositoryReference{StorageLocation: "velero", Namespace: "shop"}}},
 			refused: []string{"volume old was copied by Velero's restic uploader (snapshot r1), whose repositories Cairn cannot read"},
 		},
 		{
@@ -142,7 +142,7 @@ func TestRestoreActionRestoresVeleroCopiedVolumes(t *testing.T) {
 			Pod: cairnv1.PodReference{Namespace: "shop-restored", Name: "db-0"}, Volume: volume,
 			SourcePod:  &cairnv1.PodReference{Namespace: "shop", Name: "db-0"},
 			Repository: cairnv1.RepositoryReference{StorageLocation: "velero", Namespace: "shop"}, SnapshotID: id,
-			SnapshotSource: "snapshot-pod-volume/kopia/shop/db-0/",
+			SnapshotSource: "snapshot-pod-volume/kopia/shop/db-0/", SnapshotTags: map[string]string{"ns": "shop", "pod": "db-0"},
 		}
 		if !reflect.DeepEqual(s, want) {
 			t.Errorf("PodVolumeRestore of %s: %+v\nwant %+v", volume, s, want)

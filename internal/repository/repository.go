@@ -32,6 +32,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -585,9 +586,55 @@ type RestoreOptions struct {
 	// Progress, when set, is told the bytes written so far and the snapshot's size, at most
 	// once a second.
 	Progress func(done, total int64)
-	// SourcePrefix, when set, is what the snapshot's source path (SnapshotSource) must begin
-	// with, or nothing is written: a snapshot of another source is refused.
+	// Of, when set, is what the snapshot must be of, or nothing is written: a snapshot of
+	// another source is refused.
+	Of SnapshotIdentity
+}
+
+// SnapshotIdentity says what a snapshot is of, as its manifest records it (encrypted and
+// authenticated with the repository's key: someone who can write the storage but does not
+// know the password cannot forge it): a snapshot matches when its source path
+// (SnapshotSource) begins with SourcePrefix, or when it carries every tag of Tags. The zero
+// value matches every snapshot.
+type SnapshotIdentity struct {
 	SourcePrefix string
+	Tags         map[string]string
+}
+
+// matches reports whether a snapshot of source with tags is of w.
+func (w SnapshotIdentity) matches(source string, tags map[string]string) bool {
+	if w.SourcePrefix == "" && len(w.Tags) == 0 {
+		return true
+	}
+	if w.SourcePrefix != "" && strings.HasPrefix(source, w.SourcePrefix) {
+		return true
+	}
+	if len(w.Tags) == 0 {
+		return false
+	}
+	for k, v := range w.Tags {
+		if got, ok := tags[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// String says what w asks for, in errors.
+func (w SnapshotIdentity) String() string {
+	var parts []string
+	if w.SourcePrefix != "" {
+		parts = append(parts, fmt.Sprintf("of %s...", w.SourcePrefix))
+	}
+	if len(w.Tags) > 0 {
+		keys := slices.Sorted(maps.Keys(w.Tags))
+		tags := make([]string, len(keys))
+		for i, k := range keys {
+			tags[i] = k + "=" + w.Tags[k]
+		}
+		parts = append(parts, "tagged "+strings.Join(tags, ","))
+	}
+	return strings.Join(parts, " or ")
 }
 
 // RestoreResult describes a finished restore.
@@ -626,8 +673,8 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt Rest
 		return RestoreResult{}, fmt.Errorf("loading snapshot %s: %w", id, err)
 	}
 
-	if !strings.HasPrefix(man.Source.Path, opt.SourcePrefix) {
-		return RestoreResult{}, fmt.Errorf("snapshot %s is of %q, not of %s...: it is not restored", id, man.Source.Path, opt.SourcePrefix)
+	if !opt.Of.matches(man.Source.Path, man.Tags) {
+		return RestoreResult{}, fmt.Errorf("snapshot %s is of %q, not %s: it is not restored", id, man.Source.Path, opt.Of)
 	}
 
 	root, err := snapshotfs.SnapshotRoot(r.rep, man)

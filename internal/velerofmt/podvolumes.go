@@ -73,3 +73,12 @@ func CopiedVolumes(pvbs []PodVolumeBackup, namespace, name string) []PodVolumeBa
 func SnapshotSourcePrefix(namespace, name string) string {
 	return "snapshot-pod-volume/" + UploaderKopia + "/" + namespace + "/" + name + "/"
 }
+
+// SnapshotTags are tags every kopia snapshot of a volume of the pod namespace/name carries
+// when Velero's node agent v1.12 to v1.16 took it: the PodVolumeBackup's spec.tags (ns, pod,
+// pod-uid, volume, backup, backup-uid) are recorded on the snapshot, whose source is then the
+// node agent's path of the volume (/host_pods/<pod UID>/volumes/...), which does not name the
+// pod. (From v1.17 the source names the pod and the snapshot carries no such tags.)
+func SnapshotTags(namespace, name string) map[string]string {
+	return map[string]string{"ns": namespace, "pod": name}
+}

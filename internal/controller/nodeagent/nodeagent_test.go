@@ -737,6 +737,7 @@ var _ = Describe("Volume data", Ordered, func() {
 			Expect(p.Status.Phase).To(Equal(cairnv1.PodVolumePhaseCompleted), p.Status.Message)
 			Expect(p.Spec.Repository).To(Equal(cairnv1.RepositoryReference{StorageLocation: "from-velero", Namespace: "ledger"}))
 			Expect(p.Spec.SnapshotSource).To(Equal("snapshot-pod-volume/kopia/ledger/books/"))
+			Expect(p.Spec.SnapshotTags).To(Equal(map[string]string{"ns": "ledger", "pod": "books"}))
 			Expect(veleroTree(emptyDir(pod, p.Spec.Volume))).To(Equal(veleroFixtureTree(p.Spec.Volume)), p.Spec.Volume)
 			Expect(filepath.Join(emptyDir(pod, podvolume.RestoreMarkerVolume), p.Spec.Volume+".done")).To(BeAnExistingFile())
 		}

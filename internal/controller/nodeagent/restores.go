@@ -69,7 +69,8 @@ func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *p
 	}
 	defer func() { _ = repo.Close() }()
 	res, err := repo.Restore(ctx, pvr.Spec.SnapshotID, dir, repository.RestoreOptions{
-		Overwrite: true, Parallel: a.RestoreParallelism, SourcePrefix: pvr.Spec.SnapshotSource,
+		Overwrite: true, Parallel: a.RestoreParallelism,
+		Of:       repository.SnapshotIdentity{SourcePrefix: pvr.Spec.SnapshotSource, Tags: pvr.Spec.SnapshotTags},
 		Progress: func(done, total int64) { p.done.Store(done); p.total.Store(total) },
 	})
 	return outcome{Bytes: res.Bytes, Files: res.Files}, err

@@ -110,6 +110,7 @@ func describeVeleroVolumes(proxy **testenv.StallingProxy, server **testenv.S3Ser
 				Expect(p.Status.Phase).To(Equal(cairnv1.PodVolumePhaseCompleted), "volume %s: %s", volume, p.Status.Message)
 				Expect(p.Spec.Repository).To(Equal(cairnv1.RepositoryReference{StorageLocation: location, Namespace: "ledger"}))
 				Expect(p.Spec.SnapshotSource).To(Equal("snapshot-pod-volume/kopia/ledger/books/"))
+				Expect(p.Spec.SnapshotTags).To(Equal(map[string]string{"ns": "ledger", "pod": "books"}))
 				Expect(p.Spec.Node).To(Equal("cairn-node"))
 			}
 
