@@ -119,13 +119,15 @@ func Encrypted(s ObjectStore, keys Keyring) (ObjectStore, error) {
 		}
 		sealers[name] = sl
 	}
-	return encryptedStore{ObjectStore: s, keys: keys, sealers: sealers}, nil
+	return encryptedStore{ObjectStore: s, keys: keys, sealers: sealers, ahead: true}, nil
 }
 
 type encryptedStore struct {
 	ObjectStore
 	keys    Keyring
 	sealers map[string]sealer
+	// ahead has objects encrypted and decrypted ahead of their reader (encrypted_ahead.go).
+	ahead bool
 }
 
 // sealer is one named key made ready to seal and open objects.
@@ -194,6 +196,12 @@ func (s encryptedStore) Put(ctx context.Context, key string, r io.Reader) error 
 	if err != nil {
 		return fmt.Errorf("encrypting %s: %w", key, err)
 	}
+	if s.ahead {
+		a := newAheadReader(enc)
+		// r is not read any more once Put returns.
+		defer a.stop()
+		enc = a
+	}
 	return s.ObjectStore.Put(ctx, key, enc)
 }
 
@@ -208,6 +216,9 @@ func (s encryptedStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 	if err != nil {
 		_ = rc.Close()
 		return nil, err
+	}
+	if s.ahead {
+		return aheadReadCloser{aheadReader: newAheadReader(plain), closer: rc}, nil
 	}
 	return plain, nil
 }
