@@ -106,7 +106,7 @@ verdict() {
 
 # table FILE: one markdown row per benchmark line: name, MB/s, ms/op, B/op.
 table() {
-  awk '/^Benchmark/ {
+  awk '/^Benchmark/ && $1 !~ /^Benchmark(EncryptionCost|EncryptedAhead)256MiB/ {
     name=$1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
     ms=$3/1e6; mbs=""; bop=""
     for (i=4; i<=NF; i++) { if ($(i)=="MB/s") mbs=$(i-1); if ($(i)=="B/op") bop=$(i-1) }
@@ -132,6 +132,25 @@ single-request AWS SDK PutObject/GetObject of the same bytes. The S3 server is v
 | benchmark | MB/s | ms/op | MiB allocated/op |
 |---|---|---|---|
 $(table docs/bench/storage.txt)
+
+Encryption's cost in the same run (issue 31; goal: no more than 10% slower, memory unchanged):
+\`BenchmarkEncryptionCost256MiB\` moves the same archive through a plain and an encrypted location
+of each provider in turns (plain first, then encrypted first, round after round), so that the
+load of the moment falls on both alike; the medians of the rounds and their ratio.
+
+| measurement | plain | encrypted | ratio | goal |
+|---|---|---|---|---|
+| filesystem: upload | $(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-upload-plain-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-upload-encrypted-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-upload-ratio) | ≤ 1.1 ($(verdict "$(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-upload-ratio)" "<" 1.1)) |
+| filesystem: verified read | $(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-verified-read-plain-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-verified-read-encrypted-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-verified-read-ratio) | ≤ 1.1 ($(verdict "$(metric docs/bench/storage.txt EncryptionCost256MiB filesystem-verified-read-ratio)" "<" 1.1)) |
+| s3: upload | $(metric docs/bench/storage.txt EncryptionCost256MiB s3-upload-plain-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB s3-upload-encrypted-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB s3-upload-ratio) | ≤ 1.1 ($(verdict "$(metric docs/bench/storage.txt EncryptionCost256MiB s3-upload-ratio)" "<" 1.1)) |
+| s3: verified read | $(metric docs/bench/storage.txt EncryptionCost256MiB s3-verified-read-plain-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB s3-verified-read-encrypted-ms) ms | $(metric docs/bench/storage.txt EncryptionCost256MiB s3-verified-read-ratio) | ≤ 1.1 ($(verdict "$(metric docs/bench/storage.txt EncryptionCost256MiB s3-verified-read-ratio)" "<" 1.1)) |
+
+And the A/B of decrypting ahead of the reader (\`BenchmarkEncryptedAhead256MiB\`, filesystem, in
+turns, medians; ratios to plain in parentheses):
+
+| measurement | plain | decrypted in the reader's goroutine | decrypted ahead (what Cairn does) |
+|---|---|---|---|
+| verified read | $(metric docs/bench/storage.txt EncryptedAhead256MiB verified-read-plain-ms) ms | $(metric docs/bench/storage.txt EncryptedAhead256MiB verified-read-direct-ms) ms ($(metric docs/bench/storage.txt EncryptedAhead256MiB verified-read-direct-ratio)) | $(metric docs/bench/storage.txt EncryptedAhead256MiB verified-read-ahead-ms) ms ($(metric docs/bench/storage.txt EncryptedAhead256MiB verified-read-ahead-ratio)) |
 
 How to read it:
 - Cairn's uploads go through \`storage.PutArchive\`, which computes the archive's SHA-256 on the

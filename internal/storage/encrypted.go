@@ -126,7 +126,7 @@ type encryptedStore struct {
 	ObjectStore
 	keys    Keyring
 	sealers map[string]sealer
-	// ahead has objects encrypted and decrypted ahead of their reader (encrypted_ahead.go).
+	// ahead has objects decrypted ahead of their reader (encrypted_ahead.go).
 	ahead bool
 }
 
@@ -195,12 +195,6 @@ func (s encryptedStore) Put(ctx context.Context, key string, r io.Reader) error 
 	enc, err := s.sealers[s.keys.WriteKey].encryptReader(r)
 	if err != nil {
 		return fmt.Errorf("encrypting %s: %w", key, err)
-	}
-	if s.ahead {
-		a := newAheadReader(enc)
-		// r is not read any more once Put returns.
-		defer a.stop()
-		enc = a
 	}
 	return s.ObjectStore.Put(ctx, key, enc)
 }

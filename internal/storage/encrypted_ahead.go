@@ -6,13 +6,16 @@ import (
 	"sync"
 )
 
-// Encrypting and decrypting run ahead of their reader, in a goroutine of their own, so that on a
-// machine with a core to spare the cipher's work overlaps what the reader does with the bytes
-// (a restore's SHA-256, gunzip and tar; an upload's writes): measured in docs/benchmarks.md.
+// Decrypting runs ahead of the reader, in a goroutine of its own, so that on a machine with a
+// core to spare AES-GCM overlaps what the reader does with the bytes (a restore's SHA-256,
+// gunzip and tar). Encrypting does not: measured in turns (BenchmarkEncryptedAhead256MiB, three
+// runs), a read ahead was faster than a direct one in every run, an upload ahead slower in two
+// of three (the writes leave no core idle, and the hand-over is one more copy). See
+// docs/benchmarks.md.
 
 const (
-	// aheadBuffers and aheadBufferSize bound what an object read or written ahead holds beyond
-	// its segments: four buffers of a segment's size.
+	// aheadBuffers and aheadBufferSize bound what an object read ahead holds beyond its
+	// segments: four buffers of a segment's size.
 	aheadBuffers    = 4
 	aheadBufferSize = segmentSize
 )
