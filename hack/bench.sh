@@ -195,9 +195,9 @@ How to read it:
   reader hashes and unpacks: in turns it was faster than decrypting in the reader's goroutine
   in every run (the A/B table above; 1.14 against 1.30 and 1.30 against 1.33 at a load of 1 to
   5, 0.88 against 1.09 and 1.33 against 1.63 at 7 to 14), by little when the machine is quiet:
-  handing 64 KiB chunks from one goroutine to the other costs part of what it saves. An upload adds AES-GCM and two copies (into Tink's segment buffer and out of Cairn's
-  buffer of sealed segments) to a path that is already the SHA-256 and the writes into the
-  page cache; sealing ahead in a goroutine was measured too and not kept: faster at a load of
+  handing 64 KiB chunks from one goroutine to the other costs part of what it saves. An
+  upload adds AES-GCM and two copies (into Tink's segment buffer and out of Cairn's buffer of
+  sealed segments) to a path that is already the SHA-256 and the writes into the page cache; sealing ahead in a goroutine was measured too and not kept: faster at a load of
   3 (647 against 705 ms), slower in the two runs at 7 to 14 (ratios 1.54 against 1.41, 1.88
   against 1.49), since the writes leave no core idle and the hand-over is one more copy. What
   is left to try for the filesystem upload: sealing straight into the store's write buffer,
