@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -219,4 +221,75 @@ func BenchmarkDownload256MiB(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkEncryptionCost256MiB is issue 31's measure of the 256 MiB rows: the same archive
+// uploaded (PutArchive) and read back verified (ReadArchive, as a restore reads it) through a
+// filesystem and an S3 location, plain and encrypted, in turns. Each iteration is one round:
+// for each provider, plain then encrypted or the other way (by round), so that the load of a
+// shared machine falls on both alike. It reports each median and the encrypted/plain ratio of
+// the medians (goal: at most 1.1).
+func BenchmarkEncryptionCost256MiB(b *testing.B) {
+	fs, s3store, _, _ := benchStores(b)
+	ctx := context.Background()
+	data := archiveOf(b, benchData())
+	type pair struct {
+		name  string
+		plain storage.ObjectStore
+		enc   storage.ObjectStore
+	}
+	pairs := []pair{{"filesystem", fs, encryptedBench(b, fs)}, {"s3", s3store, encryptedBench(b, s3store)}}
+	ms := map[string][]float64{}
+	round := 0
+	for b.Loop() {
+		for _, p := range pairs {
+			kinds := []string{"plain", "encrypted"}
+			if round%2 == 1 {
+				kinds = []string{"encrypted", "plain"}
+			}
+			for _, kind := range kinds {
+				s := p.plain
+				if kind == "encrypted" {
+					s = p.enc
+				}
+				key := "cost/" + kind + ".tar.gz"
+				start := time.Now()
+				d, err := storage.PutArchive(ctx, s, key, onlyReader{bytes.NewReader(data)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ms[p.name+"-upload-"+kind] = append(ms[p.name+"-upload-"+kind], time.Since(start).Seconds()*1000)
+				start = time.Now()
+				var n int64
+				if err := storage.ReadArchive(ctx, s, key, d, func(e archive.Entry) error {
+					n += int64(len(e.Data))
+					return nil
+				}); err != nil || n < benchSize {
+					b.Fatalf("read %d bytes: %v", n, err)
+				}
+				ms[p.name+"-verified-read-"+kind] = append(ms[p.name+"-verified-read-"+kind], time.Since(start).Seconds()*1000)
+			}
+		}
+		round++
+	}
+	for _, p := range pairs {
+		for _, op := range []string{"upload", "verified-read"} {
+			plain, enc := medianOf(ms[p.name+"-"+op+"-plain"]), medianOf(ms[p.name+"-"+op+"-encrypted"])
+			b.ReportMetric(plain, p.name+"-"+op+"-plain-ms")
+			b.ReportMetric(enc, p.name+"-"+op+"-encrypted-ms")
+			b.ReportMetric(enc/plain, p.name+"-"+op+"-ratio")
+		}
+	}
+}
+
+func medianOf(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	switch {
+	case len(v) == 0:
+		return 0
+	case len(v)%2 == 1:
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

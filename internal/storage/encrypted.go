@@ -1,8 +1,12 @@
 package storage
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -12,31 +16,55 @@ import (
 	"strings"
 
 	"filippo.io/age"
+	tinkstream "github.com/tink-crypto/tink-go/v2/streamingaead/subtle"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Encryption at rest (DESIGN.md section 18, docs/storage.md). Every object is an age file
-// (filippo.io/age): a header naming the key the object was written with, then the content in
-// 64 KiB chunks, each sealed with ChaCha20-Poly1305 under a random per-object file key, so
-// memory stays flat for any size and a changed, cut or reordered chunk fails to decrypt. The
-// file key is wrapped by Cairn's own age recipient type, keyStanzaType, under one of the
-// location's named 32-byte keys (XChaCha20-Poly1305); the stanza names the key, so a read
-// picks it by name and a key can be rotated: new objects are written with the new one while
-// the old ones stay readable as long as the old key is kept.
+// Encryption at rest (DESIGN.md section 18, docs/storage.md, docs/format.md). Every object is
+// written as one header line naming the key it was written with, then the content sealed by
+// Tink's streaming AEAD, AES-256-GCM-HKDF in 64 KiB segments: a per-object AES-256 key derived
+// (HKDF-SHA256) from the named key, a random salt and the header line, so the header is bound
+// to every segment; each segment's nonce holds its number and whether it is the last, so a
+// changed, cut or reordered segment fails to decrypt, and memory stays flat for any size.
+//
+//	cairn-aes256gcm/v1 <key name> <key check>\n
+//	<Tink header: 1 length byte, 32-byte salt, 7-byte nonce prefix> <segments>
+//
+// The key check (16 bytes of HKDF-SHA256 of the named key, base64) tells a key that is not the
+// one an object was written with from an object that was changed. Objects written by earlier
+// builds are age files (filippo.io/age: ChaCha20-Poly1305 in 64 KiB chunks, the file key
+// wrapped under the named key in a "cairn-key" stanza); they are still read, never written.
 
-// keyStanzaType is the age recipient stanza of a file key wrapped under a named key.
-const keyStanzaType = "cairn-key"
+// EncryptedFormat starts the header line of every object Cairn writes to an encrypted location.
+const EncryptedFormat = "cairn-aes256gcm/v1"
 
 // KeySize is the size of an encryption key: 32 random bytes.
 const KeySize = 32
 
+const (
+	// segmentSize is the size of a sealed segment (64 KiB of ciphertext, its 16-byte tag
+	// included): what a reader or writer holds of an object at once, twice over.
+	segmentSize = 64 << 10
+	// keyCheckSize is the size of the key check in the header line.
+	keyCheckSize = 16
+	// maxHeaderLine bounds the header line a reader looks for: the longest key name, its check
+	// and the format name fit in well under it.
+	maxHeaderLine = 512
+	// ageFormat starts the age files earlier builds wrote; ageKeyStanza is their recipient
+	// stanza of a file key wrapped under a named key.
+	ageFormat    = "age-encryption.org/v1\n"
+	ageKeyStanza = "cairn-key"
+)
+
 // ErrUnknownKey is wrapped by the error of reading an object written with a key the keyring
 // does not hold; ErrWrongKey by that of one whose key of the same name is not the key it was
-// written with; ErrNotEncrypted by that of an object that is not encrypted (or not by Cairn).
+// written with; ErrNotEncrypted by that of an object that is not encrypted (or not by Cairn);
+// ErrDamaged by that of an encrypted object whose bytes were changed, cut or reordered.
 var (
 	ErrUnknownKey   = errors.New("unknown encryption key")
 	ErrWrongKey     = errors.New("wrong encryption key")
 	ErrNotEncrypted = errors.New("the object is not encrypted")
+	ErrDamaged      = errors.New("the encrypted object is damaged")
 )
 
 // Keyring is a location's named keys and the one new objects are written with.
@@ -83,17 +111,88 @@ func Encrypted(s ObjectStore, keys Keyring) (ObjectStore, error) {
 	if err := keys.Validate(); err != nil {
 		return nil, err
 	}
-	return encryptedStore{ObjectStore: s, keys: keys}, nil
+	sealers := make(map[string]sealer, len(keys.Keys))
+	for name, key := range keys.Keys {
+		sl, err := newSealer(name, key)
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", name, err)
+		}
+		sealers[name] = sl
+	}
+	return encryptedStore{ObjectStore: s, keys: keys, sealers: sealers, ahead: true}, nil
 }
 
 type encryptedStore struct {
 	ObjectStore
-	keys Keyring
+	keys    Keyring
+	sealers map[string]sealer
+	// ahead has objects decrypted ahead of their reader (encrypted_ahead.go).
+	ahead bool
+}
+
+// sealer is one named key made ready to seal and open objects.
+type sealer struct {
+	// header is the header line of an object written with the key; check its key check.
+	header []byte
+	check  []byte
+	stream *tinkstream.AESGCMHKDF
+}
+
+func newSealer(name string, key []byte) (sealer, error) {
+	check, err := keyCheck(name, key)
+	if err != nil {
+		return sealer{}, err
+	}
+	stream, err := tinkstream.NewAESGCMHKDF(key, "SHA256", KeySize, segmentSize, 0)
+	if err != nil {
+		return sealer{}, err
+	}
+	header := fmt.Appendf(nil, "%s %s %s\n", EncryptedFormat, name, base64.RawStdEncoding.EncodeToString(check))
+	return sealer{header: header, check: check, stream: stream}, nil
+}
+
+// keyCheck is the value an object's header line records to tell that the key of its name is
+// the key it was written with. It is derived from the key apart from anything that seals data
+// (another salt and info), and says nothing of the key.
+func keyCheck(name string, key []byte) ([]byte, error) {
+	return hkdf.Key(sha256.New, key, []byte("cairn key check"), EncryptedFormat+" "+name, keyCheckSize)
+}
+
+// headerLine is what an object's header line says.
+type headerLine struct {
+	key   string
+	check []byte
+}
+
+// parseHeader reads the header line of an object (its final newline included).
+func parseHeader(line []byte) (headerLine, error) {
+	fields := strings.Split(strings.TrimSuffix(string(line), "\n"), " ")
+	switch {
+	case fields[0] != EncryptedFormat && strings.HasPrefix(fields[0], "cairn-aes256gcm/"):
+		return headerLine{}, fmt.Errorf("%w by this version of Cairn: it is in format %q, not %s (was it written by a newer Cairn?)",
+			ErrNotEncrypted, fields[0], EncryptedFormat)
+	case fields[0] != EncryptedFormat:
+		return headerLine{}, fmt.Errorf("%w: it was not written by Cairn with a named key", ErrNotEncrypted)
+	case len(fields) != 3 || !keyName.MatchString(fields[1]):
+		return headerLine{}, fmt.Errorf("%w: its %s header line is malformed", ErrDamaged, EncryptedFormat)
+	}
+	check, err := base64.RawStdEncoding.Strict().DecodeString(fields[2])
+	if err != nil || len(check) != keyCheckSize {
+		return headerLine{}, fmt.Errorf("%w: its %s header line is malformed", ErrDamaged, EncryptedFormat)
+	}
+	return headerLine{key: fields[1], check: check}, nil
+}
+
+// startsLikeHeader says whether b is, or starts with, the start of a header line.
+func startsLikeHeader(b []byte) bool {
+	prefix := EncryptedFormat + " "
+	n := min(len(b), len(prefix))
+	return string(b[:n]) == prefix[:n]
 }
 
 // Put encrypts r with the write key as it streams it into key.
 func (s encryptedStore) Put(ctx context.Context, key string, r io.Reader) error {
-	enc, err := age.EncryptReader(r, keyRecipient{name: s.keys.WriteKey, key: s.keys.Keys[s.keys.WriteKey]})
+	enc, err := s.sealers[s.keys.WriteKey].encryptReader(r)
 	if err != nil {
 		return fmt.Errorf("encrypting %s: %w", key, err)
 	}
@@ -101,23 +200,198 @@ func (s encryptedStore) Put(ctx context.Context, key string, r io.Reader) error 
 }
 
 // Get opens key and decrypts it with the key it names. A missing, changed or wrong key is an
-// error naming it; a chunk that does not authenticate is an error of the reader.
+// error naming it; a segment that does not authenticate is an error of the reader.
 func (s encryptedStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	rc, err := s.ObjectStore.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	id := &keyIdentity{keys: s.keys}
-	plain, err := age.Decrypt(rc, id)
+	plain, err := s.open(key, rc)
 	if err != nil {
 		_ = rc.Close()
-		return nil, decryptError(key, id, err)
+		return nil, err
 	}
-	return decryptedReader{Reader: plain, key: key, closer: rc}, nil
+	if s.ahead {
+		return aheadReadCloser{aheadReader: newAheadReader(plain), closer: rc}, nil
+	}
+	return plain, nil
 }
 
-// decryptError says why key could not be opened.
-func decryptError(key string, id *keyIdentity, err error) error {
+// open reads the header of the object rc holds and returns the reader of its content: the
+// format's, or age's for an object an earlier build wrote.
+func (s encryptedStore) open(key string, rc io.ReadCloser) (io.ReadCloser, error) {
+	src := &sourceErrors{r: rc}
+	br := bufio.NewReaderSize(src, maxHeaderLine)
+	if start, _ := br.Peek(len(ageFormat)); string(start) == ageFormat {
+		return s.openAge(key, br, rc)
+	}
+	line, err := br.ReadSlice('\n')
+	switch {
+	case src.err != nil:
+		return nil, fmt.Errorf("decrypting %s: %w", key, src.err)
+	case len(line) == 0:
+		return nil, fmt.Errorf("decrypting %s: %w: it is empty", key, ErrNotEncrypted)
+	case err != nil && startsLikeHeader(line):
+		return nil, fmt.Errorf("decrypting %s: %w: its %s header line is cut short or too long", key, ErrDamaged, EncryptedFormat)
+	case err != nil:
+		return nil, fmt.Errorf("decrypting %s: %w: it was not written by Cairn with a named key", key, ErrNotEncrypted)
+	}
+	h, err := parseHeader(line)
+	if err != nil {
+		return nil, fmt.Errorf("decrypting %s: %w", key, err)
+	}
+	sl, ok := s.sealers[h.key]
+	if !ok {
+		return nil, fmt.Errorf("decrypting %s: %w: it was written with key %q, which the location's key Secret no longer holds (it holds %s)",
+			key, ErrUnknownKey, h.key, strings.Join(s.keys.names(), ", "))
+	}
+	if subtle.ConstantTimeCompare(h.check, sl.check) != 1 {
+		return nil, fmt.Errorf("decrypting %s: %w: key %q is not the key the object was written with (was it changed in the Secret?)", key, ErrWrongKey, h.key)
+	}
+	// The whole header line is the associated data the object's key is derived with: a key
+	// name or check changed after writing fails every segment.
+	plain, err := sl.stream.NewDecryptingReader(br, bytes.Clone(line))
+	if err != nil {
+		if src.err != nil {
+			return nil, fmt.Errorf("decrypting %s: %w", key, src.err)
+		}
+		return nil, fmt.Errorf("decrypting %s: %w: its segment header is cut short or malformed: %w", key, ErrDamaged, err)
+	}
+	return &decryptingReader{r: plain, src: src, key: key, closer: rc}, nil
+}
+
+// openAge opens an age file written by an earlier build.
+func (s encryptedStore) openAge(key string, r io.Reader, closer io.Closer) (io.ReadCloser, error) {
+	id := &ageKeyIdentity{keys: s.keys}
+	plain, err := age.Decrypt(r, id)
+	if err != nil {
+		return nil, ageDecryptError(key, id, err)
+	}
+	return &decryptingReader{r: plain, key: key, closer: closer}, nil
+}
+
+// ListFunc implements Lister as the store it wraps does.
+func (s encryptedStore) ListFunc(ctx context.Context, prefix string, fn func(key string) error) error {
+	return listEach(ctx, s.ObjectStore, prefix, fn)
+}
+
+// AbortIncompleteUploads implements UploadAborter as the store it wraps does.
+func (s encryptedStore) AbortIncompleteUploads(ctx context.Context, prefix string) (int, error) {
+	return AbortIncompleteUploads(ctx, s.ObjectStore, prefix)
+}
+
+// encryptReader returns the object that holds r's content sealed with the key, as a stream:
+// header line, then segments, each sealed as soon as r has filled it.
+func (sl sealer) encryptReader(r io.Reader) (io.Reader, error) {
+	e := &encryptingReader{src: r, buf: make([]byte, 32<<10)}
+	e.out.Write(sl.header)
+	w, err := sl.stream.NewEncryptingWriter(&e.out, sl.header)
+	if err != nil {
+		return nil, err
+	}
+	e.w = w
+	return e, nil
+}
+
+// encryptingReader pulls plaintext from src, seals it into out through w, and hands out what
+// is sealed. An error of src is returned as it is.
+type encryptingReader struct {
+	src  io.Reader
+	w    io.WriteCloser
+	out  bytes.Buffer
+	buf  []byte
+	done bool
+	err  error
+}
+
+func (e *encryptingReader) Read(p []byte) (int, error) {
+	for e.out.Len() == 0 {
+		switch {
+		case e.err != nil:
+			return 0, e.err
+		case e.done:
+			return 0, io.EOF
+		}
+		e.fill()
+	}
+	return e.out.Read(p)
+}
+
+// fill reads once from src and seals what it read; at src's end, it seals the last segment.
+func (e *encryptingReader) fill() {
+	n, err := e.src.Read(e.buf)
+	if n > 0 {
+		if _, werr := e.w.Write(e.buf[:n]); werr != nil {
+			e.err = fmt.Errorf("encrypting: %w", werr)
+			return
+		}
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		if cerr := e.w.Close(); cerr != nil {
+			e.err = fmt.Errorf("encrypting: %w", cerr)
+			return
+		}
+		e.done = true
+	case err != nil:
+		e.err = err
+	}
+}
+
+// sourceErrors remembers the last error of the stored object's stream other than its end, to
+// tell the store's failures (passed on as they are) from a segment that does not authenticate.
+type sourceErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceErrors) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return n, err
+}
+
+// decryptingReader is the content of an encrypted object. Its first error is kept and
+// returned by every later Read, so that nothing reads past a segment that failed.
+type decryptingReader struct {
+	r      io.Reader
+	src    *sourceErrors // nil for an age file
+	key    string
+	closer io.Closer
+	n      int64
+	err    error
+}
+
+func (d *decryptingReader) Read(p []byte) (int, error) {
+	if d.err != nil {
+		return 0, d.err
+	}
+	n, err := d.r.Read(p)
+	d.n += int64(n)
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		d.err = io.EOF
+	case d.src != nil && d.src.err != nil:
+		d.err = fmt.Errorf("decrypting %s: %w", d.key, d.src.err)
+	case d.src != nil:
+		d.err = fmt.Errorf("decrypting %s: %w: the segment after its first %d bytes does not authenticate: it was changed, cut short or reordered",
+			d.key, ErrDamaged, d.n)
+	default:
+		d.err = fmt.Errorf("decrypting %s: %w", d.key, err)
+	}
+	if d.err != nil {
+		return n, d.err
+	}
+	return n, nil
+}
+
+func (d *decryptingReader) Close() error { return d.closer.Close() }
+
+// ageDecryptError says why an age file could not be opened.
+func ageDecryptError(key string, id *ageKeyIdentity, err error) error {
 	var noMatch *age.NoIdentityMatchError
 	switch {
 	case errors.Is(err, ErrWrongKey):
@@ -131,64 +405,16 @@ func decryptError(key string, id *keyIdentity, err error) error {
 	return fmt.Errorf("decrypting %s: %w: %w", key, ErrNotEncrypted, err)
 }
 
-// ListFunc implements Lister as the store it wraps does.
-func (s encryptedStore) ListFunc(ctx context.Context, prefix string, fn func(key string) error) error {
-	return listEach(ctx, s.ObjectStore, prefix, fn)
-}
-
-// AbortIncompleteUploads implements UploadAborter as the store it wraps does.
-func (s encryptedStore) AbortIncompleteUploads(ctx context.Context, prefix string) (int, error) {
-	return AbortIncompleteUploads(ctx, s.ObjectStore, prefix)
-}
-
-type decryptedReader struct {
-	io.Reader
-	key    string
-	closer io.Closer
-}
-
-func (d decryptedReader) Read(p []byte) (int, error) {
-	n, err := d.Reader.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		err = fmt.Errorf("decrypting %s: %w", d.key, err)
-	}
-	return n, err
-}
-
-func (d decryptedReader) Close() error { return d.closer.Close() }
-
-// keyRecipient wraps a file key under a named key.
-type keyRecipient struct {
-	name string
-	key  []byte
-}
-
-func (r keyRecipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
-	aead, err := chacha20poly1305.NewX(r.key)
-	if err != nil {
-		return nil, err
-	}
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return []*age.Stanza{{
-		Type: keyStanzaType,
-		Args: []string{r.name, base64.RawStdEncoding.EncodeToString(nonce)},
-		Body: aead.Seal(nil, nonce, fileKey, []byte(keyStanzaType+" "+r.name)),
-	}}, nil
-}
-
-// keyIdentity unwraps the file key of a stanza naming one of its keys. It remembers a key
-// name it does not hold, for the error.
-type keyIdentity struct {
+// ageKeyIdentity unwraps the file key of an age file's stanza naming one of its keys. It
+// remembers a key name it does not hold, for the error.
+type ageKeyIdentity struct {
 	keys    Keyring
 	unknown string
 }
 
-func (id *keyIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
+func (id *ageKeyIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
 	for _, s := range stanzas {
-		if s.Type != keyStanzaType || len(s.Args) != 2 {
+		if s.Type != ageKeyStanza || len(s.Args) != 2 {
 			continue
 		}
 		key, ok := id.keys.Keys[s.Args[0]]
@@ -207,7 +433,7 @@ func (id *keyIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
 		if len(nonce) != aead.NonceSize() {
 			return nil, fmt.Errorf("%w: a malformed key stanza", ErrNotEncrypted)
 		}
-		fileKey, err := aead.Open(nil, nonce, s.Body, []byte(keyStanzaType+" "+s.Args[0]))
+		fileKey, err := aead.Open(nil, nonce, s.Body, []byte(ageKeyStanza+" "+s.Args[0]))
 		if err != nil {
 			return nil, fmt.Errorf("%w: key %q is not the key the object was written with (was it changed in the Secret?)", ErrWrongKey, s.Args[0])
 		}

@@ -19,6 +19,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ var _ = Describe("An encrypted S3 location in a second cluster", Ordered, func()
 			data, err := os.ReadFile(path)
 			Expect(err).NotTo(HaveOccurred())
 			files++
-			Expect(bytes.HasPrefix(data, []byte("age-encryption.org/v1\n"))).To(BeTrue(), "%s is not encrypted", path)
+			Expect(bytes.HasPrefix(data, []byte(storage.EncryptedFormat+" k1 "))).To(BeTrue(), "%s is not encrypted with k1", path)
 			Expect(bytes.Contains(data, []byte(distinctive))).To(BeFalse(), "%s holds the Secret's value in plain text", path)
 			return nil
 		})).To(Succeed())

@@ -19,6 +19,7 @@ import (
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/controller"
+	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // Encryption at rest (DESIGN.md section 18): a backup to an encrypted location holds nothing
@@ -76,7 +77,7 @@ var _ = Describe("An encrypted location", Ordered, func() {
 			b, err := os.ReadFile(path)
 			Expect(err).NotTo(HaveOccurred())
 			files++
-			Expect(bytes.HasPrefix(b, []byte("age-encryption.org/v1\n"))).To(BeTrue(), "%s is not encrypted", path)
+			Expect(bytes.HasPrefix(b, []byte(storage.EncryptedFormat+" k1 "))).To(BeTrue(), "%s is not encrypted with k1", path)
 			for _, plain := range []string{distinctive, "enc-b1", "enc-app"} {
 				Expect(bytes.Contains(b, []byte(plain))).To(BeFalse(), "%s holds %q in plain text", path, plain)
 			}
@@ -104,7 +105,7 @@ var _ = Describe("An encrypted location", Ordered, func() {
 		WaitPhase("enc-b2", cairnv1.BackupPhaseCompleted)
 		marker, err := os.ReadFile(filepath.Join(dir, "backups", OperatorNamespace, "enc-b2", "cairn-backup.json"))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(marker)).To(ContainSubstring("cairn-key k2 "))
+		Expect(string(marker)).To(HavePrefix(storage.EncryptedFormat + " k2 "))
 
 		CreateRestore(OperatorNamespace, "enc-r2", cairnv1.RestoreSpec{BackupName: "enc-b1",
 			NamespaceMapping: map[string]cairnv1.NamespaceName{"enc-app": "enc-copy2"}})
