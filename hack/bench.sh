@@ -173,16 +173,21 @@ How to read it:
   suites and a kubelet beside it) the load moves more between two rows than encryption costs:
   the ratio of the separate rows swung from 0.7 to 2.5 in the runs made for the switch to
   AES-GCM. The goal is read from the table in turns above (\`BenchmarkEncryptionCost256MiB\`).
-- In turns, the four runs made for the switch (2026-11-27; encrypted / plain, medians of 3 or
-  5 rounds): filesystem upload 0.83, 0.91, 1.36 and 1.37; filesystem verified read 1.26, 0.95,
-  1.08 and 1.15; s3 upload 1.47, 1.18, 1.01 and 1.10; s3 verified read 1.11, 1.63, 1.04 and
-  0.83. The first two were made at a load of 7 to 14 (and encrypted uploads then still ran
-  ahead, see below), the last two at 1 to 5, the last of them the one in the table. On the
-  quieter machine the S3 rows meet the goal, the filesystem verified read is at it or just over
-  (1.08 and 1.15: a few percent), and the filesystem upload misses it by about a quarter (1.37
-  against 1.1). Memory: the encrypted rows allocate what the plain ones do plus under 1 MiB
-  (the segments and the read-ahead's four 64 KiB buffers), and the 10k benchmark's peak RSS is
-  within 5 MiB of the plain location's.
+- In turns, the runs made for the switch (2026-11-27; encrypted / plain, medians of 3 to 6
+  rounds). With Put sealing in the caller's goroutine, four runs: filesystem upload 0.83, 0.91,
+  1.36 and 1.37; filesystem verified read 1.26, 0.95, 1.08 and 1.15; s3 upload 1.47, 1.18, 1.01
+  and 1.10; s3 verified read 1.11, 1.63, 1.04 and 0.83 (the first two at a load of 7 to 14, the
+  others at 1 to 5). The filesystem upload missed the goal by about a quarter: its plain path is
+  the SHA-256 and the writes, one after the other in one goroutine, and encrypting added AES-GCM
+  and two copies to that same goroutine. Now a Put reads the caller's stream (PutArchive's
+  SHA-256) ahead, in a goroutine of its own, while the other seals and writes
+  (\`encrypted_ahead.go\`): in three runs at a load of about 1, filesystem upload 0.92, 1.17 (an
+  intermediate version that sealed ahead instead) and 1.05; the run in the table above has every
+  row within the goal. On a machine with no idle core the hand-over cannot overlap anything and
+  costs a copy: the earlier runs at a load of 7 to 14 are what to expect there. Memory: the
+  encrypted rows allocate what the plain ones do plus under 1 MiB (the segments and the
+  read-ahead's four 64 KiB buffers each way), and the 10k benchmark's peak RSS is within 5 MiB of
+  the plain location's.
 - The formats alone, in memory (\`EncryptedFormats64MiB\` rows, no disk, no checksum): reading
   the age files earlier builds wrote runs at 0.6 to 1.0 GB/s and allocates the whole object
   again, a fresh 64 KiB buffer per chunk; reading AES-GCM at 1.2 to 2.9 GB/s allocating under
@@ -197,12 +202,13 @@ How to read it:
   5, 0.88 against 1.09 and 1.33 against 1.63 at 7 to 14), by little when the machine is quiet:
   handing 64 KiB chunks from one goroutine to the other costs part of what it saves. An
   upload adds AES-GCM and two copies (into Tink's segment buffer and out of Cairn's buffer of
-  sealed segments) to a path that is already the SHA-256 and the writes into the page cache; sealing ahead in a goroutine was measured too and not kept: faster at a load of
-  3 (647 against 705 ms), slower in the two runs at 7 to 14 (ratios 1.54 against 1.41, 1.88
-  against 1.49), since the writes leave no core idle and the hand-over is one more copy. What
-  is left to try for the filesystem upload: sealing straight into the store's write buffer,
-  which Tink's \`io.Writer\` interface does not allow without relying on it not reusing its
-  segment buffer after a write. A backup's archive is written once, while items are still
+  sealed segments) to a path that is already the SHA-256 and the writes into the page cache.
+  Where the hand-over sits decides whether it pays: sealing ahead of the writes (after
+  encrypting) left the SHA-256 and AES-GCM on one core, and was slower in two of three runs
+  (1.54 against 1.41, 1.88 against 1.49 at a load of 7 to 14; 647 against 705 ms at 3) and 1.17
+  at a load of 1; reading the plaintext ahead of the sealing (what Cairn does) puts the
+  SHA-256 on one core and AES-GCM with the writes on the other. A backup's archive is written
+  once, while items are still
   being listed from the API server: see "Encryption" below for what a whole backup costs.
 MD
 cat >>docs/benchmarks.md <<MD

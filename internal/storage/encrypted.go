@@ -126,7 +126,8 @@ type encryptedStore struct {
 	ObjectStore
 	keys    Keyring
 	sealers map[string]sealer
-	// ahead has objects decrypted ahead of their reader (encrypted_ahead.go).
+	// ahead has objects decrypted ahead of their reader, and a Put's stream read ahead of
+	// its sealing (encrypted_ahead.go).
 	ahead bool
 }
 
@@ -192,6 +193,12 @@ func startsLikeHeader(b []byte) bool {
 
 // Put encrypts r with the write key as it streams it into key.
 func (s encryptedStore) Put(ctx context.Context, key string, r io.Reader) error {
+	if s.ahead {
+		a := newAheadReader(r)
+		// r is not read any more once Put returns.
+		defer a.stop()
+		r = a
+	}
 	enc, err := s.sealers[s.keys.WriteKey].encryptReader(r)
 	if err != nil {
 		return fmt.Errorf("encrypting %s: %w", key, err)

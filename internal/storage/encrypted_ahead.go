@@ -6,16 +6,20 @@ import (
 	"sync"
 )
 
-// Decrypting runs ahead of the reader, in a goroutine of its own, so that on a machine with a
-// core to spare AES-GCM overlaps what the reader does with the bytes (a restore's SHA-256,
-// gunzip and tar). Encrypting does not: measured in turns (BenchmarkEncryptedAhead256MiB, three
-// runs), a read ahead was faster than a direct one in every run, an upload ahead slower in two
-// of three (the writes leave no core idle, and the hand-over is one more copy). See
-// docs/benchmarks.md.
+// An encrypted object's bytes are handed between two goroutines, so that on a machine with a
+// core to spare AES-GCM overlaps the rest of the work on them. Reading, the object is decrypted
+// ahead of its reader (a restore's SHA-256, gunzip and tar). Writing, the plaintext is read
+// ahead of the sealing: the caller's stream (PutArchive's SHA-256 of the archive) is consumed
+// in one goroutine while the other seals and writes to the store. Measured in turns
+// (BenchmarkEncryptionCost256MiB, BenchmarkEncryptedAhead256MiB, docs/benchmarks.md); sealing
+// ahead of the writes instead (the hand-over after encrypting) was slower: the hashing and
+// sealing were then on the same core. A Put waits for its goroutine before it returns, so the
+// caller's stream is never read after Put: when the store fails first, that is once the
+// stream's pending read returns (a pipe's next write or close).
 
 const (
-	// aheadBuffers and aheadBufferSize bound what an object read ahead holds beyond its
-	// segments: four buffers of a segment's size.
+	// aheadBuffers and aheadBufferSize bound what an object read or written ahead holds
+	// beyond its segments: four buffers of a segment's size.
 	aheadBuffers    = 4
 	aheadBufferSize = segmentSize
 )
