@@ -67,9 +67,9 @@ func (p *Passwords) Ensure(ctx context.Context, repo cairnv1.RepositoryReference
 		if err != nil && !missing {
 			return err
 		}
-		if pw := s.Data[repo.Key()]; len(pw) > 0 {
-			password = string(pw)
-			return nil
+		if pw, err := cairnPassword(&s, repo.Key()); err != nil || pw != "" {
+			password = pw
+			return err
 		}
 		fresh, err := newPassword()
 		if err != nil {
@@ -102,6 +102,22 @@ func (p *Passwords) Ensure(ctx context.Context, repo cairnv1.RepositoryReference
 		return "", fmt.Errorf("making the password of repository %s (Secret %s/%s): %w", repo.Key(), p.Namespace, p.Secret, err)
 	}
 	return password, nil
+}
+
+// cairnPassword is the password Cairn made for the repository key in the passwords Secret s,
+// "" when it has none. A password copied there from a Velero location (CopyVelero: a velero
+// location of the same name as this one, deleted since) is an error: a repository Cairn makes
+// is never encrypted with Velero's password, often Velero's published default.
+func cairnPassword(s *corev1.Secret, key string) (string, error) {
+	pw := s.Data[key]
+	if len(pw) == 0 {
+		return "", nil
+	}
+	if slices.Contains(strings.Split(s.Annotations[VeleroPasswordsAnnotation], ","), key) {
+		return "", fmt.Errorf("the key %s holds the password of a Velero repository, copied for a velero location of that name: Cairn does not make a repository with it (once no velero location of that name is left, remove the key and its entry in the Secret's annotation %s)",
+			key, VeleroPasswordsAnnotation)
+	}
+	return string(pw), nil
 }
 
 // VeleroPasswordsAnnotation on the passwords Secret lists, comma-separated, the keys whose

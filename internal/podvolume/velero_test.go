@@ -233,3 +233,30 @@ func TestCopyVeleroPassword(t *testing.T) {
 		})
 	}
 }
+
+// TestCairnPassword: a repository Cairn makes takes the password it made before, and never one
+// copied from a Velero location of the same name.
+func TestCairnPassword(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		secret corev1.Secret
+		want   string
+		err    string
+	}{
+		{name: "none yet", secret: corev1.Secret{}},
+		{name: "one Cairn made", secret: corev1.Secret{Data: map[string][]byte{"default_shop": []byte("cairn-made")}}, want: "cairn-made"},
+		{name: "another key copied from Velero", want: "cairn-made", secret: corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{VeleroPasswordsAnnotation: "velero_shop"}},
+			Data:       map[string][]byte{"default_shop": []byte("cairn-made"), "velero_shop": []byte("static-passw0rd")}}},
+		{name: "this key copied from Velero", err: "holds the password of a Velero repository", secret: corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{VeleroPasswordsAnnotation: "velero_ledger,default_shop"}},
+			Data:       map[string][]byte{"default_shop": []byte("static-passw0rd")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cairnPassword(&tc.secret, "default_shop")
+			if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("cairnPassword = %q, %v; want %q, %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
