@@ -91,7 +91,7 @@ vet: ## go vet.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags e2enode ./...
 
 .PHONY: docs
 docs: ## Write the phase-owner tables of docs/architecture.md from internal/phases.

@@ -153,7 +153,7 @@ func describeHooks(storageDir *string) {
 	Describe("hooks", func() {
 		BeforeAll(func(ctx SpecContext) {
 			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveService(ctx, cairnNamespace, repositoryService)
+			serveRepositoryService(ctx)
 		})
 
 		It("runs a pre hook before the volume copy and a post hook after it; a restore's init hook sees the restored data, its exec hook runs once the pod is Ready", func(ctx SpecContext) {
@@ -196,7 +196,7 @@ func describeHooks(storageDir *string) {
 						Command: []string{"/voldata", "hook", "-require", "/data/scratch/init-saw-data", "-write", "/data/scratch/exec-hook-marker"}}},
 				}}}},
 			}})).To(Succeed())
-			waitRestorePhase(ctx, ns, cairnv1.RestorePhaseCompleted)
+			waitRestoreCompleted(ctx, ns)
 			r := getRestore(ctx, Default, k8s, ns)
 			Expect(r.Status.HookStatus).To(Equal(&cairnv1.HookStatus{HooksAttempted: 1}))
 

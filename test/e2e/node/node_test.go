@@ -290,7 +290,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 
 		By("restoring it")
 		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata:\n  name: %[1]s\n  namespace: %[2]s\nspec:\n  backupName: %[1]s\n", ns, cairnNamespace))
-		waitRestorePhase(ctx, ns, cairnv1.RestorePhaseCompleted)
+		waitRestoreCompleted(ctx, ns)
 		Eventually(func(g Gomega) {
 			var d appsv1.Deployment
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d)).To(Succeed())
@@ -463,7 +463,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 		readyManager(ctx)
 		kubectlOK("delete", "namespace", ns, "--wait", "--timeout=180s")
 		apply(fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata:\n  name: %[1]s\n  namespace: %[2]s\nspec:\n  backupName: %[1]s\n", ns+"-s3", cairnNamespace))
-		waitRestorePhase(ctx, ns+"-s3", cairnv1.RestorePhaseCompleted)
+		waitRestoreCompleted(ctx, ns+"-s3")
 		var settings corev1.ConfigMap
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, &settings)).To(Succeed())
 		Expect(settings.Data).To(HaveKeyWithValue("a", "b"))
@@ -624,8 +624,11 @@ func waitBackupPhase(ctx context.Context, name string, phase cairnv1.BackupPhase
 	}).WithTimeout(180 * time.Second).WithPolling(time.Second).Should(Equal(phase))
 }
 
-func waitRestorePhase(ctx context.Context, name string, phase cairnv1.RestorePhase) {
+// waitRestoreCompleted waits for the restore name to be Completed, and fails at once when it
+// ends otherwise.
+func waitRestoreCompleted(ctx context.Context, name string) {
 	GinkgoHelper()
+	phase := cairnv1.RestorePhaseCompleted
 	terminal := []cairnv1.RestorePhase{cairnv1.RestorePhaseCompleted, cairnv1.RestorePhasePartiallyFailed,
 		cairnv1.RestorePhaseFailed, cairnv1.RestorePhaseFailedValidation}
 	Eventually(func(g Gomega) cairnv1.RestorePhase {

@@ -332,7 +332,7 @@ func describeVolumeRestore(proxy **testenv.StallingProxy, server **testenv.S3Ser
 		)
 		BeforeAll(func(ctx SpecContext) {
 			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveService(ctx, cairnNamespace, repositoryService)
+			serveRepositoryService(ctx)
 			app = deployVoldata("node-volrestore-" + rand.String(5))
 			DeferCleanup(func() {
 				_, _, _ = kubectl("delete", "backup", app.ns, "-n", cairnNamespace, "--ignore-not-found", "--wait", "--timeout=120s")
@@ -371,7 +371,7 @@ func describeVolumeRestore(proxy **testenv.StallingProxy, server **testenv.S3Ser
 			dir := fixturePV(ns)
 			started := time.Now()
 			name := restoreInto(ns)
-			waitRestorePhase(ctx, name, cairnv1.RestorePhaseCompleted)
+			waitRestoreCompleted(ctx, name)
 			fmt.Fprintf(GinkgoWriter, "The restore took %s\n", time.Since(started).Round(time.Millisecond))
 			r := getRestore(ctx, Default, k8s, name)
 			pvrs := podVolumeRestores(ctx, Default, k8s, r.UID)
@@ -480,7 +480,7 @@ func describeVolumeRestore(proxy **testenv.StallingProxy, server **testenv.S3Ser
 			By("restoring it")
 			started := time.Now()
 			name := restoreInto(app.ns)
-			waitRestorePhase(ctx, name, cairnv1.RestorePhaseCompleted)
+			waitRestoreCompleted(ctx, name)
 			fmt.Fprintf(GinkgoWriter, "The restore took %s\n", time.Since(started).Round(time.Millisecond))
 			r := getRestore(ctx, Default, k8s, name)
 			pvrs := podVolumeRestores(ctx, Default, k8s, r.UID)

@@ -29,8 +29,8 @@ import (
 //   - serveDNS answers on the node's address, the pods' nameserver (the kubelet's clusterDNS),
 //     for <service>.<namespace>.svc.cluster.local with the Service's cluster IP, and NXDOMAIN
 //     for any other name;
-//   - serveService puts a Service's cluster IP on lo and forwards each connection to one of its
-//     ready endpoints, as kube-proxy's userspace mode did.
+//   - serveRepositoryService puts the repository Service's cluster IP on lo and forwards each
+//     connection to one of its ready endpoints, as kube-proxy's userspace mode did.
 //
 // So the node agents reach the manager's repository server by the name the chart gives them.
 
@@ -124,10 +124,12 @@ func clusterIP(ctx context.Context, c client.Reader, ns, name string) (string, e
 	return svc.Spec.ClusterIP, nil
 }
 
-// serveService forwards the connections to the cluster IP of the Service ns/name, on each of
-// its ports, to its ready endpoints, until the current container's clean-up.
-func serveService(ctx context.Context, ns, name string) {
+// serveRepositoryService forwards the connections to the cluster IP of Cairn's repository
+// Service (the manager's blob proxy, which the node agents reach), on each of its ports, to its
+// ready endpoints, until the current container's clean-up.
+func serveRepositoryService(ctx context.Context) {
 	GinkgoHelper()
+	ns, name := cairnNamespace, repositoryService
 	var svc corev1.Service
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc)).To(Succeed())
 	ip := svc.Spec.ClusterIP

@@ -58,7 +58,7 @@ func describeVeleroVolumes(proxy **testenv.StallingProxy, server **testenv.S3Ser
 	Describe("restoring the volume data of a Velero backup", func() {
 		It("restores a Velero file-system backup into a new namespace: the pod starts on its data, every file's SHA-256, mode and link target as Velero backed it up", func(ctx SpecContext) {
 			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveService(ctx, cairnNamespace, repositoryService)
+			serveRepositoryService(ctx)
 
 			suffix := rand.String(5)
 			bucket, location, ns, restoreName := "velero-"+suffix, "velero-"+suffix, "node-velero-"+suffix, "node-velero-"+suffix
@@ -101,7 +101,7 @@ func describeVeleroVolumes(proxy **testenv.StallingProxy, server **testenv.S3Ser
 			By("restoring the Velero backup into a new namespace")
 			started := time.Now()
 			apply(restoreManifest(restoreName, "ledger-fs", "ledger", ns))
-			waitRestorePhase(ctx, restoreName, cairnv1.RestorePhaseCompleted)
+			waitRestoreCompleted(ctx, restoreName)
 			fmt.Fprintf(GinkgoWriter, "The restore took %s\n", time.Since(started).Round(time.Millisecond))
 			r := getRestore(ctx, Default, k8s, restoreName)
 			pvrs := podVolumeRestores(ctx, Default, k8s, r.UID)

@@ -308,7 +308,7 @@ func describeVolumeData(storageDir *string, proxy **testenv.StallingProxy) {
 	Describe("copying pod volume data", func() {
 		BeforeAll(func(ctx SpecContext) {
 			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveService(ctx, cairnNamespace, repositoryService)
+			serveRepositoryService(ctx)
 		})
 
 		// A failed spec shows the logs of the backups in the filesystem location (their errors
