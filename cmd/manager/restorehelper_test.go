@@ -27,8 +27,12 @@ func TestWaitForVolumes(t *testing.T) {
 			dir := t.TempDir()
 			go func() {
 				time.Sleep(50 * time.Millisecond)
+				// As the node agent writes them: whole, by a rename (a marker read while it is
+				// still being written would have no reason yet).
 				for name, content := range tc.markers {
-					_ = os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
+					tmp := filepath.Join(dir, name+".tmp")
+					_ = os.WriteFile(tmp, []byte(content), 0o644)
+					_ = os.Rename(tmp, filepath.Join(dir, name))
 				}
 			}()
 			var out bytes.Buffer
