@@ -36,13 +36,8 @@ if [[ ${1:-} == volumes ]]; then
   exec "$(dirname "$0")/velero-volume-fixtures.sh"
 fi
 
-VELERO_VERSION=v1.18.1
-AWS_PLUGIN_VERSION=v1.14.3
-# The proxy refuses some k8s.io modules at v0.33.11, the version Velero v1.18.1 requires
-# (k8s.io/kube-aggregator and k8s.io/cli-runtime: "This module version is not available");
-# both builds take every k8s.io module at v0.33.13, the nearest patch release it serves.
-K8S_REPLACE_VERSION=v0.33.13
-K8S_MODULES="api apimachinery client-go apiextensions-apiserver cli-runtime metrics kube-aggregator"
+# shellcheck source=hack/velero-lib.sh
+. "$(dirname "$0")/velero-lib.sh"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/testdata/velero
@@ -64,27 +59,10 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
-# build MODULE VERSION PACKAGE OUTPUT: copy the module out of the module cache and build it
-# inside, so that its own replace directives apply.
-build() {
-  local module=$1 version=$2 pkg=$3 out=$4 dir
-  [[ -x "$out" ]] && return 0
-  dir=$(go mod download -json "$module@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  rm -rf "$WORK/src/$(basename "$out")"
-  mkdir -p "$WORK/src"
-  cp -r "$dir" "$WORK/src/$(basename "$out")"
-  chmod -R u+w "$WORK/src/$(basename "$out")"
-  (
-    cd "$WORK/src/$(basename "$out")"
-    for m in $K8S_MODULES; do go mod edit -replace "k8s.io/$m=k8s.io/$m@$K8S_REPLACE_VERSION"; done
-    GOFLAGS=-mod=mod go build -o "$out" "$pkg"
-  )
-}
-
 echo "velero-fixtures: building Velero $VELERO_VERSION and velero-plugin-for-aws $AWS_PLUGIN_VERSION"
 mkdir -p "$WORK/bin/plugins"
-build github.com/vmware-tanzu/velero "$VELERO_VERSION" ./cmd/velero "$WORK/bin/velero"
-build github.com/vmware-tanzu/velero-plugin-for-aws "$AWS_PLUGIN_VERSION" ./velero-plugin-for-aws "$WORK/bin/plugins/velero-plugin-for-aws"
+velero_build github.com/vmware-tanzu/velero "$VELERO_VERSION" ./cmd/velero "$WORK/bin/velero"
+velero_build github.com/vmware-tanzu/velero-plugin-for-aws "$AWS_PLUGIN_VERSION" ./velero-plugin-for-aws "$WORK/bin/plugins/velero-plugin-for-aws"
 VELERO=$WORK/bin/velero
 
 echo "velero-fixtures: starting the control plane"

@@ -32,10 +32,8 @@
 # openssl, root (the node), the envtest binaries (KUBEBUILDER_ASSETS), versitygw (VERSITYGW).
 set -euo pipefail
 
-VELERO_VERSION=v1.18.1
-AWS_PLUGIN_VERSION=v1.14.3
-K8S_REPLACE_VERSION=v0.33.13 # see hack/velero-fixtures.sh: the proxy refuses v0.33.11
-K8S_MODULES="api apimachinery client-go apiextensions-apiserver cli-runtime metrics kube-aggregator"
+# shellcheck source=hack/velero-lib.sh
+. "$(dirname "$0")/velero-lib.sh"
 VELERO_IMAGE=cairn-velero-fixture:dev
 NS=ledger
 POD=books
@@ -74,26 +72,10 @@ trap cleanup EXIT
 
 free_port() { in_ns python3 -c 'import socket; s=socket.socket(); s.bind(("10.200.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
-# build MODULE VERSION PACKAGE OUTPUT: as hack/velero-fixtures.sh builds, static.
-build() {
-  local module=$1 version=$2 pkg=$3 out=$4 dir
-  [[ -x "$out" ]] && return 0
-  dir=$(go mod download -json "$module@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  rm -rf "$WORK/src/$(basename "$out")"
-  mkdir -p "$WORK/src"
-  cp -r "$dir" "$WORK/src/$(basename "$out")"
-  chmod -R u+w "$WORK/src/$(basename "$out")"
-  (
-    cd "$WORK/src/$(basename "$out")"
-    for m in $K8S_MODULES; do go mod edit -replace "k8s.io/$m=k8s.io/$m@$K8S_REPLACE_VERSION"; done
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out" "$pkg"
-  )
-}
-
 echo "velero-volume-fixtures: building Velero $VELERO_VERSION (static) and velero-plugin-for-aws $AWS_PLUGIN_VERSION"
 mkdir -p "$WORK/bin/plugins"
-build github.com/vmware-tanzu/velero "$VELERO_VERSION" ./cmd/velero "$WORK/bin/velero"
-build github.com/vmware-tanzu/velero-plugin-for-aws "$AWS_PLUGIN_VERSION" ./velero-plugin-for-aws "$WORK/bin/plugins/velero-plugin-for-aws"
+velero_build github.com/vmware-tanzu/velero "$VELERO_VERSION" ./cmd/velero "$WORK/bin/velero"
+velero_build github.com/vmware-tanzu/velero-plugin-for-aws "$AWS_PLUGIN_VERSION" ./velero-plugin-for-aws "$WORK/bin/plugins/velero-plugin-for-aws"
 VELERO=$WORK/bin/velero
 
 if ! "$ROOT/hack/node-up.sh" --running >/dev/null 2>&1; then
