@@ -1,12 +1,8 @@
 package blobproxy
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -52,71 +48,6 @@ func copyTree(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// treeLines describes dir as the fixture script's <volume>.tree does: one line per entry,
-// "path type mode sha256-or-link-target", sorted (mode with the setuid, setgid and sticky bits).
-func treeLines(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		m := info.Mode()
-		mode := uint32(m.Perm())
-		for bit, v := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
-			if m&bit != 0 {
-				mode |= v
-			}
-		}
-		var kind, what string
-		switch {
-		case m&fs.ModeSymlink != 0:
-			kind = "symlink"
-			what, err = os.Readlink(p)
-		case m.IsDir():
-			kind, what = "dir", "-"
-		default:
-			kind = "file"
-			var b []byte
-			b, err = os.ReadFile(p)
-			sum := sha256.Sum256(b)
-			what = hex.EncodeToString(sum[:])
-		}
-		out = append(out, fmt.Sprintf("%s %s %04o %s", rel, kind, mode, what))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// fixtureTree reads the fixture's <volume>.tree.
-func fixtureTree(t *testing.T, volume string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(veleroVolumes, volume+".tree"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		out = append(out, s.Text())
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // files lists the regular files under dir with their sizes.
@@ -211,7 +142,14 @@ func TestVeleroKopiaRepositoryThroughTheProxy(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Restore: %v", err)
 			}
-			want, got := fixtureTree(t, p.Spec.Volume), treeLines(t, dst)
+			want, err := testenv.VeleroFixtureTree(p.Spec.Volume)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := testenv.VolumeTree(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !slices.Equal(got, want) {
 				t.Errorf("restored tree differs from the volume Velero copied:\ngot\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}

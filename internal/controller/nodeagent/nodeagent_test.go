@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -738,7 +734,9 @@ var _ = Describe("Volume data", Ordered, func() {
 			Expect(p.Spec.Repository).To(Equal(cairnv1.RepositoryReference{StorageLocation: "from-velero", Namespace: "ledger"}))
 			Expect(p.Spec.SnapshotSource).To(Equal("snapshot-pod-volume/kopia/ledger/books/"))
 			Expect(p.Spec.SnapshotTags).To(Equal(map[string]string{"ns": "ledger", "pod": "books"}))
-			Expect(veleroTree(emptyDir(pod, p.Spec.Volume))).To(Equal(veleroFixtureTree(p.Spec.Volume)), p.Spec.Volume)
+			want, err := testenv.VeleroFixtureTree(p.Spec.Volume)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(testenv.VolumeTree(emptyDir(pod, p.Spec.Volume))).To(Equal(want), p.Spec.Volume)
 			Expect(filepath.Join(emptyDir(pod, podvolume.RestoreMarkerVolume), p.Spec.Volume+".done")).To(BeAnExistingFile())
 		}
 	})
@@ -763,54 +761,3 @@ var _ = Describe("Volume data", Ordered, func() {
 			WithTimeout(30*time.Second).WithPolling(time.Second).Should(BeNumerically("<", peak/10), "peak %d", peak)
 	})
 })
-
-// veleroTree describes dir as hack/velero-volume-fixtures.sh's <volume>.tree does: one line
-// per entry, "path type mode sha256-or-link-target" (mode with the setuid, setgid and sticky
-// bits), sorted.
-func veleroTree(dir string) []string {
-	GinkgoHelper()
-	var out []string
-	Expect(filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		m := info.Mode()
-		mode := uint32(m.Perm())
-		for bit, v := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
-			if m&bit != 0 {
-				mode |= v
-			}
-		}
-		switch {
-		case m&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			out = append(out, fmt.Sprintf("%s symlink %04o %s", rel, mode, target))
-			return err
-		case m.IsDir():
-			out = append(out, fmt.Sprintf("%s dir %04o -", rel, mode))
-		default:
-			b, err := os.ReadFile(p)
-			sum := sha256.Sum256(b)
-			out = append(out, fmt.Sprintf("%s file %04o %x", rel, mode, sum))
-			return err
-		}
-		return nil
-	})).To(Succeed())
-	slices.Sort(out)
-	return out
-}
-
-// veleroFixtureTree is the fixture's tree of volume as Velero copied it.
-func veleroFixtureTree(volume string) []string {
-	GinkgoHelper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "testdata", "velero", "volumes", volume+".tree"))
-	Expect(err).NotTo(HaveOccurred())
-	out := strings.Split(strings.TrimSpace(string(b)), "\n")
-	slices.Sort(out)
-	return out
-}
