@@ -27,3 +27,15 @@ velero_build() {
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out" "$pkg"
   )
 }
+
+# velero_wait_location NAME: wait up to two minutes for Velero's location "default" to be
+# Available (the caller's kc runs kubectl), else fail pointing at Velero's log.
+velero_wait_location() {
+  local name=$1
+  for _ in $(seq 120); do
+    [[ $(kc get backupstoragelocations.velero.io default -n velero -o jsonpath='{.status.phase}' 2>/dev/null) == Available ]] && return 0
+    sleep 1
+  done
+  echo "$name: Velero's location did not become Available; see $WORK/velero-server.log" >&2
+  exit 1
+}

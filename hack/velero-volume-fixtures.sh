@@ -176,14 +176,7 @@ nsenter --net="/run/netns/$NETNS" -- env AWS_SHARED_CREDENTIALS_FILE="$WORK/cred
   --profiler-address "127.0.0.1:$(free_port)" --uploader-type kopia \
   --store-validation-frequency 5s --backup-sync-period 0s >"$WORK/velero-server.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 120); do
-  [[ $(kc get backupstoragelocations.velero.io default -n velero -o jsonpath='{.status.phase}' 2>/dev/null) == Available ]] && break
-  sleep 1
-done
-[[ $(kc get backupstoragelocations.velero.io default -n velero -o jsonpath='{.status.phase}') == Available ]] || {
-  echo "velero-volume-fixtures: Velero's location did not become Available; see $WORK/velero-server.log" >&2
-  exit 1
-}
+velero_wait_location velero-volume-fixtures
 
 echo "velero-volume-fixtures: backing up namespace $NS with Velero's file-system backup"
 in_ns "$VELERO" --kubeconfig "$KUBECONFIG_FILE" backup create "$BACKUP" -n velero --include-namespaces "$NS" \
