@@ -86,26 +86,33 @@ func FromAnnotations(annotations map[string]string, phase Phase, defaultTimeout 
 		if !ok {
 			continue
 		}
-		h := &Hook{Name: "annotation " + strings.TrimSuffix(prefix, "/"), Phase: phase,
-			Container: annotations[prefix+annotationContainer], OnError: cairnv1.HookErrorModeFail, Timeout: defaultTimeout}
-		command, err := parseCommand(raw)
-		if err != nil {
-			return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationCommand, err)
-		}
-		h.Command = command
-		if v, ok := annotations[prefix+annotationOnError]; ok {
-			if h.OnError, err = parseOnError(v); err != nil {
-				return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationOnError, err)
-			}
-		}
-		if v, ok := annotations[prefix+annotationTimeout]; ok {
-			if h.Timeout, err = parseTimeout(v); err != nil {
-				return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationTimeout, err)
-			}
-		}
-		return h, nil
+		return annotationHook(annotations, prefix, raw, phase, annotationTimeout, defaultTimeout)
 	}
 	return nil, nil
+}
+
+// annotationHook reads the exec hook whose annotations start with prefix (raw is its command
+// annotation): the container, the command, on-error and, under timeoutKey, its timeout
+// (defaultTimeout when unset). An annotation that cannot be read is an error naming it.
+func annotationHook(annotations map[string]string, prefix, raw string, phase Phase, timeoutKey string, defaultTimeout time.Duration) (*Hook, error) {
+	h := &Hook{Name: "annotation " + strings.TrimSuffix(prefix, "/"), Phase: phase,
+		Container: annotations[prefix+annotationContainer], OnError: cairnv1.HookErrorModeFail, Timeout: defaultTimeout}
+	command, err := parseCommand(raw)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationCommand, err)
+	}
+	h.Command = command
+	if v, ok := annotations[prefix+annotationOnError]; ok {
+		if h.OnError, err = parseOnError(v); err != nil {
+			return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationOnError, err)
+		}
+	}
+	if v, ok := annotations[prefix+timeoutKey]; ok {
+		if h.Timeout, err = parseTimeout(v); err != nil {
+			return nil, fmt.Errorf("annotation %s%s: %w", prefix, timeoutKey, err)
+		}
+	}
+	return h, nil
 }
 
 // parseCommand reads a command annotation: a JSON array of strings when it starts with '[',

@@ -55,23 +55,11 @@ func RestoreExecFromAnnotations(annotations map[string]string) (*RestoreExec, er
 		if !ok {
 			continue
 		}
-		h := &RestoreExec{Hook: Hook{Name: "annotation " + strings.TrimSuffix(prefix, "/"), Phase: Post,
-			Container: annotations[prefix+annotationContainer], OnError: cairnv1.HookErrorModeFail, Timeout: cairnv1.DefaultRestoreExecTimeout}}
-		command, err := parseCommand(raw)
+		hook, err := annotationHook(annotations, prefix, raw, Post, annotationExecTimeout, cairnv1.DefaultRestoreExecTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationCommand, err)
+			return nil, err
 		}
-		h.Command = command
-		if v, ok := annotations[prefix+annotationOnError]; ok {
-			if h.OnError, err = parseOnError(v); err != nil {
-				return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationOnError, err)
-			}
-		}
-		if v, ok := annotations[prefix+annotationExecTimeout]; ok {
-			if h.Timeout, err = parseTimeout(v); err != nil {
-				return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationExecTimeout, err)
-			}
-		}
+		h := &RestoreExec{Hook: *hook}
 		if v, ok := annotations[prefix+annotationWaitTimeout]; ok {
 			if h.WaitTimeout, err = parseDuration(v, maxWaitTimeout); err != nil {
 				return nil, fmt.Errorf("annotation %s%s: %w", prefix, annotationWaitTimeout, err)
