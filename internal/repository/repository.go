@@ -54,6 +54,8 @@ import (
 	"github.com/kopia/kopia/snapshot/snapshotfs"
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
 	"github.com/kopia/kopia/snapshot/upload"
+
+	"github.com/cairn-backup/cairn/internal/confined"
 )
 
 // ErrWrongPassword is wrapped by Open's error when the password does not decrypt the repository.
@@ -589,6 +591,14 @@ type RestoreOptions struct {
 	// Of, when set, is what the snapshot must be of, or nothing is written: a snapshot of
 	// another source is refused.
 	Of SnapshotIdentity
+	// Capacity, when positive, bounds the bytes written (holes are not written): a restore that
+	// would write more fails with confined.ErrOverBudget.
+	Capacity int64
+	// PodUser is the user the restored pod runs as, when known: a file keeps its setuid or
+	// setgid bit only when that user (not root) owns it.
+	PodUser *int64
+	// Dropped, when set, is told each file whose setuid or setgid bit was dropped.
+	Dropped func(path string, mode os.FileMode)
 }
 
 // SnapshotIdentity says what a snapshot is of, as its manifest records it (encrypted and
@@ -643,8 +653,9 @@ type RestoreResult struct {
 	Files int64 // files written
 }
 
-// Restore writes snapshot id into targetDir. Permissions, times and symlinks are restored;
-// owners too when running as root (or with CAP_CHOWN).
+// Restore writes snapshot id into targetDir, beneath a handle on it and never following a link
+// the directory holds (confinedOutput): permissions with setgid and sticky, times and symlinks
+// are restored, owners too when running as root, and sparse files stay sparse.
 func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt RestoreOptions) (RestoreResult, error) {
 	if err := r.failed(); err != nil {
 		return RestoreResult{}, err
@@ -668,6 +679,18 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt Rest
 		return RestoreResult{}, fmt.Errorf("restore target %s is not empty", targetDir)
 	}
 
+	target, err := confined.OpenRoot(abs)
+	if err != nil {
+		return RestoreResult{}, fmt.Errorf("restore target: %w", err)
+	}
+	defer func() { _ = target.Close() }()
+
+	return r.restoreInto(ctx, id, &confinedOutput{root: target, budget: &confined.Budget{Limit: opt.Capacity},
+		owners: os.Geteuid() == 0, podUser: opt.PodUser, dropped: opt.Dropped}, opt)
+}
+
+// restoreInto writes snapshot id to out, as opt says.
+func (r *Repository) restoreInto(ctx context.Context, id string, out restore.Output, opt RestoreOptions) (RestoreResult, error) {
 	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("loading snapshot %s: %w", id, err)
@@ -685,14 +708,6 @@ func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt Rest
 	var total int64
 	if man.RootEntry != nil && man.RootEntry.DirSummary != nil {
 		total = man.RootEntry.DirSummary.TotalFileSize
-	}
-
-	out := &restore.FilesystemOutput{
-		TargetPath: abs, OverwriteDirectories: true,
-		OverwriteFiles: opt.Overwrite, OverwriteSymlinks: opt.Overwrite,
-	}
-	if err := out.Init(ctx); err != nil {
-		return RestoreResult{}, err
 	}
 
 	cancel := make(chan struct{})

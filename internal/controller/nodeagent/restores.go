@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/confined"
 	"github.com/cairn-backup/cairn/internal/metrics"
 	"github.com/cairn-backup/cairn/internal/phases"
 	"github.com/cairn-backup/cairn/internal/podvolume"
@@ -160,7 +161,9 @@ func (a *Agent) waitForMarkerDir(ctx context.Context, pvr *cairnv1.PodVolumeRest
 
 // mark tells the restored pod's restore helper how the volume's restore ended: a done marker,
 // or a failed one holding the status message. It is written whole (a rename), never twice, and
-// not at all when the pod or its marker directory is gone.
+// not at all when the pod or its marker directory is gone. The pod's containers can write the
+// marker directory: the marker is written beneath a handle on it, through no link (package
+// confined), as the volume's data is.
 func (a *Agent) mark(ctx context.Context, pvr *cairnv1.PodVolumeRestore) {
 	status := pvr.Status
 	if !status.Phase.IsTerminal() || pvr.Spec.Pod.UID == "" {
@@ -174,17 +177,22 @@ func (a *Agent) mark(ctx context.Context, pvr *cairnv1.PodVolumeRestore) {
 	if status.Phase != cairnv1.PodVolumePhaseCompleted {
 		name, content = pvr.Spec.Volume+podvolume.FailedMarkerSuffix, fmt.Sprintf("%s: %s", status.Phase, status.Message)
 	}
-	final := filepath.Join(dir, name)
-	if _, err := os.Stat(final); err == nil {
-		return
-	}
 	log := ctrl.LoggerFrom(ctx).WithValues("podvolumerestore", pvr.Name)
-	tmp := final + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		log.Info("Could not tell the restored pod how its volume's restore ended", "error", err.Error())
+	root, err := confined.OpenRoot(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Info("Could not tell the restored pod how its volume's restore ended", "error", err.Error())
+		}
 		return
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	defer func() { _ = root.Close() }()
+	if root.Exists(name) {
+		return
+	}
+	_, err = root.WriteFile(name, strings.NewReader(content), confined.FileOptions{
+		Attributes: confined.Attributes{Mode: 0o644, ModTime: time.Now().UnixNano()},
+	})
+	if err != nil {
 		log.Info("Could not tell the restored pod how its volume's restore ended", "error", err.Error())
 	}
 }
