@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -46,6 +47,9 @@ type nodeAgentOptions struct {
 	metricsAddr      string
 	probeAddr        string
 	restoreParallel  int
+	maxCopies        int
+	emptyDirCapacity string
+	emptyDirBytes    int64 // emptyDirCapacity, parsed
 	zap              zap.Options
 }
 
@@ -63,6 +67,8 @@ func newNodeAgentFlagSet(o *nodeAgentOptions) *flag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8082", "Where the metrics endpoint listens; 0 turns it off.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Where the health probes listen.")
 	fs.IntVar(&o.restoreParallel, "restore-parallelism", 2, "How many files a volume restore writes at once (each holds its buffers: more may not fit the agent's memory limit).")
+	fs.IntVar(&o.maxCopies, "max-concurrent-copies", 2, "How many volume copies (backups and restores) run at once on this node; the others wait, New, saying so.")
+	fs.StringVar(&o.emptyDirCapacity, "empty-dir-restore-capacity", "50Gi", "The most a volume restore writes into an emptyDir that has no sizeLimit (a quantity; 0 means no bound). A claim is bounded by its capacity, an emptyDir with a sizeLimit by it.")
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -89,6 +95,14 @@ func parseNodeAgentOptions(args []string) (nodeAgentOptions, error) {
 	if o.restoreParallel < 1 || o.restoreParallel > 64 {
 		return o, fmt.Errorf("invalid value %d for --restore-parallelism: must be from 1 to 64", o.restoreParallel)
 	}
+	if o.maxCopies < 1 || o.maxCopies > 64 {
+		return o, fmt.Errorf("invalid value %d for --max-concurrent-copies: must be from 1 to 64", o.maxCopies)
+	}
+	q, err := resource.ParseQuantity(o.emptyDirCapacity)
+	if err != nil || q.Sign() < 0 {
+		return o, fmt.Errorf("invalid value %q for --empty-dir-restore-capacity: must be a quantity such as 50Gi, or 0", o.emptyDirCapacity)
+	}
+	o.emptyDirBytes = q.Value()
 	if !filepath.IsAbs(o.podsDir) {
 		return o, fmt.Errorf("invalid value %q for --pods-dir: must be an absolute path", o.podsDir)
 	}
@@ -147,6 +161,8 @@ func runNodeAgent(args []string) int {
 		Passwords:          &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Secret: opts.passwordSecret},
 		Open:               nodeagent.ProxyRepositories(opts.repositoryServer, opts.tokenFile, opts.configDir),
 		RestoreParallelism: opts.restoreParallel,
+		MaxCopies:          opts.maxCopies,
+		EmptyDirCapacity:   opts.emptyDirBytes,
 	}
 	if err := agent.SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "node-agent: cannot set up: %v\n", err)

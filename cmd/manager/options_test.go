@@ -157,7 +157,8 @@ func TestParseNodeAgentOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" || o.restoreParallel != 2 {
+	if o.node != "node-a" || o.podsDir != "/var/lib/kubelet/pods" || o.namespace != "cairn-system" || o.passwordSecret != "cairn-repository-passwords" || o.restoreParallel != 2 ||
+		o.maxCopies != 2 || o.emptyDirBytes != 50<<30 {
 		t.Fatalf("options = %+v", o)
 	}
 	for _, tc := range []struct {
@@ -171,6 +172,9 @@ func TestParseNodeAgentOptions(t *testing.T) {
 		{"repository server without a scheme", []string{"--node-name=node-a", "--repository-server=cairn:8445"}, "must be an http or https URL"},
 		{"relative pods dir", append([]string{"--pods-dir=pods"}, good...), `invalid value "pods" for --pods-dir`},
 		{"no restore parallelism", append([]string{"--restore-parallelism=0"}, good...), "invalid value 0 for --restore-parallelism: must be from 1 to 64"},
+		{"no copy at once", append([]string{"--max-concurrent-copies=0"}, good...), "invalid value 0 for --max-concurrent-copies: must be from 1 to 64"},
+		{"a capacity that is not a quantity", append([]string{"--empty-dir-restore-capacity=lots"}, good...), `invalid value "lots" for --empty-dir-restore-capacity`},
+		{"a negative capacity", append([]string{"--empty-dir-restore-capacity=-1Gi"}, good...), `invalid value "-1Gi" for --empty-dir-restore-capacity`},
 		{"stray argument", append(good, "run"), `unexpected argument "run"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

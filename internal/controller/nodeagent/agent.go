@@ -57,6 +57,12 @@ type Agent struct {
 	// RestoreParallelism is how many files a restore writes at once; 0 means the repository's
 	// default.
 	RestoreParallelism int
+	// EmptyDirCapacity bounds what a restore writes into an emptyDir without a sizeLimit; 0
+	// means no bound.
+	EmptyDirCapacity int64
+	// MaxCopies is how many copies run at once on the node, of both kinds; 0 means no limit.
+	// The others stay New, saying that they wait for a slot.
+	MaxCopies int
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc // by kind and name
@@ -69,6 +75,30 @@ var errCancelled = errors.New("cancelled")
 
 // errAgentStopping is the cause of a copy stopped because the agent stops.
 var errAgentStopping = errors.New("the node agent stopped during the copy; nothing was saved")
+
+// reserve takes one of the node's copy slots for the copy key, or reports that none is free.
+// A reserved copy counts as running until release, or until track and untrack.
+func (a *Agent) reserve(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running == nil {
+		a.running = map[string]context.CancelCauseFunc{}
+	}
+	if a.MaxCopies > 0 && len(a.running) >= a.MaxCopies {
+		return false
+	}
+	a.running[key] = nil
+	return true
+}
+
+// release gives back the slot of a copy reserved but never started.
+func (a *Agent) release(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cancel, ok := a.running[key]; ok && cancel == nil {
+		delete(a.running, key)
+	}
+}
 
 func (a *Agent) track(key string, cancel context.CancelCauseFunc) {
 	a.mu.Lock()
@@ -108,7 +138,9 @@ func (a *Agent) stop(key string, cause error) {
 func (a *Agent) Stop() {
 	a.mu.Lock()
 	for _, cancel := range a.running {
-		cancel(errAgentStopping)
+		if cancel != nil {
+			cancel(errAgentStopping)
+		}
 	}
 	a.mu.Unlock()
 	a.copies.Wait()

@@ -39,10 +39,11 @@ func backups(a *Agent) kind[*cairnv1.PodVolumeBackup] {
 
 // snapshot finds the volume's directory, opens the repository and snapshots the directory.
 func (a *Agent) snapshot(ctx context.Context, pvb *cairnv1.PodVolumeBackup, p *progress) (outcome, error) {
-	dir, err := a.volumeDir(ctx, pvb.Spec.Pod, pvb.Spec.Volume)
+	vol, err := a.volumeDir(ctx, pvb.Spec.Pod, pvb.Spec.Volume)
 	if err != nil {
 		return outcome{}, err
 	}
+	dir := vol.Dir
 	total, err := diskUsage(ctx, dir)
 	if err != nil {
 		return outcome{}, fmt.Errorf("reading volume %s: %w", pvb.Spec.Volume, err)

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -112,13 +113,36 @@ func (c *copies[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	case stepFail:
 		return ctrl.Result{}, c.end(ctx, obj, cairnv1.PodVolumePhaseFailed, c.kind.messages.restarted, outcome{})
 	case stepStart:
-		return ctrl.Result{}, c.start(ctx, obj)
+		key := c.key(obj.GetName())
+		if !c.agent.reserve(key) {
+			return c.waitForSlot(ctx, obj)
+		}
+		if err := c.start(ctx, obj); err != nil {
+			c.agent.release(key)
+			return ctrl.Result{}, err
+		}
 	case stepNone:
 		if status.Phase.IsTerminal() && c.kind.ended != nil {
 			c.kind.ended(ctx, obj) // idempotent: an agent killed between the status and the marker
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// slotWait is how often a copy waiting for a free slot on its node looks again.
+const slotWait = time.Second
+
+// waitForSlot leaves a copy New while the node runs as many copies as it may, saying so.
+func (c *copies[T]) waitForSlot(ctx context.Context, obj T) (ctrl.Result, error) {
+	message := fmt.Sprintf("waiting for a free copy slot on node %s (%d copies at once)", c.agent.Node, c.agent.MaxCopies)
+	if obj.PodVolumeStatus().Message != message {
+		if err := lifecycle.PatchPodVolumeStatus(ctx, c.agent.Client, c.kind.table, phases.OwnerNodeAgent, obj, func(s *cairnv1.PodVolumeStatus) {
+			s.Message = message
+		}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: slotWait}, nil
 }
 
 // start marks the copy InProgress and runs it in its own goroutine, so a copy that takes an

@@ -56,7 +56,7 @@ func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *p
 	if err := a.waitForHelper(ctx, pvr.Spec.Pod); err != nil {
 		return outcome{}, err
 	}
-	dir, err := a.waitForVolume(ctx, pvr.Spec.Pod, pvr.Spec.Volume)
+	vol, err := a.waitForVolume(ctx, pvr.Spec.Pod, pvr.Spec.Volume)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -69,11 +69,18 @@ func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *p
 			pvr.Spec.Repository.StorageLocation, pvr.Spec.Repository.Namespace, err)
 	}
 	defer func() { _ = repo.Close() }()
-	res, err := repo.Restore(ctx, pvr.Spec.SnapshotID, dir, repository.RestoreOptions{
-		Overwrite: true, Parallel: a.RestoreParallelism,
+	log := ctrl.LoggerFrom(ctx).WithValues("podvolumerestore", pvr.Name)
+	res, err := repo.Restore(ctx, pvr.Spec.SnapshotID, vol.Dir, repository.RestoreOptions{
+		Overwrite: true, Parallel: a.RestoreParallelism, Capacity: vol.Capacity, PodUser: vol.User,
+		Dropped: func(path string, mode os.FileMode) {
+			log.Info("Dropped the setuid and setgid bits of a file not owned by the pod's own user", "path", path, "mode", mode.String())
+		},
 		Of:       repository.SnapshotIdentity{SourcePrefix: pvr.Spec.SnapshotSource, Tags: pvr.Spec.SnapshotTags},
 		Progress: func(done, total int64) { p.done.Store(done); p.total.Store(total) },
 	})
+	if errors.Is(err, confined.ErrOverBudget) {
+		err = fmt.Errorf("volume %s holds at most %s: %w", pvr.Spec.Volume, cairnv1.HumanBytes(vol.Capacity), err)
+	}
 	return outcome{Bytes: res.Bytes, Files: res.Files}, err
 }
 
@@ -116,7 +123,7 @@ func helperState(pod *corev1.Pod) (running, ended bool) {
 }
 
 // waitForVolume waits until the kubelet has made the volume's directory.
-func (a *Agent) waitForVolume(ctx context.Context, pod cairnv1.PodReference, volume string) (string, error) {
+func (a *Agent) waitForVolume(ctx context.Context, pod cairnv1.PodReference, volume string) (volumeOnNode, error) {
 	for {
 		dir, err := a.volumeDir(ctx, pod, volume)
 		var notYet errNotThereYet
@@ -125,7 +132,7 @@ func (a *Agent) waitForVolume(ctx context.Context, pod cairnv1.PodReference, vol
 		}
 		select {
 		case <-ctx.Done():
-			return "", err
+			return volumeOnNode{}, err
 		case <-time.After(volumeWait):
 		}
 	}

@@ -21,51 +21,53 @@ type errNotThereYet struct{ error }
 // checked to be that incarnation of the pod (same UID) and to exist. The pod's spec says what
 // backs the volume: a claim (and its PersistentVolume says where the kubelet mounts it), or an
 // emptyDir.
-func (a *Agent) volumeDir(ctx context.Context, ref cairnv1.PodReference, volume string) (string, error) {
+func (a *Agent) volumeDir(ctx context.Context, ref cairnv1.PodReference, volume string) (volumeOnNode, error) {
 	var pod corev1.Pod
 	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("pod %s/%s is gone", ref.Namespace, ref.Name)
+			return volumeOnNode{}, fmt.Errorf("pod %s/%s is gone", ref.Namespace, ref.Name)
 		}
-		return "", fmt.Errorf("reading pod %s/%s: %w", ref.Namespace, ref.Name, err)
+		return volumeOnNode{}, fmt.Errorf("reading pod %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	if pod.UID != ref.UID {
-		return "", fmt.Errorf("pod %s/%s was replaced by another of the same name", pod.Namespace, pod.Name)
+		return volumeOnNode{}, fmt.Errorf("pod %s/%s was replaced by another of the same name", pod.Namespace, pod.Name)
 	}
 	v, err := podVolume(&pod, volume)
 	if err != nil {
-		return "", err
+		return volumeOnNode{}, err
 	}
 	var pvName string
 	var source corev1.PersistentVolumeSource
+	var claim *corev1.PersistentVolumeClaim
 	if v.Kind == volumes.PersistentVolumeClaim {
 		var pvc corev1.PersistentVolumeClaim
+		claim = &pvc
 		if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ClaimName}, &pvc); err != nil {
-			return "", fmt.Errorf("reading claim %s/%s: %w", pod.Namespace, v.ClaimName, err)
+			return volumeOnNode{}, fmt.Errorf("reading claim %s/%s: %w", pod.Namespace, v.ClaimName, err)
 		}
 		if pvName = pvc.Spec.VolumeName; pvName != "" {
 			var pv corev1.PersistentVolume
 			if err := a.Reader.Get(ctx, client.ObjectKey{Name: pvName}, &pv); err != nil {
-				return "", fmt.Errorf("reading persistent volume %s: %w", pvName, err)
+				return volumeOnNode{}, fmt.Errorf("reading persistent volume %s: %w", pvName, err)
 			}
 			source = pv.Spec.PersistentVolumeSource
 		}
 	}
 	dir, err := volumes.HostPath(a.PodsDir, pod.UID, v, pvName, source)
 	if err != nil {
-		return "", err
+		return volumeOnNode{}, err
 	}
 	info, err := os.Stat(dir)
 	if os.IsNotExist(err) {
-		return "", errNotThereYet{fmt.Errorf("volume %s of pod %s/%s is not at %s on node %s: %w", v.Name, pod.Namespace, pod.Name, dir, a.Node, err)}
+		return volumeOnNode{}, errNotThereYet{fmt.Errorf("volume %s of pod %s/%s is not at %s on node %s: %w", v.Name, pod.Namespace, pod.Name, dir, a.Node, err)}
 	}
 	if err != nil {
-		return "", fmt.Errorf("volume %s of pod %s/%s at %s: %w", v.Name, pod.Namespace, pod.Name, dir, err)
+		return volumeOnNode{}, fmt.Errorf("volume %s of pod %s/%s at %s: %w", v.Name, pod.Namespace, pod.Name, dir, err)
 	}
 	if !info.IsDir() {
-		return "", fmt.Errorf("volume %s of pod %s/%s at %s is not a directory", v.Name, pod.Namespace, pod.Name, dir)
+		return volumeOnNode{}, fmt.Errorf("volume %s of pod %s/%s at %s is not a directory", v.Name, pod.Namespace, pod.Name, dir)
 	}
-	return dir, nil
+	return volumeOnNode{Dir: dir, Capacity: volumeCapacity(&pod, volume, claim, a.EmptyDirCapacity), User: podUser(&pod)}, nil
 }
 
 // podVolume is the volume named name of pod, as volumes.HostPath needs it: a claim (a
