@@ -28,7 +28,7 @@ func TestCheckName(t *testing.T) {
 
 func TestDataRuns(t *testing.T) {
 	block := func(fill byte) []byte { return bytes.Repeat([]byte{fill}, blockSize) }
-	join := func(parts ...[]byte) []byte { return slices.Concat(parts...) }
+	join := slices.Concat[[]byte]
 	for _, tt := range []struct {
 		name  string
 		chunk []byte

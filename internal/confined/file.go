@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,10 @@ const copyBuffer = 1 << 20
 
 // zeros is one block of zero bytes.
 var zeros = make([]byte, blockSize)
+
+// buffers are the copy buffers of the writes running, reused: a restore writes thousands of
+// small files, each of which would otherwise allocate (and clear) a whole buffer.
+var buffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
 
 // ErrOverBudget is returned when a write would allocate more than its Budget allows.
 var ErrOverBudget = errors.New("over the volume's capacity")
@@ -62,25 +67,28 @@ type FileOptions struct {
 	Progress func(n int64)
 }
 
-// WriteFile writes what src holds to the file rel, with opt's attributes: to a new file under a
-// temporary name, renamed over rel when it is complete. Whatever rel was (a file, a link, a
-// FIFO, a file hard-linked elsewhere) is replaced, never written through; a directory of that
-// name is an error. It returns the bytes read from src.
+// WriteFile writes what src holds to the file rel, with opt's attributes. When rel does not
+// exist the file is made under its name (O_CREAT|O_EXCL, which never follows a link, not even
+// one made meanwhile); otherwise it is written under a temporary name and renamed over rel when
+// complete, so that whatever rel was (a file, a link, a FIFO, a file hard-linked elsewhere) is
+// replaced, never written through. A directory of that name is an error (the rename's
+// EISDIR). A file that fails part-way is removed. It returns the bytes read from src.
 func (r *Root) WriteFile(rel string, src io.Reader, opt FileOptions) (int64, error) {
-	dir, name, err := r.parent(rel)
+	dir, name, release, err := r.parent(rel)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = unix.Close(dir) }()
-	if err := r.notADirectory(dir, name, rel); err != nil {
-		return 0, err
+	defer release()
+	created := name
+	fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		created = r.tempName()
+		fd, err = unix.Openat(dir, created, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	}
-	tmp := r.tempName()
-	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, r.pathError("create", rel, err)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
+	f := os.NewFile(uintptr(fd), created)
 	n, err := write(f, src, opt)
 	if err == nil {
 		err = setAttributes(fd, opt.Attributes)
@@ -88,11 +96,11 @@ func (r *Root) WriteFile(rel string, src io.Reader, opt FileOptions) (int64, err
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = unix.Renameat(dir, tmp, dir, name)
+	if err == nil && created != name {
+		err = unix.Renameat(dir, created, dir, name)
 	}
 	if err != nil {
-		_ = unix.Unlinkat(dir, tmp, 0)
+		_ = unix.Unlinkat(dir, created, 0)
 		if errors.Is(err, ErrOverBudget) {
 			return n, fmt.Errorf("%s/%s: %w", r.path, rel, err)
 		}
@@ -101,23 +109,12 @@ func (r *Root) WriteFile(rel string, src io.Reader, opt FileOptions) (int64, err
 	return n, nil
 }
 
-// notADirectory fails when name in dir is a directory (a snapshot's file never replaces one).
-func (r *Root) notADirectory(dir int, name, rel string) error {
-	var st unix.Stat_t
-	err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return r.pathError("replace", rel, unix.EISDIR)
-	}
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return r.pathError("lstat", rel, err)
-	}
-	return nil
-}
-
 // write copies src into the new file f, leaving zero blocks as holes when opt.Sparse, and sets
 // its size to what was read.
 func write(f *os.File, src io.Reader, opt FileOptions) (int64, error) {
-	buf := make([]byte, copyBuffer)
+	pooled := buffers.Get().(*[]byte)
+	defer buffers.Put(pooled)
+	buf := *pooled
 	var off int64
 	for {
 		n, rerr := io.ReadFull(src, buf)
@@ -190,14 +187,11 @@ func dataRuns(chunk []byte) []span {
 // has none for links), replacing whatever rel was but a directory. The link is made, never
 // followed: target may name anything.
 func (r *Root) Symlink(rel, target string, a Attributes) error {
-	dir, name, err := r.parent(rel)
+	dir, name, release, err := r.parent(rel)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = unix.Close(dir) }()
-	if err := r.notADirectory(dir, name, rel); err != nil {
-		return err
-	}
+	defer release()
 	tmp := r.tempName()
 	if err := unix.Symlinkat(target, dir, tmp); err != nil {
 		return r.pathError("symlink", rel, err)
@@ -230,11 +224,11 @@ func (r *Root) Lstat(rel string) (unix.Stat_t, error) {
 	if len(parts) == 0 {
 		return st, unix.Fstat(r.fd, &st)
 	}
-	dir, name, err := r.parent(rel)
+	dir, name, release, err := r.parent(rel)
 	if err != nil {
 		return st, err
 	}
-	defer func() { _ = unix.Close(dir) }()
+	defer release()
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return st, r.pathError("lstat", rel, err)
 	}

@@ -24,7 +24,7 @@ type fixture struct {
 	storage  blob.Storage
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 
 	dir := t.TempDir()
@@ -39,7 +39,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{storeDir: dir, storage: st}
 }
 
-func (f *fixture) open(t *testing.T, pw string) (*Repository, error) {
+func (f *fixture) open(t testing.TB, pw string) (*Repository, error) {
 	t.Helper()
 
 	return Open(t.Context(), Options{
@@ -48,7 +48,7 @@ func (f *fixture) open(t *testing.T, pw string) (*Repository, error) {
 	})
 }
 
-func (f *fixture) mustOpen(t *testing.T) *Repository {
+func (f *fixture) mustOpen(t testing.TB) *Repository {
 	t.Helper()
 
 	r, err := f.open(t, password)
@@ -441,7 +441,7 @@ func TestExclusiveMaintenanceReclaims(t *testing.T) {
 	}
 }
 
-func writeRandom(t *testing.T, name string, n int) {
+func writeRandom(t testing.TB, name string, n int) {
 	t.Helper()
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
