@@ -18,6 +18,8 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 VERSITYGW_VERSION ?= v1.8.0
 KUBE_VERSION ?= 1.36.3
 ETCD_VERSION ?= v3.6.16
+# The one-node cluster's DNS server (hack/node-images.sh); kube-proxy is KUBE_VERSION's.
+COREDNS_VERSION ?= v1.15.0
 HELM_VERSION ?= v4.3.1
 HELM3_VERSION ?= v3.22.0
 # Debian's prometheus package, for promtool (hack/promtool.sh).
@@ -39,7 +41,7 @@ PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
 export PROMTOOL
 ENVTEST_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
-export KUBE_VERSION ETCD_VERSION
+export KUBE_VERSION ETCD_VERSION COREDNS_VERSION
 
 # The version the binaries report (cairn version): the git description of the checkout.
 CAIRN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -191,7 +193,7 @@ run-local: local-up build ## local-up, then run the operator in the foreground a
 NODE_E2E_TIMEOUT ?= 20m
 
 .PHONY: node-up
-node-up: envtest ## Start a one-node cluster (kubelet, containerd) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
+node-up: envtest ## Start a one-node cluster (kubelet, containerd, kube-proxy, CoreDNS) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
 	hack/node-up.sh
 
 .PHONY: node-prepare

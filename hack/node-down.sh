@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Stops the one-node cluster of hack/node-up.sh and leaves the machine as node-up found it:
 # the pods are stopped through the kubelet (so that containerd tears down their networks and
-# mounts), then the kubelet, containerd and the shims it started, the control plane, each by the
-# pid recorded at start; then whatever is still mounted under bin/node or /run/cairn-node is
-# unmounted, the network namespace (with its bridge and iptables rules) deleted, the kubelet's
-# cgroups removed, the kernel settings the kubelet changed put back, and the directories node-up
-# found absent removed once empty.
+# mounts; CoreDNS's pod too), then the kubelet, kube-proxy, containerd and the shims it started,
+# the control plane, each by the pid recorded at start; then whatever is still mounted under
+# bin/node or /run/cairn-node is unmounted, the network namespace (with its bridge and iptables
+# rules, kube-proxy's included) deleted, the kubelet's cgroups removed, the kernel settings the
+# kubelet changed put back, and the directories node-up found absent removed once empty.
 #
 # The state under bin/node (etcd data, certificates, containerd's images) is kept, so that the
 # next node-up is quick; delete the directory for a fresh start.
@@ -132,6 +132,7 @@ stop kube-controller-manager
 stop kube-scheduler
 stop_pods
 stop kubelet
+stop kube-proxy
 stop_containers
 stop containerd
 if owned; then stop_shims; fi

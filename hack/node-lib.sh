@@ -1,8 +1,10 @@
 # Shared by hack/node-up.sh, hack/node-down.sh and hack/node-images.sh (sourced, with ROOT set):
 # the one-node cluster's names, addresses and paths, and small helpers.
-# Settings: NODE_DIR (bin/node), KUBE_VERSION (1.36.3), KUBEBUILDER_ASSETS (the binaries).
+# Settings: NODE_DIR (bin/node), KUBE_VERSION (1.36.3), KUBEBUILDER_ASSETS (the binaries),
+# COREDNS_VERSION (v1.15.0, the cluster's DNS server).
 
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 ASSETS=${KUBEBUILDER_ASSETS:-$ROOT/bin/k8s/${KUBE_VERSION}-linux-amd64}
 DIR=${NODE_DIR:-$ROOT/bin/node}
 mkdir -p "$DIR"
@@ -20,9 +22,12 @@ NETNS=cairn-node
 NODE_NAME=cairn-node
 # The node's own address, on the namespace's lo.
 NODE_IP=10.200.0.1
-# The kubernetes service address (the first of SERVICE_CIDR), also on the namespace's lo.
+# The Services' cluster IPs, which kube-proxy forwards (on no link): the kubernetes Service's
+# (the first of SERVICE_CIDR, to the API server on the node's address) and the cluster DNS's
+# (kube-system/kube-dns, CoreDNS's pod), the kubelet's clusterDNS.
 SERVICE_CIDR=10.0.0.0/24
 SERVICE_IP=10.0.0.1
+DNS_IP=10.0.0.10
 POD_SUBNET=10.244.0.0/24
 # The kubelet's cgroup root, under every cgroup v1 hierarchy.
 CGROUP_ROOT=cairn-node
@@ -31,6 +36,7 @@ CGROUP_ROOT=cairn-node
 mapfile -t CGROUP_HIERARCHIES < <(awk '$3 ~ "^cgroup2?$" && $2 ~ "^/sys/fs/cgroup/" { sub("^/sys/fs/cgroup/", "", $2); print $2 }' /proc/self/mounts)
 # Local image names: nothing is pulled (imagePullPolicy: IfNotPresent).
 PAUSE_IMAGE=${PAUSE_IMAGE:-cairn-pause:dev}
+COREDNS_IMAGE=${COREDNS_IMAGE:-cairn-coredns:dev}
 MANAGER_IMAGE=${MANAGER_IMAGE:-cairn-manager:dev}
 HTTPD_IMAGE=${HTTPD_IMAGE:-cairn-e2e-httpd:dev}
 VOLDATA_IMAGE=${VOLDATA_IMAGE:-cairn-e2e-voldata:dev}

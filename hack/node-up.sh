@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A real one-node Kubernetes cluster on this machine, for the tests that must run Cairn as a pod:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet v1.36.3 with
-# containerd and runc, all inside the network namespace "cairn-node".
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a kubelet v1.36.3 with
+# containerd and runc, and kube-proxy, all inside the network namespace "cairn-node"; and CoreDNS,
+# the cluster's DNS, as a Deployment in kube-system. An ordinary cluster: a pod resolves
+# <service>.<namespace>.svc(.cluster.local) and reaches the Service's cluster IP, so a bare
+# 'helm install' works as anywhere.
 #
 #   hack/node-up.sh            start (idempotent: returns at once when the node is Ready)
 #   hack/node-up.sh --check    only check that the namespace has no route off the machine
@@ -10,21 +13,23 @@
 #                              (what 'make test' does before its suites run side by side)
 #   hack/node-down.sh          stop exactly what this started and undo its changes to the machine
 #
-# Network safety comes first. The namespace has only lo (with the node's address, 10.200.0.1,
-# and the kubernetes service address, 10.0.0.1) and the pods' bridge cni0 (10.244.0.0/24) with
-# their veths, and no default route: no packet can leave the machine. The script refuses to
-# start when the namespace has any route off the machine, and iptables in the namespace drops
-# forwarding except between the pods on the bridge. Every server listens inside the namespace
-# (the apiserver on 10.0.0.1:443, which is what pods reach as the kubernetes service: there is
-# no kube-proxy). Clients run inside it too:
+# Network safety comes first. The namespace has only lo (with the node's address, 10.200.0.1)
+# and the pods' bridge cni0 (10.244.0.0/24) with their veths, and no default route: no packet
+# can leave the machine. The script refuses to start when the namespace has any route off the
+# machine, and iptables in the namespace drops forwarding except between the pods on the bridge.
+# Every server listens inside the namespace (the apiserver on 10.200.0.1:443). The Services'
+# cluster IPs (10.0.0.0/24: the kubernetes Service 10.0.0.1, the cluster DNS 10.0.0.10) are on
+# no link: kube-proxy (iptables mode) rewrites them to their endpoints, which are all on the
+# bridge or the node's address. Clients run inside the namespace too:
 #   nsenter --net=/run/netns/cairn-node bin/k8s/1.36.3-linux-amd64/kubectl --kubeconfig bin/node/kubeconfig get pods -A
 #
 # The binaries: etcd, kube-apiserver, kube-controller-manager and kubectl come from
-# hack/envtest.sh; kube-scheduler and kubelet are built here the same way (one throwaway module
-# requiring k8s.io/kubernetes with every staging module replaced by its published tag), into the
-# same cached directory. containerd, runc, the CNI plugins and iptables come from Debian when
-# missing. No image can be pulled: the sandbox ("pause") image is built locally
-# (hack/node-images.sh), and whatever image tarballs are in bin/images/ are imported.
+# hack/envtest.sh; kube-scheduler, the kubelet and kube-proxy are built here the same way (one
+# throwaway module requiring k8s.io/kubernetes with every staging module replaced by its
+# published tag), into the same cached directory. containerd, runc, the CNI plugins and iptables
+# come from Debian when missing. No image can be pulled: the sandbox ("pause") image and
+# CoreDNS's (its binary built from github.com/coredns/coredns v1.15.0 into bin/) are built
+# locally (hack/node-images.sh), and whatever image tarballs are in bin/images/ are imported.
 #
 # Facts of these machines the configuration answers: cgroup v1 only (failCgroupV1: false,
 # cgroupDriver: cgroupfs), failSwapOn: false, root without
@@ -69,8 +74,9 @@ ensure_packages() {
   return "$rc"
 }
 
-# ensure_binaries builds what is missing: the envtest four with hack/envtest.sh, kube-scheduler
-# and the kubelet here, with the same recipe.
+# ensure_binaries builds what is missing: the envtest four with hack/envtest.sh, kube-scheduler,
+# the kubelet and kube-proxy here, with the same recipe (so all come from the one
+# k8s.io/kubernetes version), and CoreDNS with hack/node-images.sh.
 ensure_binaries() {
   local b need_envtest=false
   for b in etcd kube-apiserver kube-controller-manager kubectl; do
@@ -78,9 +84,10 @@ ensure_binaries() {
   done
   if $need_envtest; then "$ROOT/hack/envtest.sh"; fi
   local missing=()
-  for b in kube-scheduler kubelet; do
+  for b in kube-scheduler kubelet kube-proxy; do
     [[ -x "$ASSETS/$b" ]] || missing+=("$b")
   done
+  "$ROOT/hack/node-images.sh" coredns
   [[ ${#missing[@]} -eq 0 ]] && return 0
   log "building ${missing[*]} v${KUBE_VERSION} (a few minutes on a cold cache)"
   local mod="$ROOT/bin/.build/node-kubernetes-${KUBE_VERSION}"
@@ -105,6 +112,7 @@ ensure_binaries() {
 package tools
 
 import (
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
@@ -143,7 +151,7 @@ record_host() {
   touch "$HOST_DIR/recorded"
 }
 
-# setup_namespace creates the network namespace with lo and its two addresses, and the
+# setup_namespace creates the network namespace with lo and the node's address, and the
 # forwarding rules.
 setup_namespace() {
   if [[ ! -e "/run/netns/$NETNS" ]]; then
@@ -152,12 +160,12 @@ setup_namespace() {
     ip netns add "$NETNS"
   fi
   ip -n "$NETNS" link set lo up
-  local a
-  for a in "$SERVICE_IP" "$NODE_IP"; do
-    ip -n "$NETNS" -o addr show dev lo | grep -q " $a/32 " || ip -n "$NETNS" addr add "$a/32" dev lo
-  done
+  ip -n "$NETNS" -o addr show dev lo | grep -q " $NODE_IP/32 " || ip -n "$NETNS" addr add "$NODE_IP/32" dev lo
   # Forwarding is dropped, except between pods on the bridge (bridged frames pass through
-  # iptables when br_netfilter is loaded). There is no route to forward to anyway.
+  # iptables when br_netfilter is loaded). There is no route to forward to anyway. It is on for
+  # that: a pod's packet to a cluster IP goes to cni0's address, kube-proxy's rule sends it to
+  # the endpoint, back out on cni0.
+  in_ns sysctl -qw net.ipv4.ip_forward=1
   in_ns iptables -w -P FORWARD DROP
   in_ns iptables -w -C FORWARD -i cni0 -o cni0 -j ACCEPT 2>/dev/null ||
     in_ns iptables -w -A FORWARD -i cni0 -o cni0 -j ACCEPT
@@ -202,13 +210,20 @@ setup_certs() {
     } >"$c/tokens.csv"
     chmod 600 "$c/tokens.csv"
   fi
+  # kube-proxy's user, which the default binding system:node-proxier authorizes (added to the
+  # tokens of a node made before kube-proxy ran).
+  if ! grep -q ',system:kube-proxy,' "$c/tokens.csv"; then
+    echo "$(openssl rand -hex 24),system:kube-proxy,system:kube-proxy" >>"$c/tokens.csv"
+  fi
   write_kubeconfig "$KUBECONFIG_FILE" cairn-admin
   write_kubeconfig "$DIR/kubelet.kubeconfig" "system:node:${NODE_NAME}"
   write_kubeconfig "$DIR/controller-manager.kubeconfig" system:kube-controller-manager
   write_kubeconfig "$DIR/scheduler.kubeconfig" system:kube-scheduler
+  write_kubeconfig "$DIR/kube-proxy.kubeconfig" system:kube-proxy
 }
 
-# write_kubeconfig FILE USER: a kubeconfig for USER's static token, to https://10.0.0.1.
+# write_kubeconfig FILE USER: a kubeconfig for USER's static token, to the API server on the
+# node's address (not the kubernetes Service's: kube-proxy itself needs the API first).
 write_kubeconfig() {
   local file=$1 user=$2 token
   token=$(awk -F, -v u="$user" '$2 == u { print $1 }' "$DIR/pki/tokens.csv")
@@ -218,7 +233,7 @@ kind: Config
 clusters:
 - name: cairn-node
   cluster:
-    server: https://${SERVICE_IP}:443
+    server: https://${NODE_IP}:443
     certificate-authority: ${DIR}/pki/ca.crt
 users:
 - name: ${user}
@@ -234,7 +249,8 @@ KC
   chmod 600 "$file"
 }
 
-# write_configs writes containerd's, the CNI's and the kubelet's configuration. Every path
+# write_configs writes containerd's, the CNI's, the kubelet's and kube-proxy's configuration, and
+# the cluster DNS's manifests. Every path
 # containerd and the kubelet would otherwise take on the machine (/var/lib/containerd,
 # /run/containerd/runc, /var/lib/cni/networks, /var/log/pods, /var/lib/kubelet, ...) is moved
 # under bin/node or RUN_DIR.
@@ -325,10 +341,8 @@ podLogsDir: ${DIR}/pod-logs
 volumePluginDir: ${DIR}/kubelet/volume-plugins
 resolvConf: ${DIR}/resolv.conf
 clusterDomain: cluster.local
-# Pods ask the node's address for names (ClusterFirst). The node has no DNS server and no
-# kube-proxy of its own: while the e2e suite runs, it answers there for the Services' names and
-# forwards the Services it needs (test/e2e/node/services_test.go); otherwise nothing answers.
-clusterDNS: [${NODE_IP}]
+# Pods ask CoreDNS for names (ClusterFirst), at the kube-dns Service's cluster IP.
+clusterDNS: [${DNS_IP}]
 # Room for the suite's specs and the hook measure's 50 pods (test/e2e/node/hooks_test.go), beside
 # the manager, the node agent and whatever a failed spec left.
 maxPods: 80
@@ -340,6 +354,186 @@ evictionHard:
   nodefs.available: 1%
   imagefs.available: 1%
   nodefs.inodesFree: 1%
+YAML
+  # iptables mode, the namespace's own iptables (Debian's, nft backend) beside the FORWARD rules
+  # above. kube-proxy changes no setting of the machine's: conntrack's limits and timeouts are
+  # left as they are (0), as is its OOM score (root here cannot lower it); its health and
+  # metrics ports are the namespace's 127.0.0.1.
+  cat >"$DIR/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: ${DIR}/kube-proxy.kubeconfig
+hostnameOverride: ${NODE_NAME}
+bindAddress: ${NODE_IP}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+mode: iptables
+clusterCIDR: ${POD_SUBNET}
+detectLocalMode: ClusterCIDR
+nodePortAddresses: ["${NODE_IP}/32"]
+oomScoreAdj: 0
+iptables:
+  localhostNodePorts: false
+  minSyncPeriod: 1s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+YAML
+  write_dns_manifests
+}
+
+# write_dns_manifests writes the cluster DNS as a cluster's add-on is: CoreDNS's Deployment in
+# kube-system (the image hack/node-images.sh builds, non-root, read-only root), its
+# ServiceAccount and read-only role, its Corefile, and the Service kube-dns on DNS_IP. The
+# kubernetes plugin serves cluster.local (and the reverse zones) from the Services, EndpointSlices
+# and Pods it watches; there is nothing to forward other names to (no route off the machine), so
+# CoreDNS answers them SERVFAIL. It listens on 1053 (a non-root user binds no port under 1024),
+# which the Service's port 53 targets; every query is logged (logs of kube-system's coredns pod).
+write_dns_manifests() {
+  cat >"$DIR/coredns.yaml" <<YAML
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: coredns
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:coredns
+rules:
+  - apiGroups: [""]
+    resources: [endpoints, services, pods, namespaces]
+    verbs: [list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: system:coredns
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:coredns
+subjects:
+  - kind: ServiceAccount
+    name: coredns
+    namespace: kube-system
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: coredns
+  namespace: kube-system
+data:
+  Corefile: |
+    .:1053 {
+        errors
+        log
+        health :8080
+        ready :8181
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+            pods insecure
+            fallthrough in-addr.arpa ip6.arpa
+            ttl 5
+        }
+        cache 5
+        reload
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+  labels:
+    k8s-app: kube-dns
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      k8s-app: kube-dns
+  template:
+    metadata:
+      labels:
+        k8s-app: kube-dns
+    spec:
+      serviceAccountName: coredns
+      priorityClassName: system-cluster-critical
+      # Not itself: the node's resolv.conf, which names no server.
+      dnsPolicy: Default
+      terminationGracePeriodSeconds: 5
+      securityContext:
+        runAsNonRoot: true
+      containers:
+        - name: coredns
+          image: ${COREDNS_IMAGE}
+          imagePullPolicy: IfNotPresent
+          args: ["-conf", "/etc/coredns/Corefile"]
+          ports:
+            - name: dns
+              containerPort: 1053
+              protocol: UDP
+            - name: dns-tcp
+              containerPort: 1053
+              protocol: TCP
+          livenessProbe:
+            httpGet:
+              path: /health
+              port: 8080
+            initialDelaySeconds: 10
+            periodSeconds: 10
+          readinessProbe:
+            httpGet:
+              path: /ready
+              port: 8181
+            periodSeconds: 2
+          resources:
+            limits:
+              memory: 170Mi
+            requests:
+              cpu: 50m
+              memory: 30Mi
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: config
+              mountPath: /etc/coredns
+              readOnly: true
+      volumes:
+        - name: config
+          configMap:
+            name: coredns
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels:
+    k8s-app: kube-dns
+spec:
+  selector:
+    k8s-app: kube-dns
+  clusterIP: ${DNS_IP}
+  ports:
+    - name: dns
+      port: 53
+      targetPort: dns
+      protocol: UDP
+    - name: dns-tcp
+      port: 53
+      targetPort: dns-tcp
+      protocol: TCP
 YAML
 }
 
@@ -362,14 +556,19 @@ node_ready() {
   [[ $(kc get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
 containerd_ready() { ctr version >/dev/null 2>&1; }
+# kube-proxy has written the kubernetes Service's rule.
+proxy_ready() { in_ns iptables -w -t nat -S KUBE-SERVICES 2>/dev/null | grep -q 'default/kubernetes:https'; }
+dns_ready() {
+  [[ $(kc get deployment coredns -n kube-system -o 'jsonpath={.status.conditions[?(@.type=="Available")].status}' 2>/dev/null) == True ]]
+}
 
-# node_running: every process of the node runs and the node is Ready.
+# node_running: every process of the node runs, the node is Ready and so is the cluster DNS.
 node_running() {
   local name
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
     running "$name" || return 1
   done
-  node_ready
+  node_ready && dns_ready
 }
 
 up() {
@@ -391,7 +590,7 @@ up() {
   setup_certs
   write_configs
   setup_cgroups
-  "$ROOT/hack/node-images.sh" pause
+  "$ROOT/hack/node-images.sh" pause coredns
 
   if ! running etcd; then
     mkdir -p "$DIR/etcd"
@@ -444,7 +643,13 @@ up() {
       --kubeconfig "$DIR/kubelet.kubeconfig" --hostname-override "$NODE_NAME" \
       --node-ip "$NODE_IP" --root-dir "$DIR/kubelet" --cert-dir "$DIR/kubelet/pki"
   fi
+  if ! running kube-proxy; then
+    start kube-proxy "$ASSETS/kube-proxy" --config "$DIR/kube-proxy.yaml"
+  fi
   wait_for 120 "the node to be Ready" node_ready
+  wait_for 60 "kube-proxy to forward the kubernetes Service" proxy_ready
+  kc apply -f "$DIR/coredns.yaml" >/dev/null
+  wait_for 120 "CoreDNS to be Ready (kube-system/coredns)" dns_ready
   check_isolated
   log "node ${NODE_NAME} is Ready; kubectl runs inside the namespace:"
   log "nsenter --net=/run/netns/${NETNS} ${ASSETS}/kubectl --kubeconfig ${KUBECONFIG_FILE} get pods -A"

@@ -1,11 +1,12 @@
 // Package node runs Cairn as users do, as a pod, on a real one-node cluster: etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet with containerd, brought
-// up by hack/node-up.sh inside the network namespace cairn-node, from which no packet can leave
-// the machine. The images (Cairn's manager, a static HTTP server as the app to back up, and
-// voldata, an app that fills its volumes with known data for the node agent to copy) are built
-// without Docker by 'make image'. The node has no DNS server and no kube-proxy: while the specs
-// run, this process answers the pods' DNS queries for Services and forwards the Services the
-// specs need (services_test.go).
+// kube-apiserver, kube-controller-manager, kube-scheduler, a kubelet with containerd, kube-proxy,
+// and CoreDNS as the cluster's DNS, brought up by hack/node-up.sh inside the network namespace
+// cairn-node, from which no packet can leave the machine. The images (Cairn's manager, a static
+// HTTP server as the app to back up, and voldata, an app that fills its volumes with known data
+// for the node agent to copy) are built without Docker by 'make image'. Pods resolve Services'
+// names and reach their cluster IPs as on any cluster (node_test.go shows it), so the chart is
+// installed as it is anywhere and the node agents reach the manager's repository Service by
+// the name the chart gives them.
 //
 // The test binary starts outside the namespace: TestMain brings the node up (or finds it
 // running), imports the images, and runs the binary again inside the namespace, where the specs

@@ -151,11 +151,6 @@ func hookProcessRunning(args ...string) bool {
 // ordered container that installed Cairn: storageDir is the filesystem location's directory.
 func describeHooks(storageDir *string) {
 	Describe("hooks", func() {
-		BeforeAll(func(ctx SpecContext) {
-			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveRepositoryService(ctx)
-		})
-
 		It("runs a pre hook before the volume copy and a post hook after it; a restore's init hook sees the restored data, its exec hook runs once the pod is Ready", func(ctx SpecContext) {
 			ns := "node-hooks-" + rand.String(5)
 			hookNamespace(ctx, ns)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ const (
 	podGateway = "10.244.0.1"
 	// The node's address on the namespace's lo, which pods reach (hack/node-lib.sh).
 	nodeIP = "10.200.0.1"
+	// The cluster DNS's Service, kube-system/kube-dns: CoreDNS (hack/node-lib.sh, node-up.sh).
+	dnsIP          = "10.0.0.10"
+	dnsPodSelector = "k8s-app=kube-dns"
 )
 
 var _ = Describe("The one-node cluster", func() {
@@ -70,6 +74,76 @@ var _ = Describe("The one-node cluster", func() {
 		rules, err := exec.Command("iptables", "-w", "-S", "FORWARD").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(rules))
 		Expect(strings.Split(string(rules), "\n")).To(ContainElement("-P FORWARD DROP"))
+	})
+
+	It("resolves a Service's name in a pod through CoreDNS, and forwards the Service's cluster IP to its pods through kube-proxy", func(ctx SpecContext) {
+		ns := "node-dns-" + rand.String(5)
+		greeting, token := "hello from "+ns, rand.String(16)
+		DeferCleanup(func() {
+			_, _, _ = kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=180s")
+		})
+		By("serving the app behind the Service web")
+		apply(appManifests(ns, greeting, token) + fmt.Sprintf(`---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: %s
+spec:
+  selector:
+    app: web
+  ports:
+    - name: http
+      port: 80
+      targetPort: http
+`, ns))
+		kubectlOK("rollout", "status", "deployment/web", "-n", ns, "--timeout=180s")
+		var web, dns corev1.Service
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &web)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-dns"}, &dns)).To(Succeed())
+		Expect(dns.Spec.ClusterIP).To(Equal(dnsIP))
+
+		By("finding neither cluster IP on a link of the node's namespace: only kube-proxy's rules lead there")
+		addrs, err := exec.Command("ip", "-o", "addr", "show").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(addrs))
+		for _, ip := range []string{web.Spec.ClusterIP, dns.Spec.ClusterIP} {
+			Expect(string(addrs)).NotTo(ContainSubstring(" "+ip+"/"), "the namespace's addresses")
+		}
+
+		By("running a pod that looks web." + ns + ".svc up and GETs the greeting from it")
+		apply(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+  namespace: %s
+spec:
+  restartPolicy: OnFailure
+  terminationGracePeriodSeconds: 5
+  securityContext:
+    runAsNonRoot: true
+  containers:
+    - name: client
+      image: %s
+      imagePullPolicy: IfNotPresent
+      args: ["-get", "http://web.%[1]s.svc/config/greeting.txt"]
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        capabilities:
+          drop: ["ALL"]
+`, ns, httpdImage))
+		var pod corev1.Pod
+		Eventually(func(g Gomega) corev1.PodPhase {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "client"}, &pod)).To(Succeed())
+			return pod.Status.Phase
+		}).WithTimeout(120*time.Second).WithPolling(time.Second).Should(Equal(corev1.PodSucceeded), "pod %s/client", ns)
+		Expect(kubectlOK("logs", "client", "-n", ns)).To(Equal(
+			fmt.Sprintf("web.%s.svc resolves to %s\n%s", ns, web.Spec.ClusterIP, greeting)))
+
+		By("finding the pod's query answered by CoreDNS's pod, from the pod's own address")
+		Expect(kubectlOK("logs", "-n", "kube-system", "-l", dnsPodSelector, "--tail=-1")).To(MatchRegexp(
+			`(?m)^\[INFO\] %s:\d+ - \d+ "A IN web\.%s\.svc\.cluster\.local\. udp .*" NOERROR `,
+			regexp.QuoteMeta(pod.Status.PodIP), regexp.QuoteMeta(ns)))
 	})
 })
 

@@ -331,8 +331,6 @@ func describeVolumeRestore(proxy **testenv.StallingProxy, server **testenv.S3Ser
 			backup cairnv1.Backup
 		)
 		BeforeAll(func(ctx SpecContext) {
-			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveRepositoryService(ctx)
 			app = deployVoldata("node-volrestore-" + rand.String(5))
 			DeferCleanup(func() {
 				_, _, _ = kubectl("delete", "backup", app.ns, "-n", cairnNamespace, "--ignore-not-found", "--wait", "--timeout=120s")

@@ -32,7 +32,10 @@ import (
 const netnsPath = "/run/netns/cairn-node"
 
 var (
-	nodeDir    = filepath.Join(testenv.RepoRoot(), "bin", "node")
+	// bin/node with its links resolved (bin/ may be a link to a shared one): the kubelet's
+	// root is its real path, and a hostPath mounted with propagation (the node agent's pods
+	// directory) must be named by it, or containerd finds it "mounted on /".
+	nodeDir    = realPath(filepath.Join(testenv.RepoRoot(), "bin", "node"))
 	kubeconfig = filepath.Join(nodeDir, "kubeconfig")
 	// The images 'make image' builds (hack/node-lib.sh's names).
 	managerImage = envOr("MANAGER_IMAGE", "cairn-manager:dev")
@@ -40,6 +43,15 @@ var (
 
 	k8s client.Client
 )
+
+// realPath is path with its links resolved, or path when it does not exist (yet: the outer
+// test process runs before node-up made it).
+func realPath(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return path
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -121,7 +133,6 @@ var _ = BeforeSuite(func() {
 	Expect(cairnv1.AddToScheme(scheme)).To(Succeed())
 	k8s, err = client.New(config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-	serveDNS(k8s) // the pods' nameserver (services_test.go)
 })
 
 // Whatever a failed spec leaves is shown: the pods, the events, the managers' logs; before the

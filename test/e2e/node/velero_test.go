@@ -57,9 +57,6 @@ func uploadTree(ctx context.Context, server *testenv.S3Server, bucket, dir strin
 func describeVeleroVolumes(proxy **testenv.StallingProxy, server **testenv.S3Server) {
 	Describe("restoring the volume data of a Velero backup", func() {
 		It("restores a Velero file-system backup into a new namespace: the pod starts on its data, every file's SHA-256, mode and link target as Velero backed it up", func(ctx SpecContext) {
-			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveRepositoryService(ctx)
-
 			suffix := rand.String(5)
 			bucket, location, ns, restoreName := "velero-"+suffix, "velero-"+suffix, "node-velero-"+suffix, "node-velero-"+suffix
 			By("putting Velero's bucket on the S3 server, and a velero location over it with Velero's repository password")

@@ -42,12 +42,8 @@ const (
 	voldataMarker = "cairn-plaintext-marker-e97d3c3730d2211d99025b2c"
 )
 
-// The node agent's pods, and the Service of the manager's repository server they write
-// through (the chart's names for the release).
-const (
-	nodeAgentSelector = "app.kubernetes.io/name=cairn,app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=node-agent"
-	repositoryService = release + "-repository"
-)
+// The node agent's pods (the chart's labels for the release).
+const nodeAgentSelector = "app.kubernetes.io/name=cairn,app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=node-agent"
 
 // voldataReport is what the app reports of a volume (hack/image/voldata's Report).
 type voldataReport struct {
@@ -306,11 +302,6 @@ func filesContaining(dir, s string) []string {
 // node, and proxy stands before the S3 location's server.
 func describeVolumeData(storageDir *string, proxy **testenv.StallingProxy) {
 	Describe("copying pod volume data", func() {
-		BeforeAll(func(ctx SpecContext) {
-			By("forwarding the manager's repository Service, which the node agents reach by its name")
-			serveRepositoryService(ctx)
-		})
-
 		// A failed spec shows the logs of the backups in the filesystem location (their errors
 		// are there), before the clean-up removes them.
 		AfterEach(func() {
