@@ -130,9 +130,6 @@ func (r *Root) forget(rel string) {
 	}
 }
 
-// Path is the root's path, for messages.
-func (r *Root) Path() string { return r.path }
-
 // CheckName reports whether name is a plain name: not empty, not "." or "..", without "/" or NUL.
 func CheckName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
