@@ -128,7 +128,7 @@ func TestKopiaRepositoryThroughTheProxy(t *testing.T) {
 			second.Parent, first.ID, second.UploadedBytes, first.UploadedBytes)
 	}
 	dst := filepath.Join(t.TempDir(), "restored")
-	if _, err := rep.Restore(ctx, first.ID, dst, repository.RestoreOptions{}); err != nil {
+	if _, err := rep.Restore(ctx, first.ID, dst, repository.RestoreOptions{Of: repository.SnapshotIdentity{Tags: tags}}); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	if err := rep.Close(); err != nil {

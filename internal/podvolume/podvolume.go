@@ -35,9 +35,10 @@ type Snapshot struct {
 	PersistentVolumeClaimUID types.UID                   `json:"persistentVolumeClaimUID,omitempty"`
 	Repository               cairnv1.RepositoryReference `json:"repository"`
 	SnapshotID               string                      `json:"snapshotID"`
-	// Source and SourceTags, when set, say what the snapshot must be of for a restore to
-	// write it (PodVolumeRestoreSpec.SnapshotSource and SnapshotTags): set for the snapshots of
-	// Velero's file-system backups, which a restore reads from Velero's own record.
+	// Source and SourceTags say what the snapshot must be of for a restore to write it
+	// (PodVolumeRestoreSpec.SnapshotSource and SnapshotTags): for the snapshots of Velero's
+	// file-system backups, from Velero's own record; for Cairn's, the restore sets them from
+	// the volume (Tags), never from a record a bucket writer could change.
 	Source     string            `json:"source,omitempty"`
 	SourceTags map[string]string `json:"sourceTags,omitempty"`
 	Bytes      int64             `json:"bytes"`

@@ -2,6 +2,7 @@ package podvolume
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,35 @@ func TestRestoredVolumes(t *testing.T) {
 				t.Errorf("refused %q, want %q", refused, tc.refused)
 			}
 		})
+	}
+}
+
+// TestRestoredVolumesIdentity: a Cairn snapshot is written only if the repository says it is of
+// the volume (its tags, as the backup tagged that volume's copies): the identity comes from the
+// pod as backed up and the volume, never from what the record says the snapshot is of, so a
+// record naming another volume's snapshot, or claiming any source, writes nothing.
+func TestRestoredVolumesIdentity(t *testing.T) {
+	forged := Snapshot{Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "cache", SnapshotID: "snap-of-another-pod",
+		Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"},
+		Source:     "/", SourceTags: map[string]string{"pod": "db-1"}}
+	claim := Snapshot{Pod: cairnv1.PodReference{Namespace: "shop", Name: "db-0"}, Volume: "data", SnapshotID: "snap-data",
+		PersistentVolumeClaim: "data-db-0", PersistentVolumeClaimUID: "u-1",
+		Repository: cairnv1.RepositoryReference{StorageLocation: "default", Namespace: "shop"}}
+	var ops []backup.Operation
+	for _, s := range []Snapshot{forged, claim} {
+		result, _ := json.Marshal(s)
+		ops = append(ops, backup.Operation{Action: ActionName, OperationID: s.Volume, Phase: backup.OperationCompleted, Result: result})
+	}
+	snaps, refused, err := restoredVolumes(ops, "shop", "db-0", "default")
+	if err != nil || len(refused) > 0 {
+		t.Fatalf("restoredVolumes: %v, %v", refused, err)
+	}
+	for volume, want := range map[string]map[string]string{
+		"cache": {"pod-namespace": "shop", "pod": "db-0", "volume": "cache"},
+		"data":  {"pvc-uid": "u-1"},
+	} {
+		if s := snaps[volume]; s.Source != "" || !reflect.DeepEqual(s.SourceTags, want) {
+			t.Errorf("volume %s: must be of source %q, tags %v; want tags %v only", volume, s.Source, s.SourceTags, want)
+		}
 	}
 }

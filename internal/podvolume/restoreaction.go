@@ -69,6 +69,10 @@ func (RestoreAction) AppliesTo() []schema.GroupResource { return []schema.GroupR
 // location here (location), and never chooses where the data is read. A record of another
 // namespace's repository (which storage holds, and whoever can write the bucket could change)
 // is refused: a restore never reads another namespace's repository.
+// Each is written only if the repository's snapshot is of that volume (DESIGN.md section 20):
+// tagged as the backup tagged that volume's copies (Tags: the claim's UID, or the pod's
+// namespace and name as backed up and the volume's), whatever identity the record says, so
+// that a record changed in the bucket cannot write another volume's snapshot into the pod.
 func restoredVolumes(ops []backup.Operation, namespace, name, location string) (map[string]Snapshot, []string, error) {
 	snaps, err := Snapshots(ops)
 	if err != nil {
@@ -85,9 +89,37 @@ func restoredVolumes(ops []backup.Operation, namespace, name, location string) (
 			continue
 		}
 		s.Repository.StorageLocation = location
+		s.Source, s.SourceTags = "", Tags(cairnv1.PodReference{Namespace: namespace, Name: name}, s.Volume, s.PersistentVolumeClaimUID)
 		out[s.Volume] = s
 	}
 	return out, refused, nil
+}
+
+// recordFits checks the backup's record of a volume's snapshot s against the pod as backed up
+// (its volume of that name): a claim's copy for a claim volume (the same claim), an emptyDir's
+// for an emptyDir. The identity a restore asks of the snapshot (restoredVolumes) follows the
+// record, so a record that says a claim where the pod had an emptyDir is refused here.
+func recordFits(pod *corev1.Pod, s Snapshot) error {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != s.Volume {
+			continue
+		}
+		claim := ""
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			claim = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			claim = pod.Name + "-" + v.Name
+		}
+		switch {
+		case claim == "" && s.PersistentVolumeClaimUID != "":
+			return fmt.Errorf("volume %s: the record names a copy of claim %s, but the pod's volume is no claim", s.Volume, s.PersistentVolumeClaim)
+		case claim != "" && (s.PersistentVolumeClaimUID == "" || s.PersistentVolumeClaim != claim):
+			return fmt.Errorf("volume %s: the record names a copy of claim %q, but the pod's volume is claim %s", s.Volume, s.PersistentVolumeClaim, claim)
+		}
+		return nil
+	}
+	return fmt.Errorf("volume %s: the pod as backed up has no volume of that name", s.Volume)
 }
 
 // veleroRestoredVolumes are the snapshots of the backed-up pod namespace/name, by volume, that
@@ -207,6 +239,15 @@ func (a RestoreAction) snapshots(ctx context.Context, in restore.ActionInput) (m
 	snaps, refused, err := restoredVolumes(ops, in.Original.GetNamespace(), in.Original.GetName(), in.Facts.BackupLocation)
 	if err != nil {
 		return nil, err
+	}
+	var original corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(in.Original.Object, &original); err != nil {
+		return nil, err
+	}
+	for _, v := range slices.Sorted(maps.Keys(snaps)) {
+		if err := recordFits(&original, snaps[v]); err != nil {
+			refused = append(refused, err.Error())
+		}
 	}
 	if len(refused) > 0 {
 		return nil, fmt.Errorf("the backup's record of the pod's volume data is refused: %s", strings.Join(refused, "; "))

@@ -68,3 +68,35 @@ func TestProgressOfRestores(t *testing.T) {
 		})
 	}
 }
+
+// A record of a volume's copy must be of the kind of volume the pod had, as backed up: the
+// identity the snapshot is checked against follows from it.
+func TestRecordFits(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
+		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}}}
+	for _, tc := range []struct {
+		name string
+		snap Snapshot
+		err  string
+	}{
+		{"a claim's copy for its claim", Snapshot{Volume: "data", PersistentVolumeClaim: "data-db-0", PersistentVolumeClaimUID: "u-1"}, ""},
+		{"a generic ephemeral volume's claim", Snapshot{Volume: "scratch", PersistentVolumeClaim: "db-0-scratch", PersistentVolumeClaimUID: "u-2"}, ""},
+		{"an emptyDir's copy", Snapshot{Volume: "cache"}, ""},
+		{"another claim's copy for the claim", Snapshot{Volume: "data", PersistentVolumeClaim: "other", PersistentVolumeClaimUID: "u-3"},
+			`volume data: the record names a copy of claim "other", but the pod's volume is claim data-db-0`},
+		{"an emptyDir's copy for a claim", Snapshot{Volume: "data"}, `the record names a copy of claim "", but the pod's volume is claim data-db-0`},
+		{"a claim's copy for an emptyDir", Snapshot{Volume: "cache", PersistentVolumeClaim: "data-db-0", PersistentVolumeClaimUID: "u-1"},
+			"volume cache: the record names a copy of claim data-db-0, but the pod's volume is no claim"},
+		{"a volume the pod has not", Snapshot{Volume: "logs"}, "volume logs: the pod as backed up has no volume of that name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := recordFits(pod, tc.snap)
+			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("recordFits = %v, want %q", err, tc.err)
+			}
+		})
+	}
+}

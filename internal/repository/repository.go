@@ -588,8 +588,9 @@ type RestoreOptions struct {
 	// Progress, when set, is told the bytes written so far and the snapshot's size, at most
 	// once a second.
 	Progress func(done, total int64)
-	// Of, when set, is what the snapshot must be of, or nothing is written: a snapshot of
-	// another source is refused.
+	// Of is what the snapshot must be of, or nothing is written: a snapshot of another source
+	// is refused, and so is every snapshot when Of is the zero value (a caller cannot forget
+	// to say).
 	Of SnapshotIdentity
 	// Capacity, when positive, bounds the bytes written (holes are not written): a restore that
 	// would write more fails with confined.ErrOverBudget.
@@ -605,7 +606,8 @@ type RestoreOptions struct {
 // authenticated with the repository's key: someone who can write the storage but does not
 // know the password cannot forge it): a snapshot matches when its source path
 // (SnapshotSource) begins with SourcePrefix, or when it carries every tag of Tags. The zero
-// value matches every snapshot.
+// value matches no snapshot. A snapshot Cairn took is tagged as Snapshot was told (and its
+// source is "/cairn/" and those tags as JSON): its identity is those tags.
 type SnapshotIdentity struct {
 	SourcePrefix string
 	Tags         map[string]string
@@ -613,9 +615,6 @@ type SnapshotIdentity struct {
 
 // matches reports whether a snapshot of source with tags is of w.
 func (w SnapshotIdentity) matches(source string, tags map[string]string) bool {
-	if w.SourcePrefix == "" && len(w.Tags) == 0 {
-		return true
-	}
 	if w.SourcePrefix != "" && strings.HasPrefix(source, w.SourcePrefix) {
 		return true
 	}
@@ -659,6 +658,10 @@ type RestoreResult struct {
 func (r *Repository) Restore(ctx context.Context, id, targetDir string, opt RestoreOptions) (RestoreResult, error) {
 	if err := r.failed(); err != nil {
 		return RestoreResult{}, err
+	}
+
+	if opt.Of.SourcePrefix == "" && len(opt.Of.Tags) == 0 {
+		return RestoreResult{}, fmt.Errorf("snapshot %s is not restored: the restore did not say what it must be of", id)
 	}
 
 	abs, err := filepath.Abs(targetDir)

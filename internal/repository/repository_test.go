@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,7 +186,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	dst := filepath.Join(t.TempDir(), "restored")
-	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{}); err != nil {
+	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Of: SnapshotIdentity{Tags: map[string]string{"pvc": "a"}}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -215,7 +216,8 @@ func TestRestoreRefusesNonEmptyTarget(t *testing.T) {
 	f := newFixture(t)
 	r := f.mustOpen(t)
 
-	res, err := r.Snapshot(t.Context(), makeTree(t), nil, nil)
+	tags := map[string]string{"pvc": "n"}
+	res, err := r.Snapshot(t.Context(), makeTree(t), tags, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +225,8 @@ func TestRestoreRefusesNonEmptyTarget(t *testing.T) {
 	dst := t.TempDir()
 	writeFile(t, filepath.Join(dst, "existing"), []byte("x"), 0o644)
 
-	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{}); err == nil {
-		t.Fatal("restore into a non-empty directory succeeded")
+	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Of: SnapshotIdentity{Tags: tags}}); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("restore into a non-empty directory: %v", err)
 	}
 }
 
@@ -496,7 +498,7 @@ func TestRestoreOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lastDone, lastTotal int64
-	got, err := ro.Restore(t.Context(), res.ID, dst, RestoreOptions{Overwrite: true, Parallel: 4, Progress: func(done, total int64) { lastDone, lastTotal = done, total }})
+	got, err := ro.Restore(t.Context(), res.ID, dst, RestoreOptions{Overwrite: true, Parallel: 4, Of: SnapshotIdentity{Tags: map[string]string{"pvc": "o"}}, Progress: func(done, total int64) { lastDone, lastTotal = done, total }})
 	if err != nil {
 		t.Fatal(err)
 	}

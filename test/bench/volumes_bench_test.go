@@ -131,16 +131,16 @@ func TestVolumeCopyChild(t *testing.T) {
 	}
 	opened := time.Now()
 	var out copyResult
+	tags := map[string]string{"pvc": "bench-data"}
 	if req.Restore != "" {
 		// What the node agent's restore does (nodeagent's Agent.restore), into an empty directory.
-		res, err := repo.Restore(ctx, req.Restore, req.Dir, repository.RestoreOptions{Overwrite: true, Parallel: req.Parallel})
+		res, err := repo.Restore(ctx, req.Restore, req.Dir, repository.RestoreOptions{Overwrite: true, Parallel: req.Parallel, Of: repository.SnapshotIdentity{Tags: tags}})
 		if err != nil {
 			_ = repo.Close()
 			t.Fatal(err)
 		}
 		out.Bytes, out.Files = res.Bytes, res.Files
 	} else {
-		tags := map[string]string{"pvc": "bench-data"}
 		res, err := repo.Snapshot(ctx, req.Dir, tags, nil)
 		if err != nil {
 			_ = repo.Close()
