@@ -65,11 +65,27 @@ type PodReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the pod's name is immutable"
 	Name string `json:"name"`
-	// UID is "" while the pod does not exist yet (a PodVolumeRestore made with its restored
-	// pod); once set it cannot change.
+	// UID is the pod's: of the pod copied for a PodVolumeBackup; for a PodVolumeRestore, of
+	// the pod the restore created, "" until it is created (PodVolumeRestoreSpec says when it
+	// may change).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="the pod's UID cannot change once set"
+	UID types.UID `json:"uid"`
+}
+
+// ControllerReference names a pod's controller, as the pod's controller ownerReference does.
+type ControllerReference struct {
+	// APIVersion, Kind and Name say which controller it is, for people.
+	// +kubebuilder:validation:MaxLength=317
+	APIVersion string `json:"apiVersion"`
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// UID is the controller's UID: what a replacement pod's controller ownerReference must
+	// name.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	UID types.UID `json:"uid"`
 }
 
@@ -195,26 +211,39 @@ type PodVolumeBackupList struct {
 }
 
 // PodVolumeRestoreSpec says which snapshot to write into which volume of a restored pod. It
-// is immutable except cancel.
+// is immutable except cancel, and the binding to the pod: the pod's UID, its controller and
+// the node (DESIGN.md section 20).
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false"
+// +kubebuilder:validation:XValidation:rule="(size(oldSelf.pod.uid) == 0 || size(self.pod.uid) > 0) && (!has(oldSelf.node) || size(oldSelf.node) == 0 || self.pod.uid == oldSelf.pod.uid)",message="spec.pod.uid, once set, changes only before spec.node is set, and is never unset"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.podController) || has(self.podController)",message="spec.podController cannot be unset"
 type PodVolumeRestoreSpec struct {
 	// Node is the node the restored pod runs on; its node agent writes the data. "" until the
-	// pod is scheduled: the restore creates the PodVolumeRestore with the pod, and sets the
-	// node (and the pod's UID) once, when the pod has one.
+	// pod is scheduled: the restore sets it once, when the pod it created (spec.pod.uid) has
+	// one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="spec.node cannot change once set"
 	Node string `json:"node"`
-	// Pod is the restored pod, whose volume receives the data; its UID is "" until the pod
-	// is created.
+	// Pod is the restored pod, whose volume receives the data. Its UID is the one the create
+	// of the pod answered, recorded by the restore right after it ("" before): the node agent
+	// writes only into the pod of that UID. Before spec.node is set, the restore may move it to
+	// a pod of the same name made in its place by the controller of spec.podController.
 	Pod PodReference `json:"pod"`
+	// PodController is the controller of the pod the restore created: as the create answered
+	// it, or the owner that adopted the pod since. A pod of the same name that this controller
+	// made in place of that pod, whose first init container is the restore helper, is the one
+	// written into; any other pod of the name never is. Once set it cannot change.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.podController cannot change once set"
+	PodController *ControllerReference `json:"podController,omitempty"`
 	// Volume is the name of the volume in the pod's spec.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.volume is immutable"
 	Volume string `json:"volume"`
 	// SourcePod is the pod as it was backed up (namespace and name, before any mapping).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.sourcePod is immutable"
 	SourcePod *PodReference `json:"sourcePod,omitempty"`
 	// Repository holds the snapshot.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.repository is immutable"

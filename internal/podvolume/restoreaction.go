@@ -40,9 +40,10 @@ const RestoreAnnotation = "cairn.dev/restore"
 // in the operator's namespace; the pod's restore is one async operation, answered from them.
 // It is also the one place that orders a restored pod's init containers: the restore's init
 // hooks (section 17) go right after the helper.
-// A PodVolumeRestore is made before its pod exists, so it names no node yet; Progress binds it
-// to the pod's node and UID once the pod is scheduled, and the node agent there writes the
-// data while the helper holds the application back.
+// A PodVolumeRestore is made before its pod exists, so it names no pod UID and no node yet:
+// Created records the UID the pod's create answered, Progress binds it to the node of that
+// pod (never of another pod of its name, binding.go) once it is scheduled, and the node agent
+// there writes the data while the helper holds the application back.
 type RestoreAction struct {
 	// Client creates and reads PodVolumeRestores with the manager's rights; Reader reads the
 	// restored pods, uncached.
@@ -371,76 +372,6 @@ func (a RestoreAction) podRestores(ctx context.Context, operationID string, rs *
 		}
 	}
 	return out, namespace, pod, nil
-}
-
-// Progress binds the pod's PodVolumeRestores to its node once it is scheduled, then follows
-// them: bytes written while they run, done when all are Completed, failed (naming the volume
-// and why) as soon as one fails or is cancelled.
-func (a RestoreAction) Progress(ctx context.Context, operationID string, rs *cairnv1.Restore) (backup.OperationProgress, error) {
-	pvrs, namespace, name, err := a.podRestores(ctx, operationID, rs)
-	if err != nil {
-		return backup.OperationProgress{}, err
-	}
-	p := backup.OperationProgress{Units: backup.UnitsBytes, Description: fmt.Sprintf("volumes of pod %s", operationID)}
-	if len(pvrs) == 0 {
-		p.Err = fmt.Sprintf("the PodVolumeRestores of pod %s are gone", operationID)
-		return p, nil
-	}
-	if unbound(pvrs) {
-		var pod corev1.Pod
-		err := a.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &pod)
-		switch {
-		case apierrors.IsNotFound(err):
-			p.Err = fmt.Sprintf("pod %s is gone before its volumes were restored", operationID)
-			return p, nil
-		case err != nil:
-			return p, err
-		case !waitsForData(&pod):
-			// Never write under a running application: this pod is not the one the restore
-			// made (it existed, or was replaced by its owner), and would not wait.
-			p.Err = fmt.Sprintf("pod %s has no %s init container (it is not the pod the restore created): its volumes are not restored", operationID, RestoreHelperContainer)
-			return p, nil
-		case pod.Spec.NodeName == "":
-			p.Description = fmt.Sprintf("volumes of pod %s: waiting for the pod to be scheduled", operationID)
-			return p, nil
-		}
-		if err := a.bind(ctx, pvrs, &pod); err != nil {
-			return p, err
-		}
-	}
-	return progressOfRestores(p, pvrs), nil
-}
-
-// waitsForData reports whether pod's first init container is the restore helper.
-func waitsForData(pod *corev1.Pod) bool {
-	return len(pod.Spec.InitContainers) > 0 && pod.Spec.InitContainers[0].Name == RestoreHelperContainer
-}
-
-func unbound(pvrs []cairnv1.PodVolumeRestore) bool {
-	for _, p := range pvrs {
-		if p.Spec.Node == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// bind gives each unbound PodVolumeRestore the pod's node and UID, and the node's label that
-// the node agent selects by.
-func (a RestoreAction) bind(ctx context.Context, pvrs []cairnv1.PodVolumeRestore, pod *corev1.Pod) error {
-	for i := range pvrs {
-		p := &pvrs[i]
-		if p.Spec.Node != "" {
-			continue
-		}
-		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		p.Spec.Node, p.Spec.Pod.UID = pod.Spec.NodeName, pod.UID
-		p.Labels[cairnv1.PodVolumeNodeLabel] = backup.LabelValue(pod.Spec.NodeName)
-		if err := a.Client.Patch(ctx, p, patch); err != nil {
-			return fmt.Errorf("binding PodVolumeRestore %s to node %s: %w", p.Name, pod.Spec.NodeName, err)
-		}
-	}
-	return nil
 }
 
 // progressOfRestores is what a pod's PodVolumeRestores say, as one operation's progress.

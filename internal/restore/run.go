@@ -825,63 +825,17 @@ func (ru *run) restoreItem(ctx context.Context, gr schema.GroupResource, item Sp
 		ru.record(gr, target, desired.GetName(), FailedItem, "refused: "+err.Error())
 		return
 	}
-	facts := Facts{PVRestored: ru.pvRestored, BackedUp: ru.backedUp, SnapshotOf: ru.snapshotOfClaim, Restore: ru.restore, SnapshotAllowed: ru.snapshotAllowed,
-		BackupOperations: ru.backupOperations, BackupLocation: ru.req.BackupLocation}
-	if ru.req.UnverifiedArchive {
-		// A Velero backup: its operations file is Velero's (none of Cairn's volume copies), and
-		// its pod volumes' data, if any, is in Velero's kopia repositories.
-		facts.BackupOperations = nil
-		facts.VeleroVolumes = ru.veleroVolumes
-	}
-	var started []backup.Operation
-	for _, action := range ru.actions().For(gr) {
-		out, err := action.Execute(ctx, ActionInput{Item: desired, Original: obj, Options: opts, Facts: facts})
-		if out.OperationID != "" {
-			started = append(started, backup.Operation{Action: action.Name(), OperationID: out.OperationID,
-				Item: backup.ItemID{GroupResource: gr, Namespace: target, Name: desired.GetName()}, Started: ru.clock().Now()})
-		}
-		if err != nil {
-			ru.abandon(ctx, started, "the item could not be restored")
-			if ctx.Err() != nil {
-				// Cancelled (or stopping) while the action ran: not an error of the item.
-				ru.record(gr, target, desired.GetName(), Skipped, fmt.Sprintf("%s: the restore stopped before it was created", ref))
-				return
-			}
-			ru.record(gr, target, desired.GetName(), FailedItem, fmt.Sprintf("%s: restore item action %s: %v", ref, action.Name(), err))
-			return
-		}
-		if out.Skip {
-			ru.abandon(ctx, started, "the item was skipped")
-			ru.record(gr, target, desired.GetName(), Skipped, "")
-			ru.log.WithField("item", ref).WithField("action", action.Name()).Info("Skipped: " + out.SkipReason)
-			return
-		}
-		if out.Item != nil {
-			desired = out.Item
-		}
-		for _, note := range out.Notes {
-			ru.log.WithField("item", ref).WithField("action", action.Name()).Info(note)
-		}
-		for _, message := range out.Errors {
-			ru.message(target, ref, true, fmt.Sprintf("%s: restore item action %s: %s", ref, action.Name(), message))
-		}
-		for _, more := range out.AdditionalItems {
-			ru.restoreAdditional(ctx, more)
-		}
+	desired, started, ok := ru.executeActions(ctx, gr, target, ref, ActionInput{Item: desired, Original: obj, Options: opts, Facts: ru.facts()})
+	if !ok {
+		return
 	}
 	if err := ru.teamMayWrite(gr, target, desired); err != nil {
 		ru.abandon(ctx, started, "the item was refused")
 		ru.record(gr, target, desired.GetName(), FailedItem, "refused: "+err.Error())
 		return
 	}
-	outcome, warning, err := ru.apply(ctx, gr, target, desired, opts.KeepStatus)
-	if err != nil || (outcome != Created && outcome != Updated) {
-		ru.abandon(ctx, started, "the item was not created")
-	} else if len(started) > 0 {
-		ru.mu.Lock()
-		ru.ops = append(ru.ops, started...)
-		ru.mu.Unlock()
-	}
+	outcome, created, warning, err := ru.apply(ctx, gr, target, desired, opts.KeepStatus)
+	ru.keepOperations(ctx, target, ref, started, outcome, created, err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Cancelled (or stopping) while the create was on its way: it may have been made.
@@ -1081,11 +1035,12 @@ func (ru *run) pvRestored(name string) bool {
 }
 
 // apply creates desired, or handles the object that exists already by the restore's
-// existingResourcePolicy. warning, when not empty, is logged as a warning.
-func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace string, desired *unstructured.Unstructured, keepStatus bool) (Outcome, string, error) {
+// existingResourcePolicy. created is the object the create answered (nil when the object
+// existed already); warning, when not empty, is logged as a warning.
+func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace string, desired *unstructured.Unstructured, keepStatus bool) (Outcome, *unstructured.Unstructured, string, error) {
 	gv, err := schema.ParseGroupVersion(desired.GetAPIVersion())
 	if err != nil || gv.Group != gr.Group || gv.Version == "" {
-		return FailedItem, "", fmt.Errorf("apiVersion %q does not belong to resource %s", desired.GetAPIVersion(), gr)
+		return FailedItem, nil, "", fmt.Errorf("apiVersion %q does not belong to resource %s", desired.GetAPIVersion(), gr)
 	}
 	var ri dynamic.ResourceInterface = ru.writer().Resource(gr.WithVersion(gv.Version))
 	if namespace != "" {
@@ -1099,10 +1054,11 @@ func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace str
 		return err
 	})
 	if apierrors.IsAlreadyExists(err) {
-		return ru.applyExisting(ctx, ri, gr, desired)
+		outcome, warning, err := ru.applyExisting(ctx, ri, gr, desired)
+		return outcome, nil, warning, err
 	}
 	if err != nil {
-		return FailedItem, "", fmt.Errorf("creating: %w", err)
+		return FailedItem, nil, "", fmt.Errorf("creating: %w", err)
 	}
 	if keepStatus && hasStatus {
 		created.Object["status"] = status
@@ -1111,10 +1067,10 @@ func (ru *run) apply(ctx context.Context, gr schema.GroupResource, namespace str
 			return err
 		})
 		if err != nil {
-			return Created, fmt.Sprintf("%s: created, but its status could not be restored: %v", describe(gr, namespace, desired.GetName()), err), nil
+			return Created, created, fmt.Sprintf("%s: created, but its status could not be restored: %v", describe(gr, namespace, desired.GetName()), err), nil
 		}
 	}
-	return Created, "", nil
+	return Created, created, "", nil
 }
 
 // writer is the client the restored items are written with: the requester's (Request.Writer)

@@ -39,7 +39,7 @@ func backups(a *Agent) kind[*cairnv1.PodVolumeBackup] {
 
 // snapshot finds the volume's directory, opens the repository and snapshots the directory.
 func (a *Agent) snapshot(ctx context.Context, pvb *cairnv1.PodVolumeBackup, p *progress) (outcome, error) {
-	vol, err := a.volumeDir(ctx, pvb.Spec.Pod, pvb.Spec.Volume)
+	vol, err := a.volumeDir(ctx, pvb.Spec.Pod, pvb.Spec.Volume, backedUpPodReplaced)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -640,6 +640,12 @@ var _ = Describe("Volume data", Ordered, func() {
 		Eventually(func() []cairnv1.PodVolumeRestore { return podVolumeRestores(rs) }).Should(BeEmpty())
 	})
 
+	restoreTargetSpecs(volumeSpecs{
+		store: func() *storage.Filesystem { return store }, runningPod: runningPod, fillVolume: fillVolume, emptyDir: emptyDir,
+		schedule: schedule, podVolumeRestores: podVolumeRestores,
+		stopAgent: func() { stopAgent() }, startAgent: func() { stopAgent = startAgent(nodeA, tokenFor(agentAccount)) },
+	})
+
 	// The real Velero file-system backup of hack/velero-volume-fixtures.sh (testdata/velero/volumes):
 	// namespace ledger, pod books, emptyDir volumes data and journal copied by Velero's kopia
 	// uploader into its repository of the namespace, whose password is Velero's default.

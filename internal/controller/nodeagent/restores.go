@@ -53,6 +53,9 @@ func restores(a *Agent) kind[*cairnv1.PodVolumeRestore] {
 // restore waits for the restored pod's volume and marker directories, then writes the
 // snapshot into the volume: over what it holds, only for the files the snapshot has.
 func (a *Agent) restore(ctx context.Context, pvr *cairnv1.PodVolumeRestore, p *progress) (outcome, error) {
+	if err := restoredPodKnown(pvr.Spec.Pod); err != nil {
+		return outcome{}, err
+	}
 	if err := a.waitForHelper(ctx, pvr.Spec.Pod); err != nil {
 		return outcome{}, err
 	}
@@ -94,8 +97,8 @@ func (a *Agent) waitForHelper(ctx context.Context, ref cairnv1.PodReference) err
 		if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &pod); err != nil {
 			return fmt.Errorf("reading pod %s/%s: %w", ref.Namespace, ref.Name, err)
 		}
-		if pod.UID != ref.UID {
-			return fmt.Errorf("pod %s/%s was replaced by another of the same name", ref.Namespace, ref.Name)
+		if err := samePod(ref, &pod, restoredPodReplaced); err != nil {
+			return err
 		}
 		running, ended := helperState(&pod)
 		switch {
@@ -112,6 +115,15 @@ func (a *Agent) waitForHelper(ctx context.Context, ref cairnv1.PodReference) err
 	}
 }
 
+// restoredPodKnown refuses a PodVolumeRestore that names no UID of the pod the restore
+// created (DESIGN.md section 20): the agent never writes into a pod known only by its name.
+func restoredPodKnown(ref cairnv1.PodReference) error {
+	if ref.UID == "" {
+		return fmt.Errorf("the PodVolumeRestore names no UID of the pod %s/%s the restore created: nothing is written into a pod known only by its name", ref.Namespace, ref.Name)
+	}
+	return nil
+}
+
 // helperState says whether pod's restore helper runs, or has ended.
 func helperState(pod *corev1.Pod) (running, ended bool) {
 	for _, s := range pod.Status.InitContainerStatuses {
@@ -125,7 +137,7 @@ func helperState(pod *corev1.Pod) (running, ended bool) {
 // waitForVolume waits until the kubelet has made the volume's directory.
 func (a *Agent) waitForVolume(ctx context.Context, pod cairnv1.PodReference, volume string) (volumeOnNode, error) {
 	for {
-		dir, err := a.volumeDir(ctx, pod, volume)
+		dir, err := a.volumeDir(ctx, pod, volume, restoredPodReplaced)
 		var notYet errNotThereYet
 		if !errors.As(err, &notYet) {
 			return dir, err

@@ -17,11 +17,29 @@ import (
 // between its scheduling and the start of its init containers.
 type errNotThereYet struct{ error }
 
+// Why a pod is refused when it is not the incarnation a PodVolumeBackup or PodVolumeRestore
+// names (samePod): "pod <namespace>/<name> was replaced " and this.
+const (
+	backedUpPodReplaced = "by another of the same name"
+	restoredPodReplaced = "after the restore created it: its volumes are not restored into the pod that has its name now"
+)
+
+// samePod refuses pod, found under the name of ref, when it is not the incarnation ref names
+// (ref's UID; none is refused too): replaced, by hand or by its controller, saying so with
+// replaced.
+func samePod(ref cairnv1.PodReference, pod *corev1.Pod, replaced string) error {
+	if ref.UID == "" || pod.UID != ref.UID {
+		return fmt.Errorf("pod %s/%s was replaced %s", ref.Namespace, ref.Name, replaced)
+	}
+	return nil
+}
+
 // volumeDir is the directory on this node holding the volume of the pod ref, under PodsDir,
-// checked to be that incarnation of the pod (same UID) and to exist. The pod's spec says what
+// checked to be that incarnation of the pod (same UID; samePod says why not with replaced)
+// and to exist. The pod's spec says what
 // backs the volume: a claim (and its PersistentVolume says where the kubelet mounts it), or an
 // emptyDir.
-func (a *Agent) volumeDir(ctx context.Context, ref cairnv1.PodReference, volume string) (volumeOnNode, error) {
+func (a *Agent) volumeDir(ctx context.Context, ref cairnv1.PodReference, volume, replaced string) (volumeOnNode, error) {
 	var pod corev1.Pod
 	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -29,8 +47,8 @@ func (a *Agent) volumeDir(ctx context.Context, ref cairnv1.PodReference, volume 
 		}
 		return volumeOnNode{}, fmt.Errorf("reading pod %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	if pod.UID != ref.UID {
-		return volumeOnNode{}, fmt.Errorf("pod %s/%s was replaced by another of the same name", pod.Namespace, pod.Name)
+	if err := samePod(ref, &pod, replaced); err != nil {
+		return volumeOnNode{}, err
 	}
 	v, err := podVolume(&pod, volume)
 	if err != nil {
