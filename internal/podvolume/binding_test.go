@@ -226,3 +226,28 @@ func TestCreatedThenProgress(t *testing.T) {
 		}
 	})
 }
+
+// laggingCache is a cache that has not seen the PodVolumeRestores just made: it lists none.
+type laggingCache struct{ client.Client }
+
+func (laggingCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// Created runs right after Execute made the pod's PodVolumeRestores: it reads them uncached,
+// so a cache that has not caught up does not leave the pod unbound (or its volumes "gone").
+func TestCreatedReadsPastTheCache(t *testing.T) {
+	ctx := context.Background()
+	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1", UID: "r-uid"}}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build()
+	a := RestoreAction{Client: laggingCache{c}, Reader: c, Namespace: "cairn-system"}
+	if err := a.create(ctx, rs, "team-a", "app2", nil, Snapshot{Volume: "data", SnapshotID: "s-data"}); err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(restoredPod("p-1", "", "", true))
+	if err := a.Created(ctx, "team-a/app2", rs, &unstructured.Unstructured{Object: obj}); err != nil {
+		t.Fatalf("Created with a lagging cache: %v", err)
+	}
+	var list cairnv1.PodVolumeRestoreList
+	if err := c.List(ctx, &list); err != nil || len(list.Items) != 1 || list.Items[0].Spec.Pod.UID != "p-1" {
+		t.Fatalf("after Created: %+v, %v", list.Items, err)
+	}
+}

@@ -45,8 +45,8 @@ const RestoreAnnotation = "cairn.dev/restore"
 // pod (never of another pod of its name, binding.go) once it is scheduled, and the node agent
 // there writes the data while the helper holds the application back.
 type RestoreAction struct {
-	// Client creates and reads PodVolumeRestores with the manager's rights; Reader reads the
-	// restored pods, uncached.
+	// Client creates and updates PodVolumeRestores with the manager's rights; Reader reads
+	// them and the restored pods, uncached.
 	Client    client.Client
 	Reader    client.Reader
 	Namespace string
@@ -355,14 +355,16 @@ func (a RestoreAction) create(ctx context.Context, rs *cairnv1.Restore, namespac
 	return nil
 }
 
-// podRestores are the PodVolumeRestores of the restored pod operationID ("<namespace>/<pod>").
+// podRestores are the PodVolumeRestores of the restored pod operationID ("<namespace>/<pod>"),
+// read uncached: Created runs right after Execute made them, before the cache need have seen
+// them, and a pod whose records were missed would never be bound.
 func (a RestoreAction) podRestores(ctx context.Context, operationID string, rs *cairnv1.Restore) ([]cairnv1.PodVolumeRestore, string, string, error) {
 	namespace, pod, ok := strings.Cut(operationID, "/")
 	if !ok {
 		return nil, "", "", fmt.Errorf("malformed operation ID %q", operationID)
 	}
 	var list cairnv1.PodVolumeRestoreList
-	if err := a.Client.List(ctx, &list, client.InNamespace(a.Namespace), client.MatchingLabels{cairnv1.PodVolumeRestoreUIDLabel: string(rs.UID)}); err != nil {
+	if err := a.Reader.List(ctx, &list, client.InNamespace(a.Namespace), client.MatchingLabels{cairnv1.PodVolumeRestoreUIDLabel: string(rs.UID)}); err != nil {
 		return nil, "", "", err
 	}
 	var out []cairnv1.PodVolumeRestore
