@@ -17,7 +17,9 @@ import (
 )
 
 // Backends opens the real storage of namespace's repository in a storage location. Its
-// errors are told to the client as they are: they must say what is wrong for a person.
+// errors are told to the client as they are: they must say what is wrong for a person. The
+// proxy holds what a read returns in memory, so the storage's reads must be bounded, as
+// location.KopiaStorage's are (location.MaxBlobSize).
 type Backends interface {
 	Open(ctx context.Context, location, namespace string) (st blob.Storage, readOnly bool, err error)
 }

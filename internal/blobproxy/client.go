@@ -23,6 +23,8 @@ import (
 	"github.com/kopia/kopia/repo/blob"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/cairn-backup/cairn/internal/location"
 )
 
 func init() {
@@ -347,7 +349,11 @@ func (c *proxyStorage) GetBlob(ctx context.Context, id blob.ID, offset, length i
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "length": {strconv.FormatInt(length, 10)}}
 	err := c.do(ctx, request{method: http.MethodGet, path: blobPath(id), query: q, retryBody: true}, func(resp *http.Response) error {
 		output.Reset()
-		_, err := io.Copy(output, resp.Body)
+		// The proxy sends no blob over the cap; the agent's memory does not rest on that.
+		n, err := io.Copy(output, io.LimitReader(resp.Body, maxBlobSize+1))
+		if err == nil && n > maxBlobSize {
+			return fmt.Errorf("%w: the blob proxy sent more than %d bytes of blob %s", location.ErrBlobTooLarge, int64(maxBlobSize), id)
+		}
 		return err
 	})
 	if err != nil {

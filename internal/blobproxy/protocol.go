@@ -10,6 +10,8 @@ import (
 
 	"github.com/kopia/kopia/repo/blob"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cairn-backup/cairn/internal/location"
 )
 
 const (
@@ -29,8 +31,9 @@ const (
 
 	contentTypeNDJSON = "application/x-ndjson"
 
-	// maxBlobSize bounds a PUT body: kopia's largest pack is 120 MiB (Cairn writes 10 MiB ones).
-	maxBlobSize = 128 << 20
+	// maxBlobSize bounds a PUT body and every read, in both directions: the repositories'
+	// own bound (location.MaxBlobSize says why it is 128 MiB).
+	maxBlobSize = location.MaxBlobSize
 	// maxBlobIDLength is far above kopia's longest blob IDs (about 80 characters).
 	maxBlobIDLength = 256
 )
@@ -48,6 +51,7 @@ const (
 	codeNotLeader     = "not-leader"
 	codeUnavailable   = "unavailable"
 	codeBackend       = "backend"
+	codeTooLarge      = "too-large"
 )
 
 var (
@@ -92,6 +96,8 @@ func (e *ServerError) Is(target error) bool {
 		return target == ErrReadOnly
 	case codeUnauthorized:
 		return target == ErrRefused
+	case codeTooLarge:
+		return target == location.ErrBlobTooLarge
 	}
 	return false
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/kopia/kopia/repo/blob"
 	"k8s.io/utils/clock"
+
+	"github.com/cairn-backup/cairn/internal/location"
 )
 
 // notLeaderRetryAfter is the Retry-After of a request to a manager that is not the leader:
@@ -444,6 +446,9 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, codeNoSession
 	case errors.Is(err, ErrMaintenanceRunning):
 		return http.StatusServiceUnavailable, codeMaintenance
+	case errors.Is(err, location.ErrBlobTooLarge):
+		// 500, which the client does not retry: the blob stays too large.
+		return http.StatusInternalServerError, codeTooLarge
 	}
 	return http.StatusInternalServerError, codeBackend
 }

@@ -37,8 +37,9 @@ const defaultS3Endpoint = "s3.amazonaws.com"
 // location, whose storage refuses every write. It is called by the manager only: node agents
 // reach the storage through the blob proxy, so credentials never leave the manager.
 //
-// A location whose objects nest with an older one's is refused, as by Open. The caller
-// closes the storage.
+// Every read of the storage is bounded by MaxBlobSize: a larger blob is refused, naming it and
+// its size, before it is read. A location whose objects nest with an older one's is refused,
+// as by Open. The caller closes the storage.
 func KopiaStorage(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation, namespace string) (st blob.Storage, readOnly bool, err error) {
 	readOnly = bsl.Spec.AccessMode == cairnv1.AccessModeReadOnly
 	var prefix string
@@ -86,7 +87,7 @@ func KopiaStorage(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStora
 	if readOnly {
 		st = readonly.NewWrapper(st)
 	}
-	return st, readOnly, nil
+	return capReads(st, MaxBlobSize), readOnly, nil
 }
 
 // kopiaDir is the slash-separated directory of namespace's repository relative to the
