@@ -104,7 +104,8 @@ func TestChartDefaultsAreTheManagers(t *testing.T) {
 			t.Errorf("values.yaml repositoryMaintenance.%s: %v, the manager's --%s default: %s", key, maintenance[key], flagName, f.DefValue)
 		}
 	}
-	for _, flagName := range []string{"repository-server-bind-address", "node-agent-service-account", "repository-password-secret"} {
+	for _, flagName := range []string{"repository-server-bind-address", "node-agent-service-account", "repository-password-secret",
+		"repository-server-tls-secret", "repository-server-service"} {
 		if fs.Lookup(flagName) == nil {
 			t.Errorf("the chart sets --%s, which the manager does not have", flagName)
 		}

@@ -111,6 +111,8 @@ func run(args []string) int {
 			PasswordSecret:          opts.passwordSecret,
 			ServerBindAddress:       opts.repositoryAddr,
 			NodeAgentServiceAccount: opts.nodeAgentSA,
+			ServerTLSSecret:         opts.repositoryTLSSecret,
+			ServerService:           opts.repositoryService,
 			MaintenanceInterval:     opts.maintenanceInterval,
 			MaintenanceTimeout:      opts.maintenanceTimeout,
 			RestoreHelperImage:      opts.restoreHelperImage,

@@ -40,6 +40,7 @@ type nodeAgentOptions struct {
 	node             string
 	podsDir          string
 	repositoryServer string
+	repositoryCA     string
 	tokenFile        string
 	passwordSecret   string
 	configDir        string
@@ -59,7 +60,8 @@ func newNodeAgentFlagSet(o *nodeAgentOptions) *flag.FlagSet {
 	fs.StringVar(&o.namespace, "namespace", "cairn-system", "The operator's namespace, which holds the PodVolumeBackups.")
 	fs.StringVar(&o.node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on: it copies only the volumes of that node's pods. Defaults to $NODE_NAME.")
 	fs.StringVar(&o.podsDir, "pods-dir", "/var/lib/kubelet/pods", "The kubelet's pods directory as mounted in this container (read-only).")
-	fs.StringVar(&o.repositoryServer, "repository-server", "", "The URL of the manager's repository server (blob proxy), such as http://cairn-repository.cairn-system.svc:8445.")
+	fs.StringVar(&o.repositoryServer, "repository-server", "", "The URL of the manager's repository server (blob proxy), such as https://cairn-repository.cairn-system.svc:8445.")
+	fs.StringVar(&o.repositoryCA, "repository-server-ca-file", "", "A file of PEM certificates that verify an https:// --repository-server (the ca.crt of its TLS Secret); empty: the system's roots.")
 	fs.StringVar(&o.tokenFile, "token-file", "/var/run/secrets/cairn/repository/token", "A projected ServiceAccount token with the audience "+blobproxy.Audience+", which the repository server checks.")
 	fs.StringVar(&o.passwordSecret, "repository-password-secret", controller.DefaultRepositoryPasswordSecret, "The Secret in --namespace holding the volume repositories' passwords.")
 	fs.StringVar(&o.configDir, "config-dir", os.TempDir(), "A private directory for the repository client's short-lived config files.")
@@ -159,7 +161,7 @@ func runNodeAgent(args []string) int {
 	agent := &nodeagent.Agent{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Node: opts.node, PodsDir: opts.podsDir,
 		Passwords:          &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: opts.namespace, Secret: opts.passwordSecret},
-		Open:               nodeagent.ProxyRepositories(opts.repositoryServer, opts.tokenFile, opts.configDir),
+		Open:               nodeagent.ProxyRepositories(opts.repositoryServer, opts.repositoryCA, opts.tokenFile, opts.configDir),
 		RestoreParallelism: opts.restoreParallel,
 		MaxCopies:          opts.maxCopies,
 		EmptyDirCapacity:   opts.emptyDirBytes,

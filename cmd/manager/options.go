@@ -60,6 +60,8 @@ type options struct {
 	maxEntrySize         string
 	repositoryAddr       string
 	nodeAgentSA          string
+	repositoryTLSSecret  string
+	repositoryService    string
 	passwordSecret       string
 	maintenanceInterval  time.Duration
 	maintenanceTimeout   time.Duration
@@ -131,6 +133,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"The largest single entry of a backup archive the manager reads (a quantity such as 16Mi): a larger one is refused before it is read, so a hostile archive cannot make the manager's memory grow. Keep it well above the largest object your API server stores.")
 	fs.StringVar(&o.repositoryAddr, "repository-server-bind-address", "0",
 		"Where the repository server (the blob proxy the node agents copy volume data through) listens, such as :8445; 0 runs none, and no volume data can be copied.")
+	fs.StringVar(&o.repositoryTLSSecret, "repository-server-tls-secret", "",
+		"The Secret in --namespace of the repository server's TLS certificate (tls.crt, tls.key, and ca.crt, which the node agents verify it with). When it does not exist, the manager makes it: a new CA and a certificate for the names of --repository-server-service. Empty: plain HTTP, which carries the agents' tokens in clear (tests only).")
+	fs.StringVar(&o.repositoryService, "repository-server-service", controller.DefaultRepositoryService,
+		"The Service in --namespace that the node agents reach the repository server by: a certificate the manager makes serves <service>, <service>.<namespace>, <service>.<namespace>.svc and <service>.<namespace>.svc.cluster.local.")
 	fs.StringVar(&o.nodeAgentSA, "node-agent-service-account", controller.DefaultNodeAgentServiceAccount,
 		"The node agents' ServiceAccount in --namespace: the only one the repository server accepts.")
 	fs.StringVar(&o.passwordSecret, "repository-password-secret", controller.DefaultRepositoryPasswordSecret,

@@ -63,6 +63,7 @@ func TestParseOptions(t *testing.T) {
 				"--download-bind-address=127.0.0.1:9086", "--download-url-base=https://downloads.example.com/cairn",
 				"--download-signing-key-file=/keys/download", "--act-as-requester=all-namespaces", "--max-archive-entry-size=32Mi",
 				"--repository-server-bind-address=:9445", "--node-agent-service-account=agents", "--repository-password-secret=repo-pw",
+				"--repository-server-tls-secret=repo-tls", "--repository-server-service=repo",
 				"--repository-maintenance-interval=2h", "--repository-maintenance-timeout=10m", "--restore-helper-image=cairn/manager:1.0",
 				"--hooks-enabled=false", "--default-hook-timeout=2m"},
 			check: func(t *testing.T, o options) {
@@ -76,6 +77,7 @@ func TestParseOptions(t *testing.T) {
 					downloadAddr: "127.0.0.1:9086", downloadURLBase: "https://downloads.example.com/cairn", downloadKeyFile: "/keys/download",
 					actAsRequester: "all-namespaces", maxEntrySize: "32Mi", maxEntryBytes: 32 << 20,
 					repositoryAddr: ":9445", nodeAgentSA: "agents", passwordSecret: "repo-pw",
+					repositoryTLSSecret: "repo-tls", repositoryService: "repo",
 					maintenanceInterval: 2 * time.Hour, maintenanceTimeout: 10 * time.Minute, restoreHelperImage: "cairn/manager:1.0",
 					hooksEnabled: false, defaultHookTimeout: 2 * time.Minute}
 				o.zap, want.zap = zap.Options{}, zap.Options{}

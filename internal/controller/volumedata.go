@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"cmp"
+	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -21,6 +24,14 @@ type VolumeDataConfig struct {
 	// ServerBindAddress is where the blob proxy for the node agents listens
 	// (--repository-server-bind-address); "" or "0" runs none, and no volume can be copied.
 	ServerBindAddress string
+	// ServerTLSSecret names the Secret, in the operator's namespace, of the blob proxy's TLS
+	// certificate (--repository-server-tls-secret): made by the manager (a new CA and a
+	// serving certificate for ServerService's names) when it does not exist; "" serves plain
+	// HTTP (tests).
+	ServerTLSSecret string
+	// ServerService is the Service the node agents reach the proxy by
+	// (--repository-server-service), whose DNS names the certificate holds.
+	ServerService string
 	// NodeAgentServiceAccount is the node agents' ServiceAccount in the operator's namespace:
 	// the only one whose tokens the proxy accepts (--node-agent-service-account).
 	NodeAgentServiceAccount string
@@ -38,6 +49,7 @@ type VolumeDataConfig struct {
 const (
 	DefaultRepositoryPasswordSecret = "cairn-repository-passwords"
 	DefaultNodeAgentServiceAccount  = "cairn-node-agent"
+	DefaultRepositoryService        = "cairn-repository"
 )
 
 // volumeData makes the repository passwords, the Locks shared by the blob proxy and the
@@ -74,7 +86,15 @@ func (w *wiring) volumeData(mgr ctrl.Manager) error {
 		"system:serviceaccount:"+w.cfg.Namespace+":"+cfg.NodeAgentServiceAccount)
 	server := blobproxy.NewServer(backends, auth, locks)
 	server.Log = mgr.GetLogger().WithName("repository-server")
-	if err := mgr.Add(&repositories.Proxy{Addr: cfg.ServerBindAddress, Handler: server, Close: server.Close}); err != nil {
+	proxy := &repositories.Proxy{Addr: cfg.ServerBindAddress, Handler: server, Close: server.Close}
+	if cfg.ServerTLSSecret != "" {
+		service := cmp.Or(cfg.ServerService, DefaultRepositoryService)
+		proxy.TLS = func(ctx context.Context) (*tls.Config, error) {
+			return blobproxy.ServingTLS(ctx, mgr.GetAPIReader(), mgr.GetClient(), w.cfg.Namespace, cfg.ServerTLSSecret,
+				blobproxy.ServingNames(service, w.cfg.Namespace), time.Now())
+		}
+	}
+	if err := mgr.Add(proxy); err != nil {
 		return fmt.Errorf("adding the repository server: %w", err)
 	}
 	return nil

@@ -123,7 +123,7 @@ func TestVolumeCopyChild(t *testing.T) {
 		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
-	open := nodeagent.ProxyRepositories(req.URL, req.TokenFile, req.ConfigDir)
+	open := nodeagent.ProxyRepositories(req.URL, "", req.TokenFile, req.ConfigDir)
 	start := time.Now()
 	repo, err := open(ctx, cairnv1.RepositoryReference{StorageLocation: volumeLocation, Namespace: volumeNamespace}, req.Password, req.Restore != "")
 	if err != nil {

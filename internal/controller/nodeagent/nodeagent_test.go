@@ -116,7 +116,7 @@ var _ = Describe("Volume data", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		configDir, err := os.MkdirTemp(keepDir, "config-")
 		Expect(err).NotTo(HaveOccurred())
-		proxied := nodeagent.ProxyRepositories(serverURL, tokenFile, configDir)
+		proxied := nodeagent.ProxyRepositories(serverURL, "", tokenFile, configDir)
 		agent := &nodeagent.Agent{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: OperatorNamespace, Node: node, PodsDir: podsDir,
 			Passwords:        &podvolume.Passwords{Reader: mgr.GetAPIReader(), Namespace: OperatorNamespace, Secret: passwordSecret},

@@ -17,14 +17,15 @@ const (
 	restoreReadAheadBytes   = 1 << 20
 )
 
-// ProxyRepositories opens repositories through the manager's repository server at url, with
-// the projected token in tokenFile; each open one keeps its kopia config in its own directory
+// ProxyRepositories opens repositories through the manager's repository server at url
+// (verified with the CA certificates of caFile when it is https://, the system's roots when
+// caFile is ""), with the projected token in tokenFile; each open one keeps its kopia config in its own directory
 // under configDir, removed on Close. The manager initialises a repository before it asks for
 // a copy into it (never two clients at once); an agent never does. Every agent is the same kopia client (cairn@cairn), so a
 // volume's snapshots chain whichever node its pod runs on.
-func ProxyRepositories(url, tokenFile, configDir string) OpenFunc {
+func ProxyRepositories(url, caFile, tokenFile, configDir string) OpenFunc {
 	return func(ctx context.Context, ref cairnv1.RepositoryReference, password string, readOnly bool) (Repository, error) {
-		opt := &blobproxy.Options{URL: url, Location: ref.StorageLocation, Namespace: ref.Namespace, TokenFile: tokenFile}
+		opt := &blobproxy.Options{URL: url, Location: ref.StorageLocation, Namespace: ref.Namespace, TokenFile: tokenFile, CAFile: caFile}
 		if readOnly {
 			// A restore reads packs front to back, many small contents from each.
 			opt.ReadAheadWindows, opt.ReadAheadBytes = restoreReadAheadWindows, restoreReadAheadBytes

@@ -7,6 +7,7 @@ package repositories
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -415,6 +416,9 @@ type Proxy struct {
 	Ready chan struct{}
 	// Close, when set, runs once the server has shut down (blobproxy.Server.Close).
 	Close func()
+	// TLS, when set, gives the server's TLS configuration as it starts (blobproxy.ServingTLS),
+	// and the proxy serves HTTPS only; nil serves plain HTTP (tests).
+	TLS func(ctx context.Context) (*tls.Config, error)
 }
 
 // NeedLeaderElection: see Proxy.
@@ -423,11 +427,22 @@ func (p *Proxy) NeedLeaderElection() bool { return true }
 // Start listens until ctx ends, then shuts the server down, giving requests in flight a few
 // seconds.
 func (p *Proxy) Start(ctx context.Context) error {
+	var tlsConfig *tls.Config
+	if p.TLS != nil {
+		var err error
+		if tlsConfig, err = p.TLS(ctx); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", p.Addr)
 	if err != nil {
 		return fmt.Errorf("the repository server cannot listen on %s: %w", p.Addr, err)
 	}
-	srv := &http.Server{Handler: p.Handler, ReadHeaderTimeout: 10 * time.Second}
+	if tlsConfig != nil {
+		// A plain HTTP request is answered 400 by the TLS layer, and never reaches the handler.
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	srv := &http.Server{Handler: p.Handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	if p.Ready != nil {
 		close(p.Ready)
 	}
