@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -297,6 +298,12 @@ func TestSchemaRejects(t *testing.T) {
 		{"nodeAgent.gomemlimit=200M", "gomemlimit"},
 		{"nodeAgent.tolerations=all", "tolerations"},
 		{"nodeAgent.serviceAccount.name=Node_Agent", "name"},
+		{"nodeAgent.repositoryServer.tls.existingSecret=My_TLS", "existingSecret"},
+		{"nodeAgent.repositoryServer.tls.insecure=true", "insecure"},
+		{"networkPolicy.enabled=yes", "enabled"},
+		{"networkPolicy.prometheusCIDRs[0]=prometheus", "prometheusCIDRs"},
+		{"networkPolicy.apiServerCIDRs=10.0.0.0/8", "apiServerCIDRs"}, // a string, not a list
+		{"networkPolicy.egress=true", "egress"},
 		{"nodeAgent.hostNetwork=true", "hostNetwork"}, // no such value
 		{"repositoryMaintenance.interval=hourly", "interval"},
 		{"repositoryMaintenance.timeout=30", "timeout"},
@@ -691,6 +698,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		"MutatingAdmissionPolicyBinding":   func() any { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
 		"ValidatingAdmissionPolicy":        func() any { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
 		"ValidatingAdmissionPolicyBinding": func() any { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
+		"NetworkPolicy":                    func() any { return &networkingv1.NetworkPolicy{} },
 	}
 	kinds := map[string]int{}
 	for key, doc := range docs {
@@ -708,7 +716,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 			t.Errorf("%s: %v", key, err)
 		}
 	}
-	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 3, "Secret": 2, "ServiceMonitor": 1, "PrometheusRule": 1, "PersistentVolumeClaim": 1, "DaemonSet": 1} {
+	for kind, want := range map[string]int{"BackupStorageLocation": 3, "Schedule": 3, "Secret": 2, "ServiceMonitor": 1, "PrometheusRule": 1, "PersistentVolumeClaim": 1, "DaemonSet": 1, "NetworkPolicy": 2} {
 		if kinds[kind] != want {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, want)
 		}
@@ -759,6 +767,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		t.Errorf("serviceAccountName %q, replicas %d", d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
 	}
 	for _, want := range []string{"--repository-server-bind-address=:9445", "--node-agent-service-account=cairn-agent",
+		"--repository-server-tls-secret=repo-tls",
 		"--repository-maintenance-interval=6h", "--repository-maintenance-timeout=1h"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
@@ -769,7 +778,7 @@ func TestEveryPartRendersValidObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := ds.Spec.Template.Spec
-	if !slices.Contains(pod.Containers[0].Args, "--repository-server=http://cairn-repository.cairn-system.svc:9445") ||
+	if !slices.Contains(pod.Containers[0].Args, "--repository-server=https://cairn-repository.cairn-system.svc:9445") ||
 		pod.Volumes[0].HostPath == nil || pod.Volumes[0].HostPath.Path != "/var/lib/k0s/kubelet/pods" ||
 		pod.ServiceAccountName != "cairn-agent" || pod.PriorityClassName != "system-node-critical" ||
 		pod.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" ||

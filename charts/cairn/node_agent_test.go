@@ -42,33 +42,39 @@ type nodeAgentCase struct {
 	managerArgs    []string
 	agentArgs      []string // all of them, in order
 	gomemlimit     string
+	tlsSecret      string // the Secret of the blob proxy's certificate
 }
 
 func TestNodeAgent(t *testing.T) {
 	cases := []nodeAgentCase{
 		{name: "default", fullname: "cairn", serviceAccount: "cairn-node-agent", chartSA: true, port: 8445,
 			podsDir: "/var/lib/kubelet/pods", gomemlimit: "200MiB",
+			tlsSecret: "cairn-repository-tls",
 			managerArgs: []string{"--repository-server-bind-address=:8445", "--node-agent-service-account=cairn-node-agent",
+				"--repository-server-tls-secret=cairn-repository-tls", "--repository-server-service=cairn-repository",
 				"--repository-password-secret=cairn-repository-passwords", "--repository-maintenance-interval=1h", "--repository-maintenance-timeout=30m"},
 			agentArgs: []string{"node-agent", "--namespace=cairn-system", "--node-name=$(NODE_NAME)", "--pods-dir=/host/pods",
-				"--repository-server=http://cairn-repository.cairn-system.svc:8445", "--token-file=/var/run/secrets/cairn/repository/token",
+				"--repository-server=https://cairn-repository.cairn-system.svc:8445",
+				"--repository-server-ca-file=/etc/cairn/repository-ca/ca.crt", "--token-file=/var/run/secrets/cairn/repository/token",
 				"--repository-password-secret=cairn-repository-passwords", "--health-probe-bind-address=:8083", "--metrics-bind-address=:8082",
 				"--restore-parallelism=2", "--max-concurrent-copies=2", "--empty-dir-restore-capacity=50Gi", "--zap-log-level=info"}},
 		{name: "values", fullname: "backup", serviceAccount: "agent", chartSA: true, port: 9445,
 			set: []string{"fullnameOverride=backup", "nodeAgent.repositoryServer.port=9445", "nodeAgent.kubeletDir=/var/lib/k0s/kubelet/",
 				"nodeAgent.serviceAccount.name=agent", "nodeAgent.gomemlimit=1GiB", "logLevel=debug",
 				"repositoryMaintenance.interval=6h", "repositoryMaintenance.timeout=2h",
-				"nodeAgent.maxConcurrentCopies=4", "nodeAgent.emptyDirRestoreCapacity=8Gi"},
-			podsDir: "/var/lib/k0s/kubelet/pods", gomemlimit: "1GiB",
+				"nodeAgent.maxConcurrentCopies=4", "nodeAgent.emptyDirRestoreCapacity=8Gi", "nodeAgent.repositoryServer.tls.existingSecret=my-tls"},
+			podsDir: "/var/lib/k0s/kubelet/pods", gomemlimit: "1GiB", tlsSecret: "my-tls",
 			managerArgs: []string{"--repository-server-bind-address=:9445", "--node-agent-service-account=agent",
+				"--repository-server-tls-secret=my-tls", "--repository-server-service=backup-repository",
 				"--repository-password-secret=backup-repository-passwords", "--repository-maintenance-interval=6h", "--repository-maintenance-timeout=2h"},
 			agentArgs: []string{"node-agent", "--namespace=cairn-system", "--node-name=$(NODE_NAME)", "--pods-dir=/host/pods",
-				"--repository-server=http://backup-repository.cairn-system.svc:9445", "--token-file=/var/run/secrets/cairn/repository/token",
+				"--repository-server=https://backup-repository.cairn-system.svc:9445",
+				"--repository-server-ca-file=/etc/cairn/repository-ca/ca.crt", "--token-file=/var/run/secrets/cairn/repository/token",
 				"--repository-password-secret=backup-repository-passwords", "--health-probe-bind-address=:8083", "--metrics-bind-address=:8082",
 				"--restore-parallelism=2", "--max-concurrent-copies=4", "--empty-dir-restore-capacity=8Gi", "--zap-log-level=debug"}},
 		{name: "an existing ServiceAccount", fullname: "cairn", serviceAccount: "existing", chartSA: false, port: 8445,
 			set:     []string{"nodeAgent.serviceAccount.create=false", "nodeAgent.serviceAccount.name=existing"},
-			podsDir: "/var/lib/kubelet/pods", gomemlimit: "200MiB",
+			podsDir: "/var/lib/kubelet/pods", gomemlimit: "200MiB", tlsSecret: "cairn-repository-tls",
 			managerArgs: []string{"--repository-server-bind-address=:8445", "--node-agent-service-account=existing"}},
 	}
 	for _, tc := range cases {
@@ -97,6 +103,7 @@ func TestNodeAgent(t *testing.T) {
 				t.Fatalf("no DaemonSet %s-node-agent", tc.fullname)
 			}
 			checkNodeAgentPod(t, tc, ds, manager)
+			checkRepositoryCA(t, ds.Spec.Template.Spec, tc.tlsSecret)
 
 			// The agent's pods are not the manager's: the Deployment, its PodDisruptionBudget
 			// and its Services select component=manager only.
@@ -192,8 +199,8 @@ func checkNodeAgentPod(t *testing.T, tc nodeAgentCase, ds appsv1.DaemonSet, mana
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m
 	}
-	if len(volumes) != 3 || len(mounts) != 3 {
-		t.Errorf("volumes %v, mounts %v: want pods, repository-token and tmp only", pod.Volumes, c.VolumeMounts)
+	if len(volumes) != 4 || len(mounts) != 4 {
+		t.Errorf("volumes %v, mounts %v: want pods, repository-token, repository-ca and tmp only", pod.Volumes, c.VolumeMounts)
 	}
 	pods, m := volumes["pods"], mounts["pods"]
 	if pods.HostPath == nil || pods.HostPath.Path != tc.podsDir {
@@ -215,6 +222,37 @@ func checkNodeAgentPod(t *testing.T, tc nodeAgentCase, ds appsv1.DaemonSet, mana
 	if tmp.EmptyDir == nil || tmp.EmptyDir.Medium != corev1.StorageMediumMemory || tmp.EmptyDir.SizeLimit == nil ||
 		tmp.EmptyDir.SizeLimit.String() != "64Mi" || m.MountPath != "/tmp" {
 		t.Errorf("volume tmp %+v mounted at %s, want an in-memory emptyDir of 64Mi at /tmp", tmp.VolumeSource, m.MountPath)
+	}
+}
+
+// checkRepositoryCA checks that the agent verifies the blob proxy with the ca.crt of its TLS
+// Secret, mounted alone (never the key), at the --repository-server-ca-file.
+func checkRepositoryCA(t *testing.T, pod corev1.PodSpec, secret string) {
+	t.Helper()
+	c := pod.Containers[0]
+	var vol *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == "repository-ca" {
+			vol = &pod.Volumes[i]
+		}
+	}
+	if vol == nil || vol.Secret == nil || vol.Secret.SecretName != secret ||
+		!slices.Equal(vol.Secret.Items, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}) {
+		t.Fatalf("volume repository-ca %+v, want the item ca.crt alone of Secret %s", vol, secret)
+	}
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == "repository-ca" {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly || !slices.Contains(c.Args, "--repository-server-ca-file="+mount.MountPath+"/ca.crt") {
+		t.Errorf("mount of repository-ca %+v, args %q: want it read-only at the --repository-server-ca-file", mount, c.Args)
+	}
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--repository-server=") && !strings.HasPrefix(a, "--repository-server=https://") {
+			t.Errorf("%s: want https", a)
+		}
 	}
 }
 

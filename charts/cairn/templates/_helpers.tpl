@@ -128,6 +128,11 @@ objects: helm never renders, upgrades or deletes it.
 {{- printf "%s-repository-passwords" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The Secret of the blob proxy's TLS certificate: the user's, or the one the manager makes. */}}
+{{- define "cairn.repositoryTLSSecret" -}}
+{{- default (printf "%s-repository-tls" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-") .Values.nodeAgent.repositoryServer.tls.existingSecret }}
+{{- end }}
+
 {{/* The Service in front of the manager's blob proxy, which node agents write volume data through. */}}
 {{- define "cairn.repositoryService" -}}
 {{- printf "%s-repository" (include "cairn.fullname" .) | trunc 63 | trimSuffix "-" }}
