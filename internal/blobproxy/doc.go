@@ -6,7 +6,11 @@
 // and the node agent's kopia uses a blob.Storage (the client, registered with kopia as
 // StorageType) whose every call is one request to it. The manager forwards each request to the
 // location's own kopia storage (location.KopiaStorage) under <prefix>/kopia/<namespace>/.
-// Kopia encrypts on the client, so the manager sees only encrypted packs.
+// Kopia encrypts on the client, so the manager sees only encrypted packs. The proxy is served
+// over TLS (ServingTLS: a certificate the manager makes, or the user's), and the client
+// verifies it with the CA of Options.CAFile. Every blob read and write is bounded by
+// location.MaxBlobSize, in both directions: a larger blob in the bucket fails the requests
+// that read it, naming it and its size, and is never held in memory.
 //
 // # Protocol
 //
