@@ -7,8 +7,10 @@
 package controllertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -122,9 +124,28 @@ func startManagerOn(restCfg *rest.Config, cfg controller.Config) (stop func()) {
 	}()
 	return func() {
 		cancel()
-		<-done
+		waitStopped(done)
 	}
 }
+
+// waitStopped waits for a stopping manager to exit; one still running after stopDumpAfter
+// prints every goroutine's stack to the spec's output first, so that a runnable that does
+// not stop (the manager fails after its 30 s grace period) is named in the failure.
+func waitStopped(done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	case <-time.After(stopDumpAfter):
+		var stacks bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+		GinkgoWriter.Printf("the manager has not stopped %s after its context ended; goroutines:\n%s\n", stopDumpAfter, stacks.String())
+	}
+	<-done
+}
+
+// stopDumpAfter is how long a manager may take to stop before waitStopped prints the
+// goroutines: well under the manager's graceful shutdown timeout (30 s).
+const stopDumpAfter = 15 * time.Second
 
 // WatchClient is a direct client that can also watch.
 func WatchClient() client.WithWatch {

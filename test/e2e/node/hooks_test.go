@@ -16,15 +16,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -272,17 +268,7 @@ func describeHooks(storageDir *string) {
 				Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}}})).To(Succeed())
 
 			By("acting as the ServiceAccount with a token the API server issued")
-			admin, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			Expect(err).NotTo(HaveOccurred())
-			clientset, err := kubernetes.NewForConfig(admin)
-			Expect(err).NotTo(HaveOccurred())
-			token, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "tenant",
-				&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			tenantCfg := &rest.Config{Host: admin.Host, BearerToken: token.Status.Token,
-				TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData, CAFile: admin.CAFile, ServerName: admin.ServerName}}
-			tenant, err := client.New(tenantCfg, client.Options{Scheme: k8s.Scheme()})
-			Expect(err).NotTo(HaveOccurred())
+			tenant := serviceAccountClient(ctx, ns, "tenant")
 			teamBackup := func(name string) cairnv1.Backup {
 				GinkgoHelper()
 				Expect(tenant.Create(ctx, &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

@@ -550,6 +550,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 
 	describeVolumeData(&storageDir, &proxy)
 	describeVolumeRestore(&proxy, &server)
+	describeTenantVolumes(&storageDir)
 	describeVeleroVolumes(&proxy, &server)
 	describeHooks(&storageDir)
 })
