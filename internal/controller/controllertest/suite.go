@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"runtime/pprof"
 	"time"
 
@@ -110,6 +111,10 @@ func startManagerOn(restCfg *rest.Config, cfg controller.Config) (stop func()) {
 		Cache:                  controller.CacheOptions(OperatorNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// A spec's manager stops with the leftovers of every earlier spec in the API server;
+		// on a loaded machine a run it took up may take longer than the default 30 s to
+		// wind down. waitStopped prints what is still running after 15 s.
+		GracefulShutdownTimeout: ptr.To(90 * time.Second),
 		// Specs start several managers in one process; controller names repeat.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -129,8 +134,8 @@ func startManagerOn(restCfg *rest.Config, cfg controller.Config) (stop func()) {
 }
 
 // waitStopped waits for a stopping manager to exit; one still running after stopDumpAfter
-// prints every goroutine's stack to the spec's output first, so that a runnable that does
-// not stop (the manager fails after its 30 s grace period) is named in the failure.
+// prints every goroutine's stack to the test's standard error first (kept in the test log
+// whether or not the spec fails), so that a runnable slow to stop is named.
 func waitStopped(done <-chan struct{}) {
 	select {
 	case <-done:
@@ -138,13 +143,13 @@ func waitStopped(done <-chan struct{}) {
 	case <-time.After(stopDumpAfter):
 		var stacks bytes.Buffer
 		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
-		GinkgoWriter.Printf("the manager has not stopped %s after its context ended; goroutines:\n%s\n", stopDumpAfter, stacks.String())
+		fmt.Fprintf(os.Stderr, "controllertest: the manager has not stopped %s after its context ended; goroutines:\n%s\n", stopDumpAfter, stacks.String())
 	}
 	<-done
 }
 
 // stopDumpAfter is how long a manager may take to stop before waitStopped prints the
-// goroutines: well under the manager's graceful shutdown timeout (30 s).
+// goroutines: well under its graceful shutdown timeout.
 const stopDumpAfter = 15 * time.Second
 
 // WatchClient is a direct client that can also watch.
