@@ -73,7 +73,7 @@ func (s *cappedStorage) GetBlob(ctx context.Context, id blob.ID, offset, length 
 		return fmt.Errorf("%w: a read of %d bytes of blob %s is more than the %d bytes a volume repository's blob may have", ErrBlobTooLarge, length, id, s.max)
 	}
 	if length < 0 {
-		md, err := s.Storage.GetMetadata(ctx, id)
+		md, err := s.GetMetadata(ctx, id)
 		if err != nil {
 			return err
 		}

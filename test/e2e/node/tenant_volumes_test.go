@@ -60,9 +60,9 @@ func tenantOf(ctx context.Context, ns string) client.Client {
 	return serviceAccountClient(ctx, ns, "tenant")
 }
 
-// emptyDirOnNode is where the kubelet keeps pod's emptyDir volume on the node.
-func emptyDirOnNode(pod corev1.Pod, volume string) string {
-	return filepath.Join(nodeDir, "kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume)
+// scratchOnNode is where the kubelet keeps pod's emptyDir volume "scratch" on the node.
+func scratchOnNode(pod corev1.Pod) string {
+	return filepath.Join(nodeDir, "kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
 }
 
 // linkToVolume is the link a tenant plants in a volume of its own to reach pod's emptyDir
@@ -117,7 +117,7 @@ func teamBackupCompleted(ctx context.Context, tenant client.Client, ns, name str
 
 // localClaim is a claim "data" of namespace ns bound to a local PersistentVolume on the node's
 // directory hostDir, removed at the end of the spec.
-func localClaim(ctx context.Context, ns, hostDir string) {
+func localClaim(ns, hostDir string) {
 	GinkgoHelper()
 	Expect(os.MkdirAll(hostDir, 0o750)).To(Succeed())
 	Expect(os.Chown(hostDir, 65532, 65532)).To(Succeed())
@@ -184,7 +184,7 @@ func describeTenantVolumes(storageDir *string) {
 		)
 		victimUnchanged := func() {
 			GinkgoHelper()
-			now, err := treeDigest(emptyDirOnNode(victim, "scratch"))
+			now, err := treeDigest(scratchOnNode(victim))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(now).To(Equal(victimDigest), "team-b's volume changed")
 		}
@@ -196,7 +196,7 @@ func describeTenantVolumes(storageDir *string) {
 			startPods(ctx, hookPod(teamB, "app", nil))
 			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: teamB, Name: "app"}, &victim)).To(Succeed())
 			var err error
-			victimDigest, err = treeDigest(emptyDirOnNode(victim, "scratch"))
+			victimDigest, err = treeDigest(scratchOnNode(victim))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(victimDigest.Files).To(BeNumerically(">", 10))
 		})
@@ -206,7 +206,7 @@ func describeTenantVolumes(storageDir *string) {
 			hookNamespace(ctx, ns)
 			tenant := tenantOf(ctx, ns)
 			hostDir := filepath.Join(nodeDir, "volumes", ns)
-			localClaim(ctx, ns, hostDir)
+			localClaim(ns, hostDir)
 			startPods(ctx, withClaim(hookPod(ns, "app", nil)))
 			teamBackupCompleted(ctx, tenant, ns, "before")
 
@@ -236,7 +236,7 @@ func describeTenantVolumes(storageDir *string) {
 			ns := "node-team-a-" + rand.String(5)
 			hookNamespace(ctx, ns)
 			tenant := tenantOf(ctx, ns)
-			localClaim(ctx, ns, filepath.Join(nodeDir, "volumes", ns))
+			localClaim(ns, filepath.Join(nodeDir, "volumes", ns))
 			startPods(ctx, withClaim(hookPod(ns, "app", nil)))
 			teamBackupCompleted(ctx, tenant, ns, "before")
 			kubectlOK("delete", "pod", "app", "-n", ns, "--wait", "--timeout=120s")
@@ -271,9 +271,9 @@ func describeTenantVolumes(storageDir *string) {
 				s, ok := containerStatus(*own, podvolume.RestoreHelperContainer)
 				g.Expect(ok).To(BeTrue())
 				g.Expect(s.State.Running).NotTo(BeNil())
-				return emptyDirOnNode(*own, "scratch")
+				return scratchOnNode(*own)
 			}).WithTimeout(120 * time.Second).Should(BeADirectory())
-			Expect(os.Symlink(linkToVolume(victim, "scratch"), filepath.Join(emptyDirOnNode(*own, "scratch"), "small"))).To(Succeed())
+			Expect(os.Symlink(linkToVolume(victim, "scratch"), filepath.Join(scratchOnNode(*own), "small"))).To(Succeed())
 
 			r := waitTeamRestoreEnded(ctx, ns, "swap", 90*time.Second)
 			fmt.Fprintf(GinkgoWriter, "The restore ended %s after the pod was replaced\n", time.Since(replaced).Round(time.Millisecond))
@@ -285,7 +285,7 @@ func describeTenantVolumes(storageDir *string) {
 			Expect(append(restoreOperationErrors(ctx, *storageDir, ns, "swap"), pvrs["scratch"].Status.Message)).To(
 				ContainElement(ContainSubstring(fmt.Sprintf("pod %s/app was replaced after the restore created it", ns))))
 			victimUnchanged()
-			Expect(filepath.Join(emptyDirOnNode(*own, "scratch"), "small", "00")).NotTo(BeADirectory())
+			Expect(filepath.Join(scratchOnNode(*own), "small", "00")).NotTo(BeADirectory())
 		})
 
 		It("restores a 10 GiB sparse file with less than 1 MiB written to disk", func(ctx SpecContext) {
@@ -294,7 +294,7 @@ func describeTenantVolumes(storageDir *string) {
 			pod := hookPod(ns, "app", map[string]string{"backup.cairn.dev/backup-volumes": "scratch"})
 			startPods(ctx, pod)
 			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, pod)).To(Succeed())
-			sparse := filepath.Join(emptyDirOnNode(*pod, "scratch"), "sparse.img")
+			sparse := filepath.Join(scratchOnNode(*pod), "sparse.img")
 			f, err := os.Create(sparse)
 			Expect(err).NotTo(HaveOccurred())
 			_, err = f.WriteAt([]byte("the only data"), 5<<30)
@@ -314,7 +314,7 @@ func describeTenantVolumes(storageDir *string) {
 			var restored corev1.Pod
 			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: to, Name: "app"}, &restored)).To(Succeed())
 			var st syscall.Stat_t
-			Expect(syscall.Stat(filepath.Join(emptyDirOnNode(restored, "scratch"), "sparse.img"), &st)).To(Succeed())
+			Expect(syscall.Stat(filepath.Join(scratchOnNode(restored), "sparse.img"), &st)).To(Succeed())
 			fmt.Fprintf(GinkgoWriter, "sparse.img: %d bytes, %d allocated\n", st.Size, st.Blocks*512)
 			Expect(st.Size).To(BeEquivalentTo(10 << 30))
 			Expect(st.Blocks * 512).To(BeNumerically("<", 1<<20))
