@@ -55,9 +55,9 @@ func BenchmarkRestoreWriters(b *testing.B) {
 			if err := out.Init(b.Context()); err != nil {
 				b.Fatal(err)
 			}
-			_, err = r.restoreInto(b.Context(), res.ID, out, RestoreOptions{})
+			_, err = r.restoreInto(b.Context(), res.ID, out, RestoreOptions{Of: SnapshotIdentity{Tags: map[string]string{"pvc": "bench"}}})
 		} else {
-			_, err = r.Restore(b.Context(), res.ID, dst, RestoreOptions{})
+			_, err = r.Restore(b.Context(), res.ID, dst, RestoreOptions{Of: SnapshotIdentity{Tags: map[string]string{"pvc": "bench"}}})
 		}
 		if err != nil {
 			b.Fatal(err)

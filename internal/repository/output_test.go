@@ -124,7 +124,7 @@ func TestRestoreNeverWritesThroughWhatTheTargetHolds(t *testing.T) {
 			t.Run("Cairn's writer stays inside", func(t *testing.T) {
 				dst, v := t.TempDir(), victim(t)
 				tt.plant(t, dst, v)
-				if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Overwrite: true, Parallel: 4}); err != nil {
+				if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Overwrite: true, Parallel: 4, Of: SnapshotIdentity{Tags: map[string]string{"pvc": "h"}}}); err != nil {
 					t.Fatal(err)
 				}
 				if err := victimUntouched(v); err != nil {
@@ -170,7 +170,7 @@ func TestRestoreReplacesAFIFO(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(dst, "config"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Restore(ctx, res.ID, dst, RestoreOptions{Overwrite: true}); err != nil {
+	if _, err := r.Restore(ctx, res.ID, dst, RestoreOptions{Overwrite: true, Of: SnapshotIdentity{Tags: map[string]string{"pvc": "f"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "config")); err != nil || string(b) != "from the backup" {
@@ -265,7 +265,7 @@ func TestRestoreKeepsEveryModeBitItMay(t *testing.T) {
 	dst := t.TempDir()
 	var dropped []string
 	podUser := int64(1000)
-	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{PodUser: &podUser, Dropped: func(p string, _ os.FileMode) {
+	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Of: SnapshotIdentity{Tags: map[string]string{"pvc": "m"}}, PodUser: &podUser, Dropped: func(p string, _ os.FileMode) {
 		dropped = append(dropped, p)
 	}}); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestSparseFilesStaySparseAndCapacityBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Capacity: 1 << 20}); err != nil {
+	if _, err := r.Restore(t.Context(), res.ID, dst, RestoreOptions{Capacity: 1 << 20, Of: SnapshotIdentity{Tags: map[string]string{"pvc": "s"}}}); err != nil {
 		t.Fatal(err)
 	}
 	info, err := os.Stat(filepath.Join(dst, "sparse"))
@@ -329,7 +329,7 @@ func TestSparseFilesStaySparseAndCapacityBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Restore(t.Context(), res.ID, t.TempDir(), RestoreOptions{Capacity: 1 << 20}); !errors.Is(err, confined.ErrOverBudget) {
+	if _, err := r.Restore(t.Context(), res.ID, t.TempDir(), RestoreOptions{Capacity: 1 << 20, Of: SnapshotIdentity{Tags: map[string]string{"pvc": "s"}}}); !errors.Is(err, confined.ErrOverBudget) {
 		t.Fatalf("restore of 2 MiB into 1 MiB: %v, want %v", err, confined.ErrOverBudget)
 	}
 }
