@@ -332,7 +332,7 @@ func describeTenantVolumes(storageDir *string) {
 			var pods []*corev1.Pod
 			for i := range 8 {
 				p := hookPod(ns, fmt.Sprintf("app-%d", i), map[string]string{"backup.cairn.dev/backup-volumes": "scratch"})
-				p.Spec.Containers[0].Args = []string{fmt.Sprintf("-seed=%d", i), "-volume=/data/scratch:16777216:20", "-listen=:8080"}
+				p.Spec.Containers[0].Args = []string{fmt.Sprintf("-seed=%d", i), "-volume=/data/scratch:67108864:20", "-listen=:8080"}
 				pods = append(pods, p)
 			}
 			startPods(ctx, pods...)
