@@ -368,7 +368,7 @@ func describeTenantVolumes(storageDir *string) {
 						ended[pvb.Name] = true
 					}
 					peak = max(peak, len(running))
-					waited = waited || (pvb.Status.Phase == cairnv1.PodVolumePhaseNew &&
+					waited = waited || ((pvb.Status.Phase == "" || pvb.Status.Phase == cairnv1.PodVolumePhaseNew) &&
 						pvb.Status.Message == "waiting for a free copy slot on node cairn-node (2 copies at once)")
 				}
 			}
