@@ -106,8 +106,14 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 				return lock.Validate(ctx)
 			}
 		}
+	case cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
+		cloud, err := openCloud(ctx, r, bsl)
+		if err != nil {
+			return nil, err
+		}
+		store, validate = cloud, func(ctx context.Context) error { return cloud.Validate(ctx, layout.BackupsDir()) }
 	default:
-		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem or s3)", ErrConfig, bsl.Spec.Provider)
+		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem, s3, azure or gcs)", ErrConfig, bsl.Spec.Provider)
 	}
 	if bsl.Spec.ObjectLock != nil && lock == nil {
 		return nil, fmt.Errorf("%w: spec.objectLock needs an s3 location", ErrConfig)
@@ -223,17 +229,9 @@ func s3Config(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLo
 }
 
 func readCredentials(ctx context.Context, r client.Reader, namespace string, ref *corev1.SecretKeySelector, profile string) (storage.S3Credentials, error) {
-	var secret corev1.Secret
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &secret)
-	if apierrors.IsNotFound(err) {
-		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s does not exist", ErrConfig, namespace, ref.Name)
-	}
+	data, err := readSecretValue(ctx, r, namespace, ref)
 	if err != nil {
-		return storage.S3Credentials{}, fmt.Errorf("reading credential secret %s/%s: %w", namespace, ref.Name, err)
-	}
-	data, ok := secret.Data[ref.Key]
-	if !ok {
-		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s has no key %q", ErrConfig, namespace, ref.Name, ref.Key)
+		return storage.S3Credentials{}, err
 	}
 	creds, err := storage.ParseSharedCredentials(data, profile)
 	if err != nil {

@@ -308,3 +308,35 @@ func azureReason(err error) string {
 	}
 	return err.Error()
 }
+
+// ParseAzureCredentials reads an azure location's credential Secret value: lines of
+// NAME=value (as Velero's Azure plugin keeps them), of which AZURE_STORAGE_ACCOUNT_ACCESS_KEY
+// (the storage account's shared key) or AZURE_STORAGE_SAS_TOKEN is used; other names (such as
+// AZURE_CLOUD_NAME) are ignored. Its errors never quote the value, which is secret.
+func ParseAzureCredentials(data []byte) (AzureCredentials, error) {
+	var creds AzureCredentials
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return creds, fmt.Errorf("line %d: expected NAME=value", i+1)
+		}
+		value = strings.Trim(strings.TrimSpace(value), `"'`)
+		switch strings.TrimSpace(name) {
+		case "AZURE_STORAGE_ACCOUNT_ACCESS_KEY", "AZURE_STORAGE_KEY":
+			creds.SharedKey = value
+		case "AZURE_STORAGE_SAS_TOKEN":
+			creds.SASToken = value
+		}
+	}
+	switch {
+	case creds.SharedKey == "" && creds.SASToken == "":
+		return creds, errors.New("it has neither AZURE_STORAGE_ACCOUNT_ACCESS_KEY nor AZURE_STORAGE_SAS_TOKEN")
+	case creds.SharedKey != "" && creds.SASToken != "":
+		return creds, errors.New("it has both AZURE_STORAGE_ACCOUNT_ACCESS_KEY and AZURE_STORAGE_SAS_TOKEN: keep one")
+	}
+	return creds, nil
+}

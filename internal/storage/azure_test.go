@@ -92,3 +92,29 @@ func TestAzureCredentialsNeverPrintTheirSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAzureCredentials(t *testing.T) {
+	for _, tt := range []struct {
+		name, data string
+		want       storage.AzureCredentials
+		wantErr    string
+	}{
+		{name: "shared key", data: "AZURE_STORAGE_ACCOUNT_ACCESS_KEY=a2V5\nAZURE_CLOUD_NAME=AzurePublicCloud\n", want: storage.AzureCredentials{SharedKey: "a2V5"}},
+		{name: "SAS token, quoted, with comments", data: "# the team's token\nAZURE_STORAGE_SAS_TOKEN=\"sv=1&sig=x\"\n", want: storage.AzureCredentials{SASToken: "sv=1&sig=x"}},
+		{name: "both", data: "AZURE_STORAGE_ACCOUNT_ACCESS_KEY=a2V5\nAZURE_STORAGE_SAS_TOKEN=sv=1\n", wantErr: "keep one"},
+		{name: "not NAME=value", data: "a2V5-the-secret\n", wantErr: "line 1: expected NAME=value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := storage.ParseAzureCredentials([]byte(tt.data))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "a2V5") {
+					t.Fatalf("err = %v, want %q quoting no secret", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("= %v (the fields differ: %v), %v", got, got != tt.want, err)
+			}
+		})
+	}
+}

@@ -244,6 +244,20 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 			return "", "", err
 		}
 		return url, "", nil
+	case cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
+		// A SAS or V4 signed URL when the location's credentials can sign one (an account key,
+		// a service account key); else (workload identity) the manager's download server.
+		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
+		if err == nil {
+			return url, "", nil
+		}
+		if !errors.Is(err, storage.ErrCannotPresign) {
+			return "", "", err
+		}
+		if r.Signer == nil {
+			return "", fmt.Sprintf("storage location %s cannot sign download URLs with its credentials (%v) and the manager runs no download server (--download-bind-address=0)", bsl.Name, err), nil
+		}
+		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
 	case cairnv1.StorageProviderFilesystem:
 		if r.Signer == nil {
 			return "", fmt.Sprintf("storage location %s is a filesystem location and the manager runs no download server (--download-bind-address=0)", bsl.Name), nil

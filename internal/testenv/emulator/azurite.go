@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -42,7 +43,7 @@ func StartAzurite(t TB) *Azurite {
 	a.emulator = emulator{
 		name: "azurite", addr: a.addr, binary: AzuriteBinary(), t: t, startTimeout: 90 * time.Second,
 		args: []string{"--blobHost", "127.0.0.1", "--blobPort", a.addr[len("127.0.0.1:"):], "--location", t.TempDir(),
-			"--disableTelemetry", "--silent", "--skipApiVersionCheck", "--disableProductStyleUrl"},
+			"--disableTelemetry", "--silent", "--skipApiVersionCheck"},
 		env: []string{"AZURITE_ACCOUNTS=" + a.Account + ":" + a.Key},
 	}
 	a.start()
@@ -50,8 +51,16 @@ func StartAzurite(t TB) *Azurite {
 	return a
 }
 
-// Endpoint is the account's blob service URL, for config.endpoint.
+// Endpoint is the account's blob service URL, path-style, for config.endpoint.
 func (a *Azurite) Endpoint() string { return "http://" + a.addr + "/" + a.Account }
+
+// HostEndpoint is the account's blob service URL as Azure's are, with the account in the
+// host name (http://<account>.blob.localhost:<port>): Azurite takes the account from the
+// host. The name resolves only after ResolveToLoopback.
+func (a *Azurite) HostEndpoint() string {
+	_, port, _ := net.SplitHostPort(a.addr)
+	return "http://" + a.Account + ".blob.localhost:" + port
+}
 
 // Start starts a stopped Azurite again, with its data.
 func (a *Azurite) Start() { a.start() }
