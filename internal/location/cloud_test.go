@@ -51,7 +51,9 @@ func roundTrip(t *testing.T, store *location.Store) {
 func TestOpenAzure(t *testing.T) {
 	a := emulator.StartAzurite(t)
 	a.CreateContainer("backups")
-	config := func() map[string]string { return map[string]string{"storageAccount": a.Account, "endpoint": a.Endpoint()} }
+	config := func() map[string]string {
+		return map[string]string{"storageAccount": a.Account, "endpoint": a.Endpoint()}
+	}
 	good := credentialReader([]byte("AZURE_STORAGE_ACCOUNT_ACCESS_KEY=" + a.Key + "\nAZURE_CLOUD_NAME=AzurePublicCloud\n"))
 	store, err := location.Open(context.Background(), good, cloudLocation(cairnv1.StorageProviderAzure, "backups", config()))
 	if err != nil {
