@@ -237,6 +237,15 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 		// manager's download server, which reads them through the location's store.
 		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
 	}
+	return r.providerURL(ctx, bsl, store, key, expires, ttl)
+}
+
+// providerURL is the URL of key in bsl's store as its provider gives one: a presigned GET
+// (s3), a SAS or V4 signed URL when the location's credentials can sign one (azure, gcs: an
+// account key, a service account key), else (a filesystem location, workload identity) the
+// manager's download server.
+func (r *Reconciler) providerURL(ctx context.Context, bsl *cairnv1.BackupStorageLocation, store *location.Store, key string,
+	expires time.Time, ttl time.Duration) (url, failure string, err error) {
 	switch bsl.Spec.Provider {
 	case cairnv1.StorageProviderS3:
 		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
@@ -245,8 +254,6 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 		}
 		return url, "", nil
 	case cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
-		// A SAS or V4 signed URL when the location's credentials can sign one (an account key,
-		// a service account key); else (workload identity) the manager's download server.
 		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
 		if err == nil {
 			return url, "", nil
