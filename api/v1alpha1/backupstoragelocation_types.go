@@ -6,7 +6,7 @@ import (
 )
 
 // StorageProvider names the kind of object store behind a location.
-// +kubebuilder:validation:Enum=filesystem;s3
+// +kubebuilder:validation:Enum=filesystem;s3;azure;gcs
 type StorageProvider string
 
 const (
@@ -15,6 +15,11 @@ const (
 	StorageProviderFilesystem StorageProvider = "filesystem"
 	// StorageProviderS3 keeps objects in a bucket of any S3-compatible service.
 	StorageProviderS3 StorageProvider = "s3"
+	// StorageProviderAzure keeps objects in a blob container (objectStorage.bucket) of an Azure
+	// storage account (config.storageAccount).
+	StorageProviderAzure StorageProvider = "azure"
+	// StorageProviderGCS keeps objects in a Google Cloud Storage bucket.
+	StorageProviderGCS StorageProvider = "gcs"
 )
 
 // AccessMode says whether Cairn may write to a location.
@@ -60,6 +65,9 @@ const (
 	ConfigKeyEndpoint              = "endpoint"
 	ConfigKeyForcePathStyle        = "forcePathStyle"
 	ConfigKeyInsecureSkipTLSVerify = "insecureSkipTLSVerify"
+	// ConfigKeyStorageAccount is an azure location's storage account (Velero's Azure plugin's
+	// name for it).
+	ConfigKeyStorageAccount = "storageAccount"
 )
 
 // Condition types and reasons on a BackupStorageLocation.
@@ -73,7 +81,9 @@ const (
 
 // ObjectStorage names the bucket and the prefix inside it.
 type ObjectStorage struct {
-	// Bucket is the bucket that holds the backups (s3): a bucket name as S3 defines it.
+	// Bucket is the bucket that holds the backups (s3, gcs), or the blob container (azure): a
+	// bucket name as S3 defines it, which both GCS and Azure containers accept but for '.'
+	// (not in an Azure container's name).
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == '' || (size(self) >= 3 && self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$') && !self.contains('..') && !self.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$'))",message="objectStorage.bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', beginning and ending with a letter or digit, without '..', and not an IP address"
@@ -95,8 +105,11 @@ type ObjectStorage struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an s3 location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && size(self.config['path']) > 0)",message="a filesystem location needs config.path"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'azure' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an azure location needs objectStorage.bucket: the name of its blob container"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'azure' || (has(self.config) && 'storageAccount' in self.config && self.config['storageAccount'].matches('^[a-z0-9]{3,24}$'))",message="an azure location needs config.storageAccount: its storage account's name, 3 to 24 lowercase letters and digits"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'gcs' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="a gcs location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
-// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: a filesystem location cannot lock its objects"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: filesystem, azure and gcs locations cannot lock their objects (docs/storage.md)"
 // +kubebuilder:validation:XValidation:rule="has(self.objectLock) == has(oldSelf.objectLock)",message="objectLock is chosen when a location is created: it cannot be turned on or off later (make another location); only objectLock.minRetention may change"
 // +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
@@ -112,7 +125,8 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:default=cairn
 	Format LocationFormat `json:"format,omitempty"`
 
-	// Provider is the kind of object store: filesystem or s3.
+	// Provider is the kind of object store: filesystem, s3, azure (Azure Blob Storage) or gcs
+	// (Google Cloud Storage).
 	// +required
 	Provider StorageProvider `json:"provider"`
 
@@ -121,12 +135,20 @@ type BackupStorageLocationSpec struct {
 	ObjectStorage *ObjectStorage `json:"objectStorage,omitempty"`
 
 	// Config holds provider settings. filesystem: path. s3: region, endpoint, forcePathStyle,
-	// insecureSkipTLSVerify.
+	// insecureSkipTLSVerify. azure: storageAccount (required), endpoint (the account's blob
+	// service URL; default https://<storageAccount>.blob.core.windows.net). gcs: endpoint (the
+	// service's scheme, host and port; default Google's). s3, azure and gcs: publicURL
+	// (DownloadRequests). docs/storage.md describes each.
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
-	// Credential names the key of a Secret, in the location's namespace, whose value is an AWS
-	// shared-credentials file ([default] with aws_access_key_id and aws_secret_access_key).
+	// Credential names the key of a Secret, in the location's namespace, holding the
+	// location's credentials. s3: an AWS shared-credentials file ([default] with
+	// aws_access_key_id and aws_secret_access_key). azure: lines of NAME=value with
+	// AZURE_STORAGE_ACCOUNT_ACCESS_KEY (the account's shared key) or AZURE_STORAGE_SAS_TOKEN.
+	// gcs: a service account's JSON key. Without it, an azure location uses the Azure SDK's
+	// default credential chain (workload or managed identity) and a gcs location Google's
+	// default credentials (GKE workload identity).
 	// +optional
 	Credential *corev1.SecretKeySelector `json:"credential,omitempty"`
 

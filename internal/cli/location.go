@@ -47,9 +47,9 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 			Default: o.isDefault, AccessMode: cairnv1.AccessMode(o.accessMode)},
 	}
 	switch bsl.Spec.Provider {
-	case cairnv1.StorageProviderFilesystem, cairnv1.StorageProviderS3:
+	case cairnv1.StorageProviderFilesystem, cairnv1.StorageProviderS3, cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
 	default:
-		return nil, usageErrorf("invalid --provider %q: want filesystem or s3", o.provider)
+		return nil, usageErrorf("invalid --provider %q: want filesystem, s3, azure or gcs", o.provider)
 	}
 	switch bsl.Spec.AccessMode {
 	case "", cairnv1.AccessModeReadWrite, cairnv1.AccessModeReadOnly:
@@ -96,11 +96,14 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 func newLocationCreateCommand(e *env) *cobra.Command {
 	o := &locationCreateOptions{}
 	cmd := &cobra.Command{
-		Use:   "create NAME --provider filesystem|s3",
+		Use:   "create NAME --provider filesystem|s3|azure|gcs",
 		Short: "Create a storage location",
 		Example: `  cairn location create local --provider filesystem --config path=/var/lib/cairn --default
   cairn location create s3 --provider s3 --bucket backups --prefix cluster-a \
       --config region=eu-west-1,endpoint=https://s3.example.com --credential cairn-s3=cloud
+  cairn location create azure --provider azure --bucket backups --prefix cluster-a \
+      --config storageAccount=cairnbackups --credential cairn-azure=cloud
+  cairn location create gcs --provider gcs --bucket cairn-backups --prefix cluster-a --credential cairn-gcs=service-account.json
   cairn location create from-velero --format velero --provider s3 --bucket velero-backups --prefix velero \
       --config region=eu-west-1 --credential cairn-s3=cloud --velero-repository-password velero-repo-credentials=repository-password`,
 		Args: cobra.ExactArgs(1),
@@ -123,11 +126,11 @@ func newLocationCreateCommand(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.provider, "provider", "", "filesystem or s3.")
-	cmd.Flags().StringVar(&o.bucket, "bucket", "", "The s3 bucket.")
+	cmd.Flags().StringVar(&o.provider, "provider", "", "filesystem, s3, azure or gcs.")
+	cmd.Flags().StringVar(&o.bucket, "bucket", "", "The bucket (s3, gcs) or blob container (azure).")
 	cmd.Flags().StringVar(&o.prefix, "prefix", "", "The prefix (directory) under which Cairn keeps its objects.")
-	cmd.Flags().StringToStringVar(&o.config, "config", nil, "Provider settings, k=v comma-separated: path (filesystem); region, endpoint, publicURL, forcePathStyle, insecureSkipTLSVerify, profile (s3).")
-	cmd.Flags().StringVar(&o.credential, "credential", "", "The Secret and key holding the s3 credentials file, SECRET=KEY.")
+	cmd.Flags().StringToStringVar(&o.config, "config", nil, "Provider settings, k=v comma-separated: path (filesystem); region, endpoint, publicURL, forcePathStyle, insecureSkipTLSVerify, profile (s3); storageAccount, endpoint, publicURL (azure); endpoint, publicURL (gcs).")
+	cmd.Flags().StringVar(&o.credential, "credential", "", "The Secret and key holding the credentials, SECRET=KEY: an s3 credentials file, azure NAME=value lines (AZURE_STORAGE_ACCOUNT_ACCESS_KEY or AZURE_STORAGE_SAS_TOKEN), a gcs service account JSON key (docs/storage.md).")
 	cmd.Flags().BoolVar(&o.isDefault, "default", false, "Make it the location of backups that name none.")
 	cmd.Flags().StringVar(&o.accessMode, "access-mode", "", "ReadWrite (default) or ReadOnly (restores only, as for a second cluster).")
 	cmd.Flags().StringVar(&o.format, "format", "", "cairn (default) or velero: the bucket and prefix of a Velero backup storage location, read only (docs/migrating-from-velero.md).")

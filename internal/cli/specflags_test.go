@@ -213,7 +213,13 @@ func TestLocationFlags(t *testing.T) {
 		got.Spec.Credential.Name != "sec" || got.Spec.Credential.Key != "cloud" || !got.Spec.Default || got.Spec.AccessMode != cairnv1.AccessModeReadOnly {
 		t.Errorf("location = %+v", got.Spec)
 	}
-	for _, bad := range []locationCreateOptions{{provider: "gcs"}, {provider: "s3", credential: "nokey"}, {provider: "filesystem", accessMode: "WriteOnly"}} {
+	for _, provider := range []string{"azure", "gcs"} {
+		o := locationCreateOptions{provider: provider, bucket: "backups", config: map[string]string{"storageAccount": "acct"}, credential: "sec=cloud"}
+		if got, err := o.location("l", "cairn-system"); err != nil || string(got.Spec.Provider) != provider || got.Spec.ObjectStorage.Bucket != "backups" {
+			t.Errorf("--provider %s: %+v, %v", provider, got, err)
+		}
+	}
+	for _, bad := range []locationCreateOptions{{provider: "swift"}, {provider: "s3", credential: "nokey"}, {provider: "filesystem", accessMode: "WriteOnly"}} {
 		if _, err := bad.location("l", "cairn-system"); ExitCode(err) != ExitUsage {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
+	"github.com/cairn-backup/cairn/internal/testenv/emulator"
 )
 
 func newS3(t *testing.T, server *testenv.S3Server, bucket string, creds storage.S3Credentials) *storage.S3 {
@@ -144,7 +145,7 @@ func (k *killingReader) killed() bool {
 	return k.done
 }
 
-// TestEncryptedConformance: an encrypted store behaves as a store, over S3 and a filesystem.
+// TestEncryptedConformance: an encrypted store behaves as a store, over every provider.
 func TestEncryptedConformance(t *testing.T) {
 	keys := storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{7}, storage.KeySize)}, WriteKey: "k1"}
 	encrypt := func(t *testing.T, s storage.ObjectStore) storage.ObjectStore {
@@ -167,5 +168,13 @@ func TestEncryptedConformance(t *testing.T) {
 			server.CreateBucket(bucket)
 			return encrypt(t, newS3(t, server, bucket, rootCreds(server)))
 		})
+	})
+	t.Run("azure", func(t *testing.T) {
+		stores := azureStores(emulator.StartAzurite(t), "encrypted")
+		runConformance(t, func(t *testing.T) storage.ObjectStore { return encrypt(t, stores(t)) })
+	})
+	t.Run("gcs", func(t *testing.T) {
+		stores := gcsStores(startGCS(t), "encrypted")
+		runConformance(t, func(t *testing.T) storage.ObjectStore { return encrypt(t, stores(t)) })
 	})
 }

@@ -237,6 +237,15 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 		// manager's download server, which reads them through the location's store.
 		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
 	}
+	return r.providerURL(ctx, bsl, store, key, expires, ttl)
+}
+
+// providerURL is the URL of key in bsl's store as its provider gives one: a presigned GET
+// (s3), a SAS or V4 signed URL when the location's credentials can sign one (azure, gcs: an
+// account key, a service account key), else (a filesystem location, workload identity) the
+// manager's download server.
+func (r *Reconciler) providerURL(ctx context.Context, bsl *cairnv1.BackupStorageLocation, store *location.Store, key string,
+	expires time.Time, ttl time.Duration) (url, failure string, err error) {
 	switch bsl.Spec.Provider {
 	case cairnv1.StorageProviderS3:
 		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
@@ -244,6 +253,18 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 			return "", "", err
 		}
 		return url, "", nil
+	case cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
+		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
+		if err == nil {
+			return url, "", nil
+		}
+		if !errors.Is(err, storage.ErrCannotPresign) {
+			return "", "", err
+		}
+		if r.Signer == nil {
+			return "", fmt.Sprintf("storage location %s cannot sign download URLs with its credentials (%v) and the manager runs no download server (--download-bind-address=0)", bsl.Name, err), nil
+		}
+		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
 	case cairnv1.StorageProviderFilesystem:
 		if r.Signer == nil {
 			return "", fmt.Sprintf("storage location %s is a filesystem location and the manager runs no download server (--download-bind-address=0)", bsl.Name), nil

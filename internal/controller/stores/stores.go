@@ -133,9 +133,10 @@ func (s Stores) OpenForDownload(ctx context.Context, locationName, key string) (
 	if err != nil {
 		return nil, err
 	}
-	if bsl.Spec.Provider != cairnv1.StorageProviderFilesystem && bsl.Spec.Encryption == nil && bsl.Spec.Format != cairnv1.LocationFormatVelero {
+	if bsl.Spec.Provider == cairnv1.StorageProviderS3 && bsl.Spec.Encryption == nil && bsl.Spec.Format != cairnv1.LocationFormatVelero {
 		// An S3 location's downloads are presigned URLs, unless it is encrypted or Velero's.
-		return nil, fmt.Errorf("storage location %s is neither a filesystem, an encrypted nor a Velero location: %w", locationName, download.ErrNotFound)
+		// (An azure or gcs location's are too when its credentials can sign them.)
+		return nil, fmt.Errorf("storage location %s is an s3 location neither encrypted nor Velero's: %w", locationName, download.ErrNotFound)
 	}
 	store, err := s.Open(ctx, &bsl)
 	if err != nil {
