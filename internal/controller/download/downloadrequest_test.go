@@ -251,7 +251,7 @@ var _ = Describe("DownloadRequest", func() {
 			raw, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 			Expect(err).NotTo(HaveOccurred())
-			store, err := storage.Encrypted(raw, storage.Keyring{Keys: keys.Data, WriteKey: "k1"})
+			store, err := storage.Encrypted(raw, storage.Keyring{Keys: keys.Data, WriteKey: "k1"}, "")
 			Expect(err).NotTo(HaveOccurred())
 			spec := S3Spec(server, "backups", secret)
 			spec.Encryption = &cairnv1.LocationEncryption{KeySecretRef: cairnv1.LocalSecretReference{Name: keys.Name}, WriteKey: "k1"}
