@@ -25,7 +25,7 @@ import (
 // The cairn CLI as a user runs it: the real bin/cairn against the suite's manager, beside
 // kubectl. Each spec has its own namespaces and names.
 
-func cairnBinary() string { return filepath.Join(testenv.RepoRoot(), "bin", "cairn") }
+func cairnBinary() string { return filepath.Join(binDir(), "cairn") }
 
 // cairnResult is what one run of bin/cairn did.
 type cairnResult struct {
@@ -167,7 +167,7 @@ var _ = Describe("The cairn CLI", func() {
 		Expect(filepath.Join(storageDir, "backups", "cairn-system", name)).NotTo(BeADirectory())
 	})
 
-	It("explains a queued backup, cancels it, and reads a cancelled backup's log from s3 through a presigned URL", func() {
+	It("explains a queued backup, cancels it, and reads a cancelled backup's log from s3 through the download server", func() {
 		const ns = "e2e-cli-queue"
 		server := testenv.StartS3Server(GinkgoT())
 		server.CreateBucket("cli-queue")
