@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -44,6 +45,30 @@ func TestWithCredentials(t *testing.T) {
 			_ = resp.Body.Close()
 			if got.Get("Authorization") != tc.want || got.Get("Impersonate-User") != "" {
 				t.Fatalf("Authorization %q, Impersonate-User %q; want %q and none", got.Get("Authorization"), got.Get("Impersonate-User"), tc.want)
+			}
+		})
+	}
+}
+
+// TestRefusalHint: a refused download of a user whose kubeconfig gives no token says why, and
+// that --as is not sent; a user with a token, or another status, gets no hint.
+func TestRefusalHint(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		cfg    rest.Config
+		want   string
+	}{
+		{"a certificate", http.StatusForbidden, rest.Config{}, "no token to send: a client certificate cannot be checked"},
+		{"a certificate with --as", http.StatusForbidden, rest.Config{Impersonate: rest.ImpersonationConfig{UserName: "alice"}}, "--as is not sent to it"},
+		{"a token", http.StatusForbidden, rest.Config{BearerToken: "t"}, ""},
+		{"a token file", http.StatusForbidden, rest.Config{BearerTokenFile: "/t"}, ""},
+		{"not refused", http.StatusNotFound, rest.Config{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := refusalHint(tc.status, &tc.cfg)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Fatalf("refusalHint = %q, want %q", got, tc.want)
 			}
 		})
 	}

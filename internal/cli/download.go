@@ -119,7 +119,7 @@ func (e *env) open(ctx context.Context, url string) (io.ReadCloser, error) {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		_ = resp.Body.Close()
 		cancel(nil)
-		return nil, fmt.Errorf("downloading: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return nil, fmt.Errorf("downloading: %s: %s%s", resp.Status, strings.TrimSpace(string(msg)), refusalHint(resp.StatusCode, cfg))
 	}
 	stalled := fmt.Errorf("%w: no data came for %s", errStalled, e.idleTimeout)
 	timer := time.AfterFunc(e.idleTimeout, func() { cancel(stalled) })
@@ -142,6 +142,20 @@ func withCredentials(cfg *rest.Config, rt http.RoundTripper) (http.RoundTripper,
 	}
 	only.CAData, only.CAFile = cfg.CAData, cfg.CAFile // an exec plugin may be given the cluster's
 	return rest.HTTPWrappersForConfig(only, rt)
+}
+
+// refusalHint says, for a download refused (403) to a user whose kubeconfig gives no token,
+// why: a client certificate cannot be checked by the download server, and --as is not sent
+// (docs/cli.md, "The limit"). Empty otherwise.
+func refusalHint(status int, cfg *rest.Config) string {
+	if status != http.StatusForbidden || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider != nil || cfg.AuthProvider != nil {
+		return ""
+	}
+	hint := " (your kubeconfig has no token to send: a client certificate cannot be checked by the download server, so in a team's namespace use a token credential; docs/cli.md"
+	if cfg.Impersonate.UserName != "" {
+		hint += "; --as is not sent to it, a download is the kubeconfig's own"
+	}
+	return hint + ")"
 }
 
 // errCut explains a download body that ended before the length the server announced.
