@@ -119,7 +119,8 @@ func (r *Reconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result,
 		facts := validation.LimitFacts{DefaultTTL: r.DefaultBackupTTL}
 		if b.Namespace != r.Namespace { // an administrator's backup is not limited by its location
 			var ns corev1.Namespace
-			if err := r.Get(ctx, client.ObjectKey{Name: b.Namespace}, &ns); err != nil {
+			// A namespace gone has no labels: a selector that needs one refuses the backup.
+			if err := r.Get(ctx, client.ObjectKey{Name: b.Namespace}, &ns); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", b.Namespace, err)
 			}
 			facts.NamespaceLabels = ns.Labels
