@@ -115,6 +115,8 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || !has(self.encryption)",message="a location with format velero cannot have encryption: Velero's objects are not encrypted by Cairn"
 // +kubebuilder:validation:XValidation:rule="!has(self.velero) || (has(self.format) && self.format == 'velero')",message="velero settings apply only to a location with format velero"
+// +kubebuilder:validation:XValidation:rule="!has(self.teamLimits) || !has(self.teamLimits.maxLockRetention) || has(self.objectLock)",message="teamLimits.maxLockRetention bounds Object Lock retention: it applies only to a location with objectLock"
+// +kubebuilder:validation:XValidation:rule="!has(self.teamLimits) || !has(self.teamLimits.maxLockRetention) || !has(self.objectLock) || duration(self.teamLimits.maxLockRetention) >= duration(self.objectLock.minRetention)",message="teamLimits.maxLockRetention must be at least objectLock.minRetention: every backup is locked for minRetention"
 type BackupStorageLocationSpec struct {
 	// Format is the layout of the backups under the prefix: cairn (the default; Cairn's own)
 	// or velero (a Velero backup storage location's bucket and prefix, read only: each
@@ -199,6 +201,41 @@ type BackupStorageLocationSpec struct {
 	// its backups: the password of Velero's volume data repositories.
 	// +optional
 	Velero *VeleroLocation `json:"velero,omitempty"`
+
+	// TeamLimits bound what backups in team namespaces (every namespace but the operator's)
+	// may ask of the location (docs/storage.md, "Limits for teams"): which namespaces may use
+	// it, the longest ttl, and the longest Object Lock retention. A team Backup or Schedule
+	// outside them is FailedValidation, naming the limit. Backups in the operator's namespace
+	// are an administrator's, and are not limited. Unset: no limits.
+	// +optional
+	TeamLimits *LocationTeamLimits `json:"teamLimits,omitempty"`
+}
+
+// LocationTeamLimits are what a location allows backups in team namespaces.
+type LocationTeamLimits struct {
+	// NamespaceSelector selects, by their labels, the team namespaces whose backups may use
+	// the location (kubernetes.io/metadata.name is every namespace's name). Unset: all.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// MaxTTL is the longest ttl a team backup may ask for (spec.ttl, or the manager's
+	// --default-backup-ttl when it sets none). A ttl of 0s, never to expire, is longer than
+	// any; so is a Schedule's retention, whose backups never expire. From 1s to 87600h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="teamLimits.maxTTL must be a duration from 1s to 87600h (10 years), such as 720h"
+	MaxTTL *metav1.Duration `json:"maxTTL,omitempty"`
+
+	// MaxLockRetention is the longest a team backup may have its objects locked by the
+	// location's Object Lock: a backup is locked until it expires, and at least
+	// objectLock.minRetention, so this bounds its ttl on such a location. At least
+	// objectLock.minRetention; only with objectLock. From 1s to 87600h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="teamLimits.maxLockRetention must be a duration from 1s to 87600h (10 years), such as 2160h"
+	MaxLockRetention *metav1.Duration `json:"maxLockRetention,omitempty"`
 }
 
 // VeleroLocation is what Cairn needs to restore the volume data of a Velero location.

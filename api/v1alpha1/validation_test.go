@@ -227,7 +227,27 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 		Entry("a minRetention under a second", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "500ms"), "objectLock.minRetention must be a duration from 1s to 87600h"),
 		Entry("a minRetention over ten years", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "87601h"), "objectLock.minRetention must be a duration from 1s to 87600h"),
 		Entry("a minRetention of zero", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "0s"), "objectLock.minRetention must be a duration from 1s to 87600h"),
+		Entry("a team lock limit without object lock", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"},
+			TeamLimits: &cairnv1.LocationTeamLimits{MaxLockRetention: &metav1.Duration{Duration: time.Hour}}}, "teamLimits.maxLockRetention bounds Object Lock retention: it applies only to a location with objectLock"),
+		Entry("a team lock limit under minRetention", withTeamLimits(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"),
+			cairnv1.LocationTeamLimits{MaxLockRetention: &metav1.Duration{Duration: 24 * time.Hour}}), "teamLimits.maxLockRetention must be at least objectLock.minRetention"),
+		Entry("a team maxTTL of zero", withTeamLimits(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "1h"),
+			cairnv1.LocationTeamLimits{MaxTTL: &metav1.Duration{}}), "teamLimits.maxTTL must be a duration from 1s to 87600h"),
 	)
+
+	It("accepts limits for teams, and keeps them", func() {
+		l := newLocation(withTeamLimits(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"), cairnv1.LocationTeamLimits{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}},
+			MaxTTL:            &metav1.Duration{Duration: 720 * time.Hour},
+			MaxLockRetention:  &metav1.Duration{Duration: 720 * time.Hour},
+		}))
+		Expect(k8sClient.Create(ctx, l)).To(Succeed())
+		Expect(l.Spec.TeamLimits.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"tier": "prod"}))
+		Expect(l.Spec.TeamLimits.MaxLockRetention.Duration).To(Equal(720 * time.Hour))
+		By("a later minRetention over the limit is refused")
+		err := mergePatch(l, `{"spec":{"objectLock":{"minRetention":"721h"}}}`)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+	})
 
 	It("accepts object lock on an s3 location, and a new minRetention later", func() {
 		l := newLocation(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"))
@@ -254,6 +274,12 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 			`{"spec":{"objectLock":{"mode":"Governance"}}}`, "objectLock.mode cannot change"),
 	)
 })
+
+// withTeamLimits is spec with limits for teams.
+func withTeamLimits(spec cairnv1.BackupStorageLocationSpec, limits cairnv1.LocationTeamLimits) cairnv1.BackupStorageLocationSpec {
+	spec.TeamLimits = &limits
+	return spec
+}
 
 // lockedS3Spec is an s3 location with object lock of mode and minRetention (unchecked strings,
 // so that bad values reach the API server).

@@ -356,6 +356,7 @@ func (w *wiring) backupOwners() []namedReconciler {
 			RestoreAccess:      queue.RestoreAccess(w.mgr.GetClient(), w.cfg.Namespace, w.requesters),
 			Requesters:         w.requesters,
 			RemovingData:       deletion.RemovingData,
+			DefaultBackupTTL:   w.cfg.DefaultBackupTTL,
 		}},
 		{"backup", &backupcontroller.Reconciler{
 			Requesters:        w.requesters,
@@ -459,12 +460,13 @@ func (w *wiring) otherOwners() []namedReconciler {
 		{backupCancelWarning.Name, backupCancelWarning},
 		{restoreCancelWarning.Name, restoreCancelWarning},
 		{"schedule", &schedule.Reconciler{
-			Requesters: w.requesters,
-			Client:     w.mgr.GetClient(),
-			Namespace:  w.cfg.Namespace,
-			Clock:      w.cfg.Clock,
-			Recorder:   w.mgr.GetEventRecorder("cairn-schedule"),
-			APIReader:  w.mgr.GetAPIReader(),
+			Requesters:       w.requesters,
+			Client:           w.mgr.GetClient(),
+			Namespace:        w.cfg.Namespace,
+			Clock:            w.cfg.Clock,
+			Recorder:         w.mgr.GetEventRecorder("cairn-schedule"),
+			APIReader:        w.mgr.GetAPIReader(),
+			DefaultBackupTTL: w.cfg.DefaultBackupTTL,
 		}},
 		{"storagelocation", &storagelocation.Reconciler{
 			Client:    w.mgr.GetClient(),

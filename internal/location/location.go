@@ -108,7 +108,7 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		if err != nil {
 			return nil, err
 		}
-		if store, err = storage.Encrypted(store, keys); err != nil {
+		if store, err = storage.Encrypted(store, keys, prefix); err != nil {
 			return nil, fmt.Errorf("%w: encryption keys in Secret %s/%s: %w", ErrConfig, bsl.Namespace, enc.KeySecretRef.Name, err)
 		}
 	}

@@ -438,7 +438,8 @@ func namespacesFirst(priorities []string) []string {
 
 // readArchive reads the commit marker and spools the archive, checked against it. A read that
 // fails is tried again (StorageRetry) before the run fails: a restore does not end on one
-// dropped connection. A checksum mismatch or a scratch directory that fails is not retried.
+// dropped connection. A checksum mismatch, an encrypted archive that does not authenticate or a
+// scratch directory that fails is not retried.
 func (ru *run) readArchive(ctx context.Context) error {
 	keys := ru.req.BackupKeys
 	backoff := ru.StorageRetry
@@ -454,7 +455,7 @@ func (ru *run) readArchive(ctx context.Context) error {
 			return true, nil
 		case errors.Is(last, storage.ErrChecksumMismatch), errors.Is(last, ErrScratch), errors.Is(last, errCommitMarker),
 			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge),
-			errors.Is(last, storage.ErrArchiveUnreadable):
+			errors.Is(last, storage.ErrArchiveUnreadable), errors.Is(last, storage.ErrDamaged):
 			return false, last
 		}
 		ru.log.Warn("Reading the backup from storage failed, trying again: " + last.Error())
@@ -476,6 +477,12 @@ func (ru *run) readArchive(ctx context.Context) error {
 		// The bytes are what storage holds (or, with no recorded digest, all there is): a
 		// retry reads the same damaged archive.
 		return fmt.Errorf("the archive of backup %s is damaged or not a gzip-compressed tar, nothing was restored: %w",
+			ru.restore.Status.BackupName, err)
+	case errors.Is(err, storage.ErrDamaged):
+		// An encrypted archive that does not authenticate as the object it is stored as:
+		// changed, or moved or copied there from another key (DESIGN.md section 21). Not the
+		// storage's failure: the error names the object, for a team too.
+		return fmt.Errorf("the archive of backup %s does not decrypt as the object it is stored as, nothing was restored: %w",
 			ru.restore.Status.BackupName, err)
 	case errors.Is(err, storage.ErrNotCommitted):
 		return fmt.Errorf("backup %s is not committed in its storage location (its commit marker is gone): %w", ru.restore.Status.BackupName, err)
