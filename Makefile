@@ -16,6 +16,9 @@ export GOBIN := $(BIN)
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 VERSITYGW_VERSION ?= v1.8.0
+# The Azure and GCS emulators of the azure and gcs providers' tests (docs/development.md).
+AZURITE_VERSION ?= 3.37.0
+FAKE_GCS_SERVER_VERSION ?= v1.56.1
 KUBE_VERSION ?= 1.36.3
 ETCD_VERSION ?= v3.6.16
 # The one-node cluster's DNS server (hack/node-images.sh); kube-proxy is KUBE_VERSION's.
@@ -36,6 +39,12 @@ export HELM3
 # A real S3 server for the tests (posix backend, on 127.0.0.1).
 VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
 export VERSITYGW
+# Azurite's blob service (npm, run by Node) and fake-gcs-server, on 127.0.0.1.
+AZURITE_DIR := $(BIN)/azurite-$(AZURITE_VERSION)
+AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
+export AZURITE
+FAKE_GCS_SERVER := $(BIN)/fake-gcs-server-$(FAKE_GCS_SERVER_VERSION)
+export FAKE_GCS_SERVER
 # Prometheus's rule checker: the chart's alerts are tested in its rule engine.
 PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
 export PROMTOOL
@@ -131,7 +140,7 @@ TEST_NODE = go test -tags e2enode $(GO_TEST_FLAGS) -timeout $(NODE_E2E_TIMEOUT) 
 .PHONY: test
 # Each suite's output is also kept in bin/test-logs/, and the failures of all of them are
 # repeated, short, at the very end (hack/test-digest.sh): CI shows only a run's last lines.
-test: envtest versitygw helm helm3 promtool image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
+test: envtest versitygw azurite fake-gcs-server helm helm3 promtool image node-prepare ## Run every test: unit, envtest integration and e2e, and beside them the one-node suite.
 	@rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
 	@status=0; $(MAKE) -j2 test-go-suites test-node-suite || status=$$?; \
 		hack/test-digest.sh $(TEST_LOGS)/unit.log $(TEST_LOGS)/e2e.log $(TEST_LOGS)/node.log; exit $$status
@@ -151,7 +160,7 @@ test-node-suite:
 	$(TEST_NODE) 2>&1 | tee $(TEST_LOGS)/node.log
 
 .PHONY: test-unit
-test-unit: envtest versitygw helm helm3 promtool ## Unit and envtest integration tests, and the chart's tests.
+test-unit: envtest versitygw azurite fake-gcs-server helm helm3 promtool ## Unit and envtest integration tests, and the chart's tests.
 	$(TEST_UNIT)
 
 .PHONY: test-chart
@@ -217,6 +226,12 @@ test-node: image node-up versitygw helm ## End-to-end tests on the one-node clus
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Install the S3 server the tests run.
 
+.PHONY: azurite
+azurite: $(AZURITE) ## Install Azurite, the Azure Storage emulator the tests run (npm; needs Node).
+
+.PHONY: fake-gcs-server
+fake-gcs-server: $(FAKE_GCS_SERVER) ## Install fake-gcs-server, the Google Cloud Storage emulator the tests run.
+
 .PHONY: helm
 helm: $(HELM) ## Install helm (a long compile, once).
 
@@ -254,3 +269,14 @@ $(PROMTOOL):
 $(VERSITYGW):
 	GOBIN=$(BIN)/.tmp-versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	mv $(BIN)/.tmp-versitygw/versitygw $@ && rmdir $(BIN)/.tmp-versitygw
+
+# npm installs the package and its dependencies, as locked by its own package-lock, under one
+# directory; no install scripts run (Azurite needs none). A failed install leaves no bin/azurite-*.
+$(AZURITE):
+	rm -rf $(AZURITE_DIR) $(BIN)/.tmp-azurite
+	npm install --prefix $(BIN)/.tmp-azurite --no-audit --no-fund --ignore-scripts --no-save azurite@$(AZURITE_VERSION)
+	mv $(BIN)/.tmp-azurite $(AZURITE_DIR)
+
+$(FAKE_GCS_SERVER):
+	GOBIN=$(BIN)/.tmp-fake-gcs-server go install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_SERVER_VERSION)
+	mv $(BIN)/.tmp-fake-gcs-server/fake-gcs-server $@ && rmdir $(BIN)/.tmp-fake-gcs-server

@@ -6,7 +6,7 @@ import (
 )
 
 // StorageProvider names the kind of object store behind a location.
-// +kubebuilder:validation:Enum=filesystem;s3
+// +kubebuilder:validation:Enum=filesystem;s3;azure;gcs
 type StorageProvider string
 
 const (
@@ -15,6 +15,11 @@ const (
 	StorageProviderFilesystem StorageProvider = "filesystem"
 	// StorageProviderS3 keeps objects in a bucket of any S3-compatible service.
 	StorageProviderS3 StorageProvider = "s3"
+	// StorageProviderAzure keeps objects in a blob container (objectStorage.bucket) of an Azure
+	// storage account (config.storageAccount).
+	StorageProviderAzure StorageProvider = "azure"
+	// StorageProviderGCS keeps objects in a Google Cloud Storage bucket.
+	StorageProviderGCS StorageProvider = "gcs"
 )
 
 // AccessMode says whether Cairn may write to a location.
@@ -60,6 +65,9 @@ const (
 	ConfigKeyEndpoint              = "endpoint"
 	ConfigKeyForcePathStyle        = "forcePathStyle"
 	ConfigKeyInsecureSkipTLSVerify = "insecureSkipTLSVerify"
+	// ConfigKeyStorageAccount is an azure location's storage account (Velero's Azure plugin's
+	// name for it).
+	ConfigKeyStorageAccount = "storageAccount"
 )
 
 // Condition types and reasons on a BackupStorageLocation.
@@ -73,7 +81,9 @@ const (
 
 // ObjectStorage names the bucket and the prefix inside it.
 type ObjectStorage struct {
-	// Bucket is the bucket that holds the backups (s3): a bucket name as S3 defines it.
+	// Bucket is the bucket that holds the backups (s3, gcs), or the blob container (azure): a
+	// bucket name as S3 defines it, which both GCS and Azure containers accept but for '.'
+	// (not in an Azure container's name).
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == '' || (size(self) >= 3 && self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$') && !self.contains('..') && !self.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$'))",message="objectStorage.bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', beginning and ending with a letter or digit, without '..', and not an IP address"
@@ -95,13 +105,18 @@ type ObjectStorage struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.provider != 's3' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an s3 location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'filesystem' || (has(self.config) && 'path' in self.config && size(self.config['path']) > 0)",message="a filesystem location needs config.path"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'azure' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="an azure location needs objectStorage.bucket: the name of its blob container"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'azure' || (has(self.config) && 'storageAccount' in self.config && self.config['storageAccount'].matches('^[a-z0-9]{3,24}$'))",message="an azure location needs config.storageAccount: its storage account's name, 3 to 24 lowercase letters and digits"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'gcs' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="a gcs location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
-// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: a filesystem location cannot lock its objects"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: filesystem, azure and gcs locations cannot lock their objects (docs/storage.md)"
 // +kubebuilder:validation:XValidation:rule="has(self.objectLock) == has(oldSelf.objectLock)",message="objectLock is chosen when a location is created: it cannot be turned on or off later (make another location); only objectLock.minRetention may change"
 // +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || !has(self.encryption)",message="a location with format velero cannot have encryption: Velero's objects are not encrypted by Cairn"
 // +kubebuilder:validation:XValidation:rule="!has(self.velero) || (has(self.format) && self.format == 'velero')",message="velero settings apply only to a location with format velero"
+// +kubebuilder:validation:XValidation:rule="!has(self.teamLimits) || !has(self.teamLimits.maxLockRetention) || has(self.objectLock)",message="teamLimits.maxLockRetention bounds Object Lock retention: it applies only to a location with objectLock"
+// +kubebuilder:validation:XValidation:rule="!has(self.teamLimits) || !has(self.teamLimits.maxLockRetention) || !has(self.objectLock) || duration(self.teamLimits.maxLockRetention) >= duration(self.objectLock.minRetention)",message="teamLimits.maxLockRetention must be at least objectLock.minRetention: every backup is locked for minRetention"
 type BackupStorageLocationSpec struct {
 	// Format is the layout of the backups under the prefix: cairn (the default; Cairn's own)
 	// or velero (a Velero backup storage location's bucket and prefix, read only: each
@@ -112,7 +127,8 @@ type BackupStorageLocationSpec struct {
 	// +kubebuilder:default=cairn
 	Format LocationFormat `json:"format,omitempty"`
 
-	// Provider is the kind of object store: filesystem or s3.
+	// Provider is the kind of object store: filesystem, s3, azure (Azure Blob Storage) or gcs
+	// (Google Cloud Storage).
 	// +required
 	Provider StorageProvider `json:"provider"`
 
@@ -121,12 +137,20 @@ type BackupStorageLocationSpec struct {
 	ObjectStorage *ObjectStorage `json:"objectStorage,omitempty"`
 
 	// Config holds provider settings. filesystem: path. s3: region, endpoint, forcePathStyle,
-	// insecureSkipTLSVerify.
+	// insecureSkipTLSVerify. azure: storageAccount (required), endpoint (the account's blob
+	// service URL; default https://<storageAccount>.blob.core.windows.net). gcs: endpoint (the
+	// service's scheme, host and port; default Google's). s3, azure and gcs: publicURL
+	// (DownloadRequests). docs/storage.md describes each.
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
-	// Credential names the key of a Secret, in the location's namespace, whose value is an AWS
-	// shared-credentials file ([default] with aws_access_key_id and aws_secret_access_key).
+	// Credential names the key of a Secret, in the location's namespace, holding the
+	// location's credentials. s3: an AWS shared-credentials file ([default] with
+	// aws_access_key_id and aws_secret_access_key). azure: lines of NAME=value with
+	// AZURE_STORAGE_ACCOUNT_ACCESS_KEY (the account's shared key) or AZURE_STORAGE_SAS_TOKEN.
+	// gcs: a service account's JSON key. Without it, an azure location uses the Azure SDK's
+	// default credential chain (workload or managed identity) and a gcs location Google's
+	// default credentials (GKE workload identity).
 	// +optional
 	Credential *corev1.SecretKeySelector `json:"credential,omitempty"`
 
@@ -177,6 +201,41 @@ type BackupStorageLocationSpec struct {
 	// its backups: the password of Velero's volume data repositories.
 	// +optional
 	Velero *VeleroLocation `json:"velero,omitempty"`
+
+	// TeamLimits bound what backups in team namespaces (every namespace but the operator's)
+	// may ask of the location (docs/storage.md, "Limits for teams"): which namespaces may use
+	// it, the longest ttl, and the longest Object Lock retention. A team Backup or Schedule
+	// outside them is FailedValidation, naming the limit. Backups in the operator's namespace
+	// are an administrator's, and are not limited. Unset: no limits.
+	// +optional
+	TeamLimits *LocationTeamLimits `json:"teamLimits,omitempty"`
+}
+
+// LocationTeamLimits are what a location allows backups in team namespaces.
+type LocationTeamLimits struct {
+	// NamespaceSelector selects, by their labels, the team namespaces whose backups may use
+	// the location (kubernetes.io/metadata.name is every namespace's name). Unset: all.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// MaxTTL is the longest ttl a team backup may ask for (spec.ttl, or the manager's
+	// --default-backup-ttl when it sets none). A ttl of 0s, never to expire, is longer than
+	// any; so is a Schedule's retention, whose backups never expire. From 1s to 87600h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="teamLimits.maxTTL must be a duration from 1s to 87600h (10 years), such as 720h"
+	MaxTTL *metav1.Duration `json:"maxTTL,omitempty"`
+
+	// MaxLockRetention is the longest a team backup may have its objects locked by the
+	// location's Object Lock: a backup is locked until it expires, and at least
+	// objectLock.minRetention, so this bounds its ttl on such a location. At least
+	// objectLock.minRetention; only with objectLock. From 1s to 87600h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]{1,5}([.][0-9]+)?h)?([0-9]{1,7}([.][0-9]+)?m)?([0-9]{1,9}([.][0-9]+)?s)?([0-9]{1,12}([.][0-9]+)?ms)?([0-9]{1,15}([.][0-9]+)?(us|µs|μs))?([0-9]{1,18}([.][0-9]+)?ns)?$') && duration(self) >= duration('1s') && duration(self) <= duration('87600h')",message="teamLimits.maxLockRetention must be a duration from 1s to 87600h (10 years), such as 2160h"
+	MaxLockRetention *metav1.Duration `json:"maxLockRetention,omitempty"`
 }
 
 // VeleroLocation is what Cairn needs to restore the volume data of a Velero location.

@@ -50,7 +50,7 @@ const (
 	DownloadRequestPhaseFailed DownloadRequestPhase = "Failed"
 )
 
-// ConfigKeyPublicURL is the config key of an s3 location that replaces its endpoint in the
+// ConfigKeyPublicURL is the config key of an s3, azure or gcs location that replaces its endpoint in the
 // URLs given to clients outside the cluster (download URLs), such as https://s3.example.com
 // when config.endpoint is an in-cluster Service.
 const ConfigKeyPublicURL = "publicURL"

@@ -197,6 +197,21 @@ type ScheduleStatus struct {
 	// +optional
 	Retention *RetentionStatus `json:"retention,omitempty"`
 
+	// ActingAs is whom the schedule's backups act for (DESIGN.md section 21): the requester
+	// the admission policies recorded when the spec last changed (a change of paused or
+	// skipImmediately alone does not count), and since when. The time is when the schedule
+	// reconciler first saw that requester, as admission records no time: it trails the change
+	// by as long as the reconciler took to see it.
+	// +optional
+	ActingAs *ScheduleRequester `json:"actingAs,omitempty"`
+
+	// FormerRequesters are whom the schedule acted as before actingAs, newest first, at most
+	// 10: its retention still judges the backups it made for them (docs/schedules.md).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	FormerRequesters []ScheduleRequester `json:"formerRequesters,omitempty"`
+
 	// ObservedGeneration is the generation of the spec the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -206,6 +221,22 @@ type ScheduleStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ScheduleRequester is whom a schedule acts for, as its cairn.dev/requester annotations record.
+type ScheduleRequester struct {
+	// Username is the requester's username (cairn.dev/requester).
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Username string `json:"username"`
+	// UID is the requester's UID (cairn.dev/requester-uid), empty when the authenticator gives
+	// none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	UID string `json:"uid,omitempty"`
+	// Since is when the schedule reconciler first saw this requester on the schedule.
+	// +required
+	Since metav1.Time `json:"since"`
 }
 
 // Schedule creates Backups on a cron schedule (DESIGN.md section 10).
@@ -223,6 +254,7 @@ type ScheduleStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,priority=1
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.template.storageLocation`,priority=1
+// +kubebuilder:printcolumn:name="Acting As",type=string,JSONPath=`.status.actingAs.username`,priority=1
 type Schedule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

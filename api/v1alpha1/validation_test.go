@@ -188,6 +188,18 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 		Expect(k8sClient.Create(ctx, l)).To(Succeed())
 	})
 
+	It("accepts complete azure and gcs locations", func() {
+		Expect(k8sClient.Create(ctx, newLocation(cairnv1.BackupStorageLocationSpec{
+			Provider:      cairnv1.StorageProviderAzure,
+			ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups", Prefix: "cluster-a"},
+			Config:        map[string]string{"storageAccount": "cairnbackups"},
+			Credential:    &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "azure"}, Key: "cloud"},
+		}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, newLocation(cairnv1.BackupStorageLocationSpec{
+			Provider: cairnv1.StorageProviderGCS, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "cairn-backups"},
+		}))).To(Succeed())
+	})
+
 	DescribeTable("rejects incomplete locations",
 		func(spec cairnv1.BackupStorageLocationSpec, want string) {
 			err := k8sClient.Create(ctx, newLocation(spec))
@@ -198,15 +210,44 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 		Entry("s3 without a bucket", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderS3}, "an s3 location needs objectStorage.bucket"),
 		Entry("s3 with an empty bucket", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderS3, ObjectStorage: &cairnv1.ObjectStorage{Prefix: "p"}}, "an s3 location needs objectStorage.bucket"),
 		Entry("filesystem without a path", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem}, "a filesystem location needs config.path"),
-		Entry("an unknown provider", cairnv1.BackupStorageLocationSpec{Provider: "gcs"}, "spec.provider"),
+		Entry("an unknown provider", cairnv1.BackupStorageLocationSpec{Provider: "swift"}, "spec.provider"),
+		Entry("azure without a container", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderAzure, Config: map[string]string{"storageAccount": "acct"}},
+			"an azure location needs objectStorage.bucket: the name of its blob container"),
+		Entry("azure without a storage account", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderAzure, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"}},
+			"an azure location needs config.storageAccount"),
+		Entry("azure with a storage account Azure would refuse", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderAzure,
+			ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"}, Config: map[string]string{"storageAccount": "Cairn-Backups"}}, "3 to 24 lowercase letters and digits"),
+		Entry("gcs without a bucket", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderGCS}, "a gcs location needs objectStorage.bucket"),
+		Entry("object lock on a gcs location", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderGCS, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"},
+			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "filesystem, azure and gcs locations cannot lock their objects"),
 		Entry("an unknown access mode", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"}, AccessMode: "WriteOnly"}, "spec.accessMode"),
 		Entry("object lock on a filesystem location", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"},
-			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "a filesystem location cannot lock its objects"),
+			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "filesystem, azure and gcs locations cannot lock their objects"),
 		Entry("an unknown object lock mode", lockedS3Spec("Legal", "1h"), "spec.objectLock.mode"),
 		Entry("a minRetention under a second", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "500ms"), "objectLock.minRetention must be a duration from 1s to 87600h"),
 		Entry("a minRetention over ten years", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "87601h"), "objectLock.minRetention must be a duration from 1s to 87600h"),
 		Entry("a minRetention of zero", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "0s"), "objectLock.minRetention must be a duration from 1s to 87600h"),
+		Entry("a team lock limit without object lock", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"},
+			TeamLimits: &cairnv1.LocationTeamLimits{MaxLockRetention: &metav1.Duration{Duration: time.Hour}}}, "teamLimits.maxLockRetention bounds Object Lock retention: it applies only to a location with objectLock"),
+		Entry("a team lock limit under minRetention", withTeamLimits(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"),
+			cairnv1.LocationTeamLimits{MaxLockRetention: &metav1.Duration{Duration: 24 * time.Hour}}), "teamLimits.maxLockRetention must be at least objectLock.minRetention"),
+		Entry("a team maxTTL of zero", withTeamLimits(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "1h"),
+			cairnv1.LocationTeamLimits{MaxTTL: &metav1.Duration{}}), "teamLimits.maxTTL must be a duration from 1s to 87600h"),
 	)
+
+	It("accepts limits for teams, and keeps them", func() {
+		l := newLocation(withTeamLimits(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"), cairnv1.LocationTeamLimits{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}},
+			MaxTTL:            &metav1.Duration{Duration: 720 * time.Hour},
+			MaxLockRetention:  &metav1.Duration{Duration: 720 * time.Hour},
+		}))
+		Expect(k8sClient.Create(ctx, l)).To(Succeed())
+		Expect(l.Spec.TeamLimits.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"tier": "prod"}))
+		Expect(l.Spec.TeamLimits.MaxLockRetention.Duration).To(Equal(720 * time.Hour))
+		By("a later minRetention over the limit is refused")
+		err := mergePatch(l, `{"spec":{"objectLock":{"minRetention":"721h"}}}`)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+	})
 
 	It("accepts object lock on an s3 location, and a new minRetention later", func() {
 		l := newLocation(lockedS3Spec(cairnv1.ObjectLockModeCompliance, "720h"))
@@ -233,6 +274,12 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 			`{"spec":{"objectLock":{"mode":"Governance"}}}`, "objectLock.mode cannot change"),
 	)
 })
+
+// withTeamLimits is spec with limits for teams.
+func withTeamLimits(spec cairnv1.BackupStorageLocationSpec, limits cairnv1.LocationTeamLimits) cairnv1.BackupStorageLocationSpec {
+	spec.TeamLimits = &limits
+	return spec
+}
 
 // lockedS3Spec is an s3 location with object lock of mode and minRetention (unchecked strings,
 // so that bad values reach the API server).

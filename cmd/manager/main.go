@@ -69,6 +69,7 @@ func run(args []string) int {
 		Cache:                   controller.CacheOptions(opts.namespace),
 		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress:  opts.probeAddr,
+		PprofBindAddress:        opts.pprofAddr,
 		LeaderElection:          opts.leaderElect,
 		LeaderElectionID:        "manager.cairn.dev",
 		LeaderElectionNamespace: opts.namespace,

@@ -38,6 +38,7 @@ type options struct {
 	kubeconfig           string
 	metricsAddr          string
 	probeAddr            string
+	pprofAddr            string
 	leaderElect          bool
 	queueResyncPeriod    time.Duration
 	operationSync        time.Duration
@@ -91,6 +92,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"Address of the /healthz and /readyz endpoints; 0 disables them.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0",
+		"Address of Go's profiling endpoints (/debug/pprof/), such as 127.0.0.1:6060, for measuring the manager (docs/benchmarks.md); 0 disables them. They answer anyone who reaches them: bind them to a local address only.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader so that only one manager replica reconciles at a time.")
 	fs.DurationVar(&o.queueResyncPeriod, "queue-resync-period", controller.DefaultQueueResyncPeriod,

@@ -46,7 +46,7 @@ func TestParseOptions(t *testing.T) {
 				if o.actAsRequester != "team-namespaces" {
 					t.Errorf("act as requester = %q, want team-namespaces", o.actAsRequester)
 				}
-				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.leaderElect || o.kubeconfig != "" {
+				if o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.pprofAddr != "0" || o.leaderElect || o.kubeconfig != "" {
 					t.Errorf("defaults = %+v", o)
 				}
 			},
@@ -55,7 +55,7 @@ func TestParseOptions(t *testing.T) {
 			name: "every flag set",
 			args: []string{"--namespace=backups", "--concurrent-backups=3", "--item-block-worker-count=8",
 				"--kubeconfig=/tmp/kc", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9",
-				"--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s",
+				"--pprof-bind-address=127.0.0.1:6060", "--leader-elect", "--queue-resync-period=5s", "--item-operation-sync-frequency=3s",
 				"--retry-backoff-min=2s", "--retry-backoff-max=20s", "--storage-timeout=9s", "--phase-timeout=2h",
 				"--concurrent-restores=2", "--restore-worker-count=16", "--restore-resource-priorities=namespaces,configmaps,deployments.apps",
 				"--restore-namespace-timeout=1m", "--restore-scratch-dir=/scratch", "--default-backup-ttl=24h",
@@ -68,7 +68,7 @@ func TestParseOptions(t *testing.T) {
 				"--hooks-enabled=false", "--default-hook-timeout=2m"},
 			check: func(t *testing.T, o options) {
 				want := options{namespace: "backups", concurrentBackups: 3, itemBlockWorkerCount: 8,
-					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", leaderElect: true,
+					kubeconfig: "/tmp/kc", metricsAddr: "0", probeAddr: "127.0.0.1:9", pprofAddr: "127.0.0.1:6060", leaderElect: true,
 					queueResyncPeriod: 5 * time.Second, operationSync: 3 * time.Second,
 					backoffMin: 2 * time.Second, backoffMax: 20 * time.Second, storageTimeout: 9 * time.Second,
 					phaseTimeout: 2 * time.Hour, concurrentRestores: 2, restoreWorkerCount: 16,

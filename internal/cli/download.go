@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
@@ -91,16 +92,25 @@ func newHTTPClient(headerTimeout time.Duration) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// open fetches a download URL; the caller closes the body. A body that stops arriving for
-// e.idleTimeout fails with errStalled; ctx ending (Ctrl-C) ends the transfer too.
+// open fetches a download URL with the user's own bearer token (withCredentials): a URL made
+// for a team member is served only to them. The caller closes the body. A body that stops
+// arriving for e.idleTimeout fails with errStalled; ctx ending (Ctrl-C) ends the transfer too.
 func (e *env) open(ctx context.Context, url string) (io.ReadCloser, error) {
+	cfg, err := e.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := withCredentials(cfg, e.httpClient.Transport)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig's credentials: %w", err)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
-	resp, err := e.httpClient.Do(req)
+	resp, err := (&http.Client{Transport: rt}).Do(req)
 	if err != nil {
 		cancel(nil)
 		return nil, fmt.Errorf("downloading: %w", err)
@@ -109,13 +119,47 @@ func (e *env) open(ctx context.Context, url string) (io.ReadCloser, error) {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		_ = resp.Body.Close()
 		cancel(nil)
-		return nil, fmt.Errorf("downloading: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return nil, fmt.Errorf("downloading: %s: %s%s", resp.Status, strings.TrimSpace(string(msg)), refusalHint(resp.StatusCode, cfg))
 	}
 	stalled := fmt.Errorf("%w: no data came for %s", errStalled, e.idleTimeout)
 	timer := time.AfterFunc(e.idleTimeout, func() { cancel(stalled) })
 	timer.Stop() // runs only while a Read waits
 	return &idleBody{body: resp.Body, ctx: ctx, cancel: cancel, idle: e.idleTimeout, timer: timer}, nil
 }
+
+// withCredentials wraps rt (nil: http.DefaultTransport) so that each request carries the
+// user's bearer token from the kubeconfig: a token, a token file, or the token an exec or
+// auth-provider plugin gives; the download server checks it with a TokenReview. Nothing else of
+// the kubeconfig goes with it: no impersonation, no basic auth. A user who authenticates with
+// a client certificate sends no token, and a team namespace's URL refuses them (docs/cli.md).
+func withCredentials(cfg *rest.Config, rt http.RoundTripper) (http.RoundTripper, error) {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	only := &rest.Config{
+		Host: cfg.Host, BearerToken: cfg.BearerToken, BearerTokenFile: cfg.BearerTokenFile,
+		ExecProvider: cfg.ExecProvider, AuthProvider: cfg.AuthProvider, AuthConfigPersister: cfg.AuthConfigPersister,
+	}
+	only.CAData, only.CAFile = cfg.CAData, cfg.CAFile // an exec plugin may be given the cluster's
+	return rest.HTTPWrappersForConfig(only, rt)
+}
+
+// refusalHint says, for a download refused (403) to a user whose kubeconfig gives no token,
+// why: a client certificate cannot be checked by the download server, and --as is not sent
+// (docs/cli.md, "The limit"). Empty otherwise.
+func refusalHint(status int, cfg *rest.Config) string {
+	if status != http.StatusForbidden || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider != nil || cfg.AuthProvider != nil {
+		return ""
+	}
+	hint := " (your kubeconfig has no token to send: a client certificate cannot be checked by the download server, so in a team's namespace use a token credential; docs/cli.md"
+	if cfg.Impersonate.UserName != "" {
+		hint += "; --as is not sent to it, a download is the kubeconfig's own"
+	}
+	return hint + ")"
+}
+
+// errCut explains a download body that ended before the length the server announced.
+const errCut = "the download ended before its end: the manager's download server cuts a download whose file does not match what its backup's commit marker records (see the manager's log), or the connection broke"
 
 // idleBody is a response body whose Read fails when no data comes for idle: its timer runs
 // only while a Read waits, so a slow reader of the body is never taken for a stalled server.
@@ -134,6 +178,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	b.timer.Stop()
 	if err != nil && errors.Is(context.Cause(b.ctx), errStalled) {
 		return n, context.Cause(b.ctx)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return n, fmt.Errorf("%s: %w", errCut, err)
 	}
 	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,32 @@ type locationCreateOptions struct {
 	format                   string
 	// veleroPassword is the Secret and key of Velero's repository password, SECRET=KEY.
 	veleroPassword string
+	// teamNamespaces and teamMaxTTL are spec.teamLimits: a label selector of the team
+	// namespaces that may use the location, and the longest ttl a team backup may ask for.
+	teamNamespaces string
+	teamMaxTTL     time.Duration
+}
+
+// teamLimits are the spec.teamLimits the options say; nil when they say none.
+func (o *locationCreateOptions) teamLimits() (*cairnv1.LocationTeamLimits, error) {
+	var limits cairnv1.LocationTeamLimits
+	if o.teamNamespaces != "" {
+		sel, err := metav1.ParseToLabelSelector(o.teamNamespaces)
+		if err != nil {
+			return nil, usageErrorf("invalid --team-namespaces %q: %v", o.teamNamespaces, err)
+		}
+		limits.NamespaceSelector = sel
+	}
+	switch {
+	case o.teamMaxTTL < 0 || o.teamMaxTTL > 0 && o.teamMaxTTL < time.Second:
+		return nil, usageErrorf("invalid --team-max-ttl %s: want at least 1s", o.teamMaxTTL)
+	case o.teamMaxTTL > 0:
+		limits.MaxTTL = &metav1.Duration{Duration: o.teamMaxTTL}
+	}
+	if limits == (cairnv1.LocationTeamLimits{}) {
+		return nil, nil
+	}
+	return &limits, nil
 }
 
 // location is the BackupStorageLocation the options say.
@@ -47,9 +74,9 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 			Default: o.isDefault, AccessMode: cairnv1.AccessMode(o.accessMode)},
 	}
 	switch bsl.Spec.Provider {
-	case cairnv1.StorageProviderFilesystem, cairnv1.StorageProviderS3:
+	case cairnv1.StorageProviderFilesystem, cairnv1.StorageProviderS3, cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
 	default:
-		return nil, usageErrorf("invalid --provider %q: want filesystem or s3", o.provider)
+		return nil, usageErrorf("invalid --provider %q: want filesystem, s3, azure or gcs", o.provider)
 	}
 	switch bsl.Spec.AccessMode {
 	case "", cairnv1.AccessModeReadWrite, cairnv1.AccessModeReadOnly:
@@ -90,19 +117,29 @@ func (o *locationCreateOptions) location(name, namespace string) (*cairnv1.Backu
 		}
 		bsl.Spec.Credential = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
 	}
+	limits, err := o.teamLimits()
+	if err != nil {
+		return nil, err
+	}
+	bsl.Spec.TeamLimits = limits
 	return bsl, nil
 }
 
 func newLocationCreateCommand(e *env) *cobra.Command {
 	o := &locationCreateOptions{}
 	cmd := &cobra.Command{
-		Use:   "create NAME --provider filesystem|s3",
+		Use:   "create NAME --provider filesystem|s3|azure|gcs",
 		Short: "Create a storage location",
 		Example: `  cairn location create local --provider filesystem --config path=/var/lib/cairn --default
   cairn location create s3 --provider s3 --bucket backups --prefix cluster-a \
       --config region=eu-west-1,endpoint=https://s3.example.com --credential cairn-s3=cloud
+  cairn location create azure --provider azure --bucket backups --prefix cluster-a \
+      --config storageAccount=cairnbackups --credential cairn-azure=cloud
+  cairn location create gcs --provider gcs --bucket cairn-backups --prefix cluster-a --credential cairn-gcs=service-account.json
   cairn location create from-velero --format velero --provider s3 --bucket velero-backups --prefix velero \
-      --config region=eu-west-1 --credential cairn-s3=cloud --velero-repository-password velero-repo-credentials=repository-password`,
+      --config region=eu-west-1 --credential cairn-s3=cloud --velero-repository-password velero-repo-credentials=repository-password
+  cairn location create teams --provider filesystem --config path=/var/lib/cairn-teams \
+      --team-namespaces 'tier in (prod,staging)' --team-max-ttl 720h`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			bsl, err := o.location(args[0], e.locationNamespace())
@@ -123,14 +160,16 @@ func newLocationCreateCommand(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.provider, "provider", "", "filesystem or s3.")
-	cmd.Flags().StringVar(&o.bucket, "bucket", "", "The s3 bucket.")
+	cmd.Flags().StringVar(&o.provider, "provider", "", "filesystem, s3, azure or gcs.")
+	cmd.Flags().StringVar(&o.bucket, "bucket", "", "The bucket (s3, gcs) or blob container (azure).")
 	cmd.Flags().StringVar(&o.prefix, "prefix", "", "The prefix (directory) under which Cairn keeps its objects.")
-	cmd.Flags().StringToStringVar(&o.config, "config", nil, "Provider settings, k=v comma-separated: path (filesystem); region, endpoint, publicURL, forcePathStyle, insecureSkipTLSVerify, profile (s3).")
-	cmd.Flags().StringVar(&o.credential, "credential", "", "The Secret and key holding the s3 credentials file, SECRET=KEY.")
+	cmd.Flags().StringToStringVar(&o.config, "config", nil, "Provider settings, k=v comma-separated: path (filesystem); region, endpoint, publicURL, forcePathStyle, insecureSkipTLSVerify, profile (s3); storageAccount, endpoint, publicURL (azure); endpoint, publicURL (gcs).")
+	cmd.Flags().StringVar(&o.credential, "credential", "", "The Secret and key holding the credentials, SECRET=KEY: an s3 credentials file, azure NAME=value lines (AZURE_STORAGE_ACCOUNT_ACCESS_KEY or AZURE_STORAGE_SAS_TOKEN), a gcs service account JSON key (docs/storage.md).")
 	cmd.Flags().BoolVar(&o.isDefault, "default", false, "Make it the location of backups that name none.")
 	cmd.Flags().StringVar(&o.accessMode, "access-mode", "", "ReadWrite (default) or ReadOnly (restores only, as for a second cluster).")
 	cmd.Flags().StringVar(&o.format, "format", "", "cairn (default) or velero: the bucket and prefix of a Velero backup storage location, read only (docs/migrating-from-velero.md).")
+	cmd.Flags().StringVar(&o.teamNamespaces, "team-namespaces", "", "A label selector of the team namespaces whose backups may use the location, such as 'tier=prod' (default: all; backups in Cairn's namespace are never limited; docs/storage.md, \"Limits for teams\").")
+	cmd.Flags().DurationVar(&o.teamMaxTTL, "team-max-ttl", 0, "The longest ttl a backup in a team namespace may ask for there, such as 720h (default: no limit); a ttl of 0s, never to expire, is over it.")
 	cmd.Flags().StringVar(&o.veleroPassword, "velero-repository-password", "", "With --format velero: the Secret and key holding the password of Velero's kopia repositories, SECRET=KEY, so that the pod volumes Velero copied are restored (docs/migrating-from-velero.md, \"Volume data\").")
 	return cmd
 }

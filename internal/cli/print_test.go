@@ -73,8 +73,9 @@ func TestTables(t *testing.T) {
 	}
 	schedules := []cairnv1.Schedule{
 		{ObjectMeta: metav1.ObjectMeta{Name: "nightly", CreationTimestamp: ago(40 * 24 * time.Hour)},
-			Spec:   cairnv1.ScheduleSpec{Schedule: "0 3 * * *", Template: cairnv1.BackupSpec{StorageLocation: "s3"}},
-			Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhaseEnabled, LastBackup: at(-9 * time.Hour), NextBackup: at(15 * time.Hour)}},
+			Spec: cairnv1.ScheduleSpec{Schedule: "0 3 * * *", Template: cairnv1.BackupSpec{StorageLocation: "s3"}},
+			Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhaseEnabled, LastBackup: at(-9 * time.Hour), NextBackup: at(15 * time.Hour),
+				ActingAs: &cairnv1.ScheduleRequester{Username: "system:serviceaccount:team-a:lead", Since: *at(-40 * 24 * time.Hour)}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "hourly", CreationTimestamp: ago(time.Hour)},
 			Spec:   cairnv1.ScheduleSpec{Schedule: "@every 1h", Paused: true},
 			Status: cairnv1.ScheduleStatus{Phase: cairnv1.SchedulePhasePaused}},

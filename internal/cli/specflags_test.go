@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 )
@@ -213,7 +215,13 @@ func TestLocationFlags(t *testing.T) {
 		got.Spec.Credential.Name != "sec" || got.Spec.Credential.Key != "cloud" || !got.Spec.Default || got.Spec.AccessMode != cairnv1.AccessModeReadOnly {
 		t.Errorf("location = %+v", got.Spec)
 	}
-	for _, bad := range []locationCreateOptions{{provider: "gcs"}, {provider: "s3", credential: "nokey"}, {provider: "filesystem", accessMode: "WriteOnly"}} {
+	for _, provider := range []string{"azure", "gcs"} {
+		o := locationCreateOptions{provider: provider, bucket: "backups", config: map[string]string{"storageAccount": "acct"}, credential: "sec=cloud"}
+		if got, err := o.location("l", "cairn-system"); err != nil || string(got.Spec.Provider) != provider || got.Spec.ObjectStorage.Bucket != "backups" {
+			t.Errorf("--provider %s: %+v, %v", provider, got, err)
+		}
+	}
+	for _, bad := range []locationCreateOptions{{provider: "swift"}, {provider: "s3", credential: "nokey"}, {provider: "filesystem", accessMode: "WriteOnly"}} {
 		if _, err := bad.location("l", "cairn-system"); ExitCode(err) != ExitUsage {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)
 		}
@@ -240,6 +248,39 @@ func TestVeleroLocationFlags(t *testing.T) {
 		{provider: "s3", bucket: "b", format: "velero", accessMode: "ReadWrite"},
 		{provider: "s3", bucket: "b", format: "velero", isDefault: true},
 		{provider: "s3", bucket: "b", format: "restic"},
+	} {
+		if _, err := bad.location("l", "cairn-system"); ExitCode(err) != ExitUsage {
+			t.Errorf("%+v: err = %v, want a usage error", bad, err)
+		}
+	}
+}
+
+// location create --team-namespaces and --team-max-ttl are the location's spec.teamLimits.
+func TestLocationTeamLimitFlags(t *testing.T) {
+	e, _, errOut := testEnv(t)
+	if got := run(e, "location", "create", "teams", "-n", "cairn-system", "--provider", "filesystem", "--config", "path=/x",
+		"--team-namespaces", "tier in (prod,staging),!legacy", "--team-max-ttl", "720h"); got != ExitOK {
+		t.Fatalf("exit %d: %s", got, errOut)
+	}
+	c, _ := e.client()
+	var bsl cairnv1.BackupStorageLocation
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "cairn-system", Name: "teams"}, &bsl); err != nil {
+		t.Fatal(err)
+	}
+	limits := bsl.Spec.TeamLimits
+	if limits == nil || limits.NamespaceSelector == nil || limits.MaxTTL == nil || limits.MaxLockRetention != nil ||
+		metav1.FormatLabelSelector(limits.NamespaceSelector) != "!legacy,tier in (prod,staging)" || limits.MaxTTL.Duration != 720*time.Hour {
+		t.Errorf("teamLimits = %+v, want the selector !legacy,tier in (prod,staging) and maxTTL 720h", limits)
+	}
+
+	o := locationCreateOptions{provider: "filesystem"}
+	if got, err := o.location("l", "cairn-system"); err != nil || got.Spec.TeamLimits != nil {
+		t.Errorf("without the flags: teamLimits %+v, %v; want none", got.Spec.TeamLimits, err)
+	}
+	for _, bad := range []locationCreateOptions{
+		{provider: "filesystem", teamNamespaces: "tier in prod"},
+		{provider: "filesystem", teamMaxTTL: -time.Hour},
+		{provider: "filesystem", teamMaxTTL: time.Millisecond},
 	} {
 		if _, err := bad.location("l", "cairn-system"); ExitCode(err) != ExitUsage {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)

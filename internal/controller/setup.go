@@ -229,6 +229,10 @@ type wiring struct {
 	// logs are the cancelled runs whose log upload is in flight: the backup reconciler holds
 	// them, the finalizer waits for them before it appends to that log (finalizer.LogUploads).
 	logs *lifecycle.LogUploads
+	// restoreFiles are the cancelled restores whose run stores its files after its
+	// FinalizingCancelled write: the restore reconciler holds them, the restore finalizer ends
+	// such a restore once they are stored (lifecycle.FileStores).
+	restoreFiles *lifecycle.FileStores
 	// heldOps are the operations of restores that have no location for their files: handed
 	// over from the restore reconciler to the restore operations reconciler (operations.Held).
 	heldOps *operations.Held
@@ -304,6 +308,7 @@ func wire(mgr ctrl.Manager, cfg Config) (*wiring, error) {
 		ExtraActions: actions, OnWorkerPool: cfg.OnWorkerPool, Clock: cfg.Clock, StorageTimeout: cfg.StorageTimeout,
 		ProgressInterval: cfg.ProgressInterval}
 	w.logs = &lifecycle.LogUploads{}
+	w.restoreFiles = &lifecycle.FileStores{}
 	// A restored pod gets its volume restores, the restore helper and its init hooks, then its
 	// exec hooks' operation, which waits for it to run.
 	w.restoreActions = restore.NewActions(append([]restore.Action{
@@ -351,6 +356,7 @@ func (w *wiring) backupOwners() []namedReconciler {
 			RestoreAccess:      queue.RestoreAccess(w.mgr.GetClient(), w.cfg.Namespace, w.requesters),
 			Requesters:         w.requesters,
 			RemovingData:       deletion.RemovingData,
+			DefaultBackupTTL:   w.cfg.DefaultBackupTTL,
 		}},
 		{"backup", &backupcontroller.Reconciler{
 			Requesters:        w.requesters,
@@ -427,6 +433,7 @@ func (w *wiring) restoreOwners() []namedReconciler {
 			ConcurrentRestores: w.cfg.ConcurrentRestores,
 			PhaseTimeout:       w.cfg.PhaseTimeout,
 			Operations:         w.heldOps,
+			Files:              w.restoreFiles,
 		}},
 		{ops.Name(), ops},
 		{"restorefinalizer", &finalizer.RestoreReconciler{
@@ -436,6 +443,7 @@ func (w *wiring) restoreOwners() []namedReconciler {
 			Clock:     w.cfg.Clock,
 			Recorder:  w.mgr.GetEventRecorder("cairn-restore-finalizer"),
 			Gate:      w.recovery,
+			Files:     w.restoreFiles,
 		}},
 	}
 }
@@ -452,12 +460,13 @@ func (w *wiring) otherOwners() []namedReconciler {
 		{backupCancelWarning.Name, backupCancelWarning},
 		{restoreCancelWarning.Name, restoreCancelWarning},
 		{"schedule", &schedule.Reconciler{
-			Requesters: w.requesters,
-			Client:     w.mgr.GetClient(),
-			Namespace:  w.cfg.Namespace,
-			Clock:      w.cfg.Clock,
-			Recorder:   w.mgr.GetEventRecorder("cairn-schedule"),
-			APIReader:  w.mgr.GetAPIReader(),
+			Requesters:       w.requesters,
+			Client:           w.mgr.GetClient(),
+			Namespace:        w.cfg.Namespace,
+			Clock:            w.cfg.Clock,
+			Recorder:         w.mgr.GetEventRecorder("cairn-schedule"),
+			APIReader:        w.mgr.GetAPIReader(),
+			DefaultBackupTTL: w.cfg.DefaultBackupTTL,
 		}},
 		{"storagelocation", &storagelocation.Reconciler{
 			Client:    w.mgr.GetClient(),

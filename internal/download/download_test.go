@@ -106,6 +106,7 @@ type fixture struct {
 	server *httptest.Server
 	clock  *clocktesting.FakeClock
 	opened []string
+	fs     *storage.Filesystem
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -126,7 +127,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 	}
 	f := &fixture{signer: newSigner(t), clock: clocktesting.NewFakeClock(now)}
-	srv := &download.Server{Signer: f.signer, Clock: f.clock, Log: logr.Discard(),
+	srv := &download.Server{Signer: f.signer, Clock: f.clock, Log: logr.Discard(), Authenticate: authenticateTestTokens,
 		Open: func(ctx context.Context, location, key string) (io.ReadCloser, error) {
 			f.opened = append(f.opened, location+":"+key)
 			if location != "default" {
@@ -140,7 +141,16 @@ func newFixture(t *testing.T) *fixture {
 		}}
 	f.server = httptest.NewServer(srv)
 	t.Cleanup(f.server.Close)
+	f.fs = fs
 	return f
+}
+
+// put stores data under key in the fixture's location.
+func (f *fixture) put(t *testing.T, key string, data []byte) {
+	t.Helper()
+	if err := f.fs.Put(context.Background(), key, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f *fixture) url(key string, expires time.Time) string {

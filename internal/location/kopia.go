@@ -81,8 +81,12 @@ func KopiaStorage(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStora
 		if err != nil {
 			return nil, false, fmt.Errorf("storage location %s: opening bucket %s: %w", bsl.Name, cfg.Bucket, err)
 		}
+	case cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
+		if st, err = kopiaCloud(ctx, r, bsl, dir, readOnly); err != nil {
+			return nil, false, err
+		}
 	default:
-		return nil, false, fmt.Errorf("%w: unknown provider %q (want filesystem or s3)", ErrConfig, bsl.Spec.Provider)
+		return nil, false, fmt.Errorf("%w: unknown provider %q (want filesystem, s3, azure or gcs)", ErrConfig, bsl.Spec.Provider)
 	}
 	if readOnly {
 		st = readonly.NewWrapper(st)

@@ -87,27 +87,18 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		}
 		store, validate = fs, func(ctx context.Context) error { return fs.Validate(ctx, writable) }
 	case cairnv1.StorageProviderS3:
-		cfg, err := s3Config(ctx, r, bsl)
+		var err error
+		if store, validate, lock, err = openS3(ctx, r, bsl, layout.BackupsDir()); err != nil {
+			return nil, err
+		}
+	case cairnv1.StorageProviderAzure, cairnv1.StorageProviderGCS:
+		cloud, err := openCloud(ctx, r, bsl)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Versioned = bsl.Spec.ObjectLock != nil
-		s3, err := s3Clients.get(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		store, validate = s3, func(ctx context.Context) error { return s3.Validate(ctx, layout.BackupsDir()) }
-		if ol := bsl.Spec.ObjectLock; ol != nil {
-			lock = s3.ObjectLock(lockMode(ol.Mode), ol.MinRetention.Duration)
-			validate = func(ctx context.Context) error {
-				if err := s3.Validate(ctx, layout.BackupsDir()); err != nil {
-					return err
-				}
-				return lock.Validate(ctx)
-			}
-		}
+		store, validate = cloud, func(ctx context.Context) error { return cloud.Validate(ctx, layout.BackupsDir()) }
 	default:
-		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem or s3)", ErrConfig, bsl.Spec.Provider)
+		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem, s3, azure or gcs)", ErrConfig, bsl.Spec.Provider)
 	}
 	if bsl.Spec.ObjectLock != nil && lock == nil {
 		return nil, fmt.Errorf("%w: spec.objectLock needs an s3 location", ErrConfig)
@@ -117,7 +108,7 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		if err != nil {
 			return nil, err
 		}
-		if store, err = storage.Encrypted(store, keys); err != nil {
+		if store, err = storage.Encrypted(store, keys, prefix); err != nil {
 			return nil, fmt.Errorf("%w: encryption keys in Secret %s/%s: %w", ErrConfig, bsl.Namespace, enc.KeySecretRef.Name, err)
 		}
 	}
@@ -133,6 +124,32 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		store = storage.ReadOnly(store)
 	}
 	return &Store{ObjectStore: store, Layout: layout, Lock: lock, validate: validate, Velero: velero}, nil
+}
+
+// openS3 opens an s3 location's store, validated by listing it under prefix, and its object
+// lock when spec.objectLock asks for one (validated too).
+func openS3(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocation, prefix string) (storage.ObjectStore, func(context.Context) error, *storage.ObjectLock, error) {
+	cfg, err := s3Config(ctx, r, bsl)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Versioned = bsl.Spec.ObjectLock != nil
+	s3, err := s3Clients.get(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	validate := func(ctx context.Context) error { return s3.Validate(ctx, prefix) }
+	ol := bsl.Spec.ObjectLock
+	if ol == nil {
+		return s3, validate, nil, nil
+	}
+	lock := s3.ObjectLock(lockMode(ol.Mode), ol.MinRetention.Duration)
+	return s3, func(ctx context.Context) error {
+		if err := s3.Validate(ctx, prefix); err != nil {
+			return err
+		}
+		return lock.Validate(ctx)
+	}, lock, nil
 }
 
 // lockMode is the S3 retention mode of a location's objectLock.mode.
@@ -223,17 +240,9 @@ func s3Config(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLo
 }
 
 func readCredentials(ctx context.Context, r client.Reader, namespace string, ref *corev1.SecretKeySelector, profile string) (storage.S3Credentials, error) {
-	var secret corev1.Secret
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &secret)
-	if apierrors.IsNotFound(err) {
-		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s does not exist", ErrConfig, namespace, ref.Name)
-	}
+	data, err := readSecretValue(ctx, r, namespace, ref)
 	if err != nil {
-		return storage.S3Credentials{}, fmt.Errorf("reading credential secret %s/%s: %w", namespace, ref.Name, err)
-	}
-	data, ok := secret.Data[ref.Key]
-	if !ok {
-		return storage.S3Credentials{}, fmt.Errorf("%w: credential secret %s/%s has no key %q", ErrConfig, namespace, ref.Name, ref.Key)
+		return storage.S3Credentials{}, err
 	}
 	creds, err := storage.ParseSharedCredentials(data, profile)
 	if err != nil {

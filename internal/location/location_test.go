@@ -118,8 +118,8 @@ func TestOpenConfigErrors(t *testing.T) {
 			wantErr: "has no [prod] profile"},
 		{name: "no bucket", bsl: s3(func(s *cairnv1.BackupStorageLocationSpec) { s.ObjectStorage = nil }),
 			wantErr: "an s3 location needs objectStorage.bucket"},
-		{name: "unknown provider", bsl: s3(func(s *cairnv1.BackupStorageLocationSpec) { s.Provider = "gcs" }),
-			wantErr: `unknown provider "gcs"`},
+		{name: "unknown provider", bsl: s3(func(s *cairnv1.BackupStorageLocationSpec) { s.Provider = "swift" }),
+			wantErr: `unknown provider "swift"`},
 		{name: "object lock on a filesystem location", bsl: func() *cairnv1.BackupStorageLocation {
 			l := loc("fs", false, 0)
 			l.Spec.Provider = cairnv1.StorageProviderFilesystem

@@ -29,6 +29,10 @@ func spaceOf(bsl *cairnv1.BackupStorageLocation) space {
 		return space{store: "filesystem", root: strings.TrimPrefix(path.Join(path.Clean(bsl.Spec.Config[cairnv1.ConfigKeyPath]), prefix), "/")}
 	}
 	endpoint := strings.TrimRight(strings.ToLower(bsl.Spec.Config[cairnv1.ConfigKeyEndpoint]), "/")
+	if bsl.Spec.Provider == cairnv1.StorageProviderAzure {
+		// Containers are the storage account's: the same container name in two accounts is two.
+		endpoint += " " + bsl.Spec.Config[cairnv1.ConfigKeyStorageAccount]
+	}
 	return space{store: string(bsl.Spec.Provider) + " " + endpoint + " " + bucket, root: prefix}
 }
 

@@ -19,6 +19,12 @@ func TestNested(t *testing.T) {
 				ObjectStorage: &cairnv1.ObjectStorage{Bucket: bucket, Prefix: prefix}},
 		}
 	}
+	azure := func(name string, age int, account, container, prefix string) cairnv1.BackupStorageLocation {
+		l := s3(name, age, "", container, prefix)
+		l.Spec.Provider = cairnv1.StorageProviderAzure
+		l.Spec.Config[cairnv1.ConfigKeyStorageAccount] = account
+		return l
+	}
 	fs := func(name string, age int, dir, prefix string) cairnv1.BackupStorageLocation {
 		l := cairnv1.BackupStorageLocation{
 			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Minute))},
@@ -48,6 +54,13 @@ func TestNested(t *testing.T) {
 		{name: "filesystem: a directory inside the other's", older: fs("a", 0, "/data", ""), newer: fs("n", 1, "/data/team", ""), want: true},
 		{name: "filesystem: a prefix that makes the same directory", older: fs("a", 0, "/data/team", ""), newer: fs("n", 1, "/data", "team"), want: true},
 		{name: "filesystem: sibling directories", older: fs("a", 0, "/data/a", ""), newer: fs("n", 1, "/data/ab", "")},
+		{name: "azure: the same container of another storage account", older: azure("a", 0, "acct1", "b", "p"), newer: azure("n", 1, "acct2", "b", "p")},
+		{name: "azure: the same container of the same account", older: azure("a", 0, "acct1", "b", "p"), newer: azure("n", 1, "acct1", "b", "p/q"), want: true},
+		{name: "gcs and s3 buckets of the same name are not one", older: s3("a", 0, "", "b", "p"), newer: func() cairnv1.BackupStorageLocation {
+			l := s3("n", 1, "", "b", "p")
+			l.Spec.Provider = cairnv1.StorageProviderGCS
+			return l
+		}()},
 		{name: "the older one is never refused for the newer", older: s3("n", 1, "http://s3:9000", "b", "p"), newer: s3("a", 0, "http://s3:9000", "b", "p")},
 	}
 	for _, tt := range tests {

@@ -48,7 +48,6 @@ type tenant struct {
 func newTenant(namespace string) tenant {
 	GinkgoHelper()
 	Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
-	Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "dev", Namespace: namespace}})).To(Succeed())
 	Expect(admin.Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "cairn-editor", Namespace: namespace},
 		Rules: []rbacv1.PolicyRule{{
@@ -57,15 +56,22 @@ func newTenant(namespace string) tenant {
 			Verbs:     []string{"get", "create", "update", "patch"},
 		}},
 	})).To(Succeed())
+	return newMember(namespace, "dev")
+}
+
+// newMember is another ServiceAccount, name, of newTenant's namespace, bound to the same Role.
+func newMember(namespace, name string) tenant {
+	GinkgoHelper()
+	Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}})).To(Succeed())
 	Expect(admin.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "dev-cairn-editor", Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-cairn-editor", Namespace: namespace},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cairn-editor"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "dev", Namespace: namespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespace}},
 	})).To(Succeed())
 
 	cs, err := kubernetes.NewForConfig(adminCfg)
 	Expect(err).NotTo(HaveOccurred())
-	token, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "dev", &authenticationv1.TokenRequest{
+	token, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
@@ -82,7 +88,7 @@ func newTenant(namespace string) tenant {
 	review, err := tcs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	t.user = review.Status.UserInfo
-	Expect(t.user.Username).To(Equal("system:serviceaccount:" + namespace + ":dev"))
+	Expect(t.user.Username).To(Equal("system:serviceaccount:" + namespace + ":" + name))
 	Expect(t.user.Groups).To(ContainElement("system:serviceaccounts:" + namespace))
 	// A bound token's extra names its credential: the policy must carry extra, not only groups.
 	Expect(t.user.Extra).To(HaveKey("authentication.kubernetes.io/credential-id"))

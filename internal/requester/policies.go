@@ -67,6 +67,8 @@ func policyProblem(policy *admissionregistrationv1.MutatingAdmissionPolicy,
 	switch {
 	case !failsClosed(policy.Spec.FailurePolicy):
 		return fmt.Sprintf("MutatingAdmissionPolicy %s does not have failurePolicy Fail; %s", policy.Name, installHint)
+	case !stampsScheduleUpdates(policy.Spec.MatchConstraints):
+		return fmt.Sprintf("MutatingAdmissionPolicy %s does not match updates of schedules, so a changed Schedule would still act as whoever created it (an install from before Schedules act as whoever last defined them); %s", policy.Name, installHint)
 	case !failsClosed(immutable.Spec.FailurePolicy):
 		return fmt.Sprintf("ValidatingAdmissionPolicy %s does not have failurePolicy Fail; %s", immutable.Name, installHint)
 	case binding.Spec.PolicyName != policy.Name:
@@ -81,6 +83,23 @@ func policyProblem(policy *admissionregistrationv1.MutatingAdmissionPolicy,
 		return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s does not have validationActions Deny; %s", immutableBinding.Name, installHint)
 	}
 	return ""
+}
+
+// stampsScheduleUpdates reports whether the mutating policy's match constraints take the
+// updates of Schedules (DESIGN.md section 21), as config/admission's do.
+func stampsScheduleUpdates(m *admissionregistrationv1.MatchResources) bool {
+	if m == nil {
+		return false
+	}
+	for _, r := range m.ResourceRules {
+		ops := r.Operations
+		if (slices.Contains(ops, admissionregistrationv1.Update) || slices.Contains(ops, admissionregistrationv1.OperationAll)) &&
+			(slices.Contains(r.Resources, "schedules") || slices.Contains(r.Resources, "*")) &&
+			(slices.Contains(r.APIGroups, cairnv1.GroupVersion.Group) || slices.Contains(r.APIGroups, "*")) {
+			return true
+		}
+	}
+	return false
 }
 
 // failsClosed: an unset failurePolicy defaults to Fail.

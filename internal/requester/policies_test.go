@@ -38,7 +38,16 @@ func installedPolicies() installed {
 	return installed{
 		policy: &admissionregistrationv1.MutatingAdmissionPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: cairnv1.RequesterPolicyName},
-			Spec:       admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: ptr.To(admissionregistrationv1.Fail)},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{cairnv1.GroupVersion.Group}, APIVersions: []string{"*"},
+							Resources: []string{"backups", "restores", "schedules", "downloadrequests"}},
+					},
+				}}},
+			},
 		},
 		binding: &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: cairnv1.RequesterPolicyName},
@@ -123,6 +132,15 @@ func TestPoliciesInstalled(t *testing.T) {
 		{name: "mutating binding excludes a resource", change: func(i *installed) {
 			i.binding.Spec.MatchResources.ExcludeResourceRules = []admissionregistrationv1.NamedRuleWithOperations{{ResourceNames: []string{"x"}}}
 		}, want: "MutatingAdmissionPolicyBinding cairn-requester has matchResources that leave out some objects"},
+		{name: "mutating policy from before schedules are re-stamped: creates only", change: func(i *installed) {
+			i.policy.Spec.MatchConstraints.ResourceRules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
+		}, want: "MutatingAdmissionPolicy cairn-requester does not match updates of schedules"},
+		{name: "mutating policy whose updates leave out schedules", change: func(i *installed) {
+			i.policy.Spec.MatchConstraints.ResourceRules[0].Resources = []string{"backups", "restores", "downloadrequests"}
+		}, want: "MutatingAdmissionPolicy cairn-requester does not match updates of schedules"},
+		{name: "mutating policy matching every operation", change: func(i *installed) {
+			i.policy.Spec.MatchConstraints.ResourceRules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
+		}},
 		{name: "validating binding only warns", change: func(i *installed) {
 			i.immutableBinding.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn, admissionregistrationv1.Audit}
 		}, want: "ValidatingAdmissionPolicyBinding cairn-requester-immutable does not have validationActions Deny"},

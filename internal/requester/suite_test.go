@@ -27,6 +27,8 @@ const (
 	operatorUser = "cairn-operator"
 	// legacyNamespace holds the objects created before the policies were installed.
 	legacyNamespace = "legacy"
+	// legacyRedefined is a second Schedule from before, whose spec a spec changes.
+	legacyRedefined = "redefined"
 )
 
 var (
@@ -62,10 +64,12 @@ var _ = BeforeSuite(func() {
 
 	// An object from before the upgrade that brought the policies.
 	Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: legacyNamespace}})).To(Succeed())
-	Expect(admin.Create(ctx, &cairnv1.Schedule{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: legacyNamespace},
-		Spec:       cairnv1.ScheduleSpec{Schedule: "0 3 * * *"},
-	})).To(Succeed())
+	for _, name := range []string{"nightly", legacyRedefined} {
+		Expect(admin.Create(ctx, &cairnv1.Schedule{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: legacyNamespace},
+			Spec:       cairnv1.ScheduleSpec{Schedule: "0 3 * * *"},
+		})).To(Succeed())
+	}
 
 	problemBefore, err = requester.PoliciesInstalled(ctx, admin)
 	Expect(err).NotTo(HaveOccurred())

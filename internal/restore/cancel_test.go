@@ -3,10 +3,12 @@ package restore_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,6 +157,17 @@ func (r probedNamespaced) Create(ctx context.Context, obj *unstructured.Unstruct
 // the cancel, nothing is created once the run has returned, the run ends Cancelled with its
 // files written (the resource list naming exactly what was created), and every operation its
 // action started is cancelled.
+// countedPuts counts the objects a store was asked to write.
+type countedPuts struct {
+	storage.ObjectStore
+	puts atomic.Int32
+}
+
+func (c *countedPuts) Put(ctx context.Context, key string, r io.Reader) error {
+	c.puts.Add(1)
+	return c.ObjectStore.Put(ctx, key, r)
+}
+
 func TestRunStopsItsPoolOnCancel(t *testing.T) {
 	const n, workers, open = 200, 4, 40
 	items := []item{{"namespaces", "", "", object("v1", "Namespace", "", "shop", nil)}}
@@ -170,13 +183,14 @@ func TestRunStopsItsPoolOnCancel(t *testing.T) {
 	rs := &cairnv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "cairn-system", Name: "r1"},
 		Spec: cairnv1.RestoreSpec{BackupName: "b1", Cancel: true}, Status: cairnv1.RestoreStatus{BackupName: "b1"}}
 	filesKeys := storage.Layout{}.Restore("cairn-system", "r1")
+	files := &countedPuts{ObjectStore: store}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	ended := make(chan *restore.Result, 1)
 	go func() {
 		ended <- runner.Run(ctx, restore.Request{Restore: rs, OperatorNamespace: "cairn-system", Source: store, BackupKeys: keys,
-			Files: store, FilesKeys: filesKeys})
+			Files: files, FilesKeys: filesKeys})
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for probe.heldItems() < workers {
@@ -211,6 +225,20 @@ func TestRunStopsItsPoolOnCancel(t *testing.T) {
 	}
 	if res.ItemsRestored >= res.TotalItems || res.TotalItems != n+1 {
 		t.Errorf("progress %d/%d, want the run stopped before the end of %d items", res.ItemsRestored, res.TotalItems, n+1)
+	}
+	// A cancel never waits on storage: the run returns before it stores anything, and its
+	// caller records the cancel before it stores the files (issue 41).
+	if puts := files.puts.Load(); puts != 0 {
+		t.Fatalf("the cancelled run stored %d files before it returned, want none: the cancel would wait on storage", puts)
+	}
+	if err := res.StoreFiles(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if puts := files.puts.Load(); puts != 4 { // operations, resource list, results, log
+		t.Errorf("StoreFiles stored %d files, want 4", puts)
+	}
+	if err := res.StoreFiles(context.Background()); err != nil || files.puts.Load() != 4 {
+		t.Errorf("a second StoreFiles stored again (%d files, error %v), want nothing more", files.puts.Load(), err)
 	}
 
 	// The resource list names exactly what exists; what was on its way is listed as skipped.

@@ -135,8 +135,9 @@ const (
 	Finished Ending = "Finished"
 	// Failed: the run could not go on; Result.FailureReason says why.
 	Failed Ending = "Failed"
-	// Cancelled: the run stopped on ErrCancelRequested; the objects it had created stay, and
-	// its files (resource list, results, log) say so.
+	// Cancelled: the run stopped on ErrCancelRequested without another storage call; the
+	// objects it had created stay. The caller records the cancel and then calls
+	// Result.StoreFiles, whose files (resource list, results, log) say so.
 	Cancelled Ending = "Cancelled"
 	// Interrupted: the run's context ended for another cause (the manager is stopping):
 	// nothing more was done.
@@ -144,8 +145,8 @@ const (
 )
 
 // ErrCancelRequested is the cause to cancel a run's context with when the restore is
-// cancelled (spec.cancel or a deletion): the worker pool stops at once, and the run writes its
-// files (what it created so far) before it returns.
+// cancelled (spec.cancel or a deletion): the worker pool stops at once, and the run returns
+// without a storage call; Result.StoreFiles then writes its files (what it created so far).
 var ErrCancelRequested = errors.New("restore cancel requested")
 
 // Result is what a run did.
@@ -164,8 +165,27 @@ type Result struct {
 	// checksum mismatch): its FailureReason may name the location's configuration.
 	StorageFailure bool
 	// FilesError says why the log, results or resource list could not be stored (nil when they
-	// were, or when the request had nowhere to store them).
+	// were, or when the request had nowhere to store them). A Cancelled run's is set by
+	// StoreFiles.
 	FilesError error
+
+	// storeFiles stores a Cancelled run's files (StoreFiles); nil once they were.
+	storeFiles func(context.Context) error
+}
+
+// StoreFiles stores the files of a Cancelled run (its resource list, results and log, each
+// call bounded by the storage timeout) and returns FilesError; it does nothing for any other
+// ending, whose files Run stored, or once they were. Run leaves a cancelled run's files to the
+// caller so that the cancel is recorded first: a cancel never waits on storage (DESIGN.md
+// section 9, like a backup's).
+func (res *Result) StoreFiles(ctx context.Context) error {
+	if res.storeFiles == nil {
+		return res.FilesError
+	}
+	store := res.storeFiles
+	res.storeFiles = nil
+	res.FilesError = store(context.WithoutCancel(ctx))
+	return res.FilesError
 }
 
 // Outcome is what happened to one item.
@@ -314,8 +334,8 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 		res.Ending = Cancelled
 		ru.log.WithField("itemsRestored", res.ItemsRestored).WithField("totalItems", res.TotalItems).
 			Warn("Restore cancelled: the worker pool was stopped; the objects created so far stay")
-		// The run's context is over: the files are written on one that only the storage
-		// timeout ends, so that what was created is on record.
+		// The run's context is over: the operations are cancelled, and later the files
+		// written (StoreFiles), on one that only each call's own timeout ends.
 		ctx = context.WithoutCancel(ctx)
 	case ctx.Err() != nil:
 		res.Ending = Interrupted
@@ -337,6 +357,10 @@ func (r *Runner) Run(ctx context.Context, req Request) *Result {
 	}
 	res.Operations = ru.ops
 	res.Warnings, res.Errors = ru.log.Counts()
+	if res.Ending == Cancelled {
+		res.storeFiles = ru.putFiles
+		return res
+	}
 	res.FilesError = ru.putFiles(ctx)
 	return res
 }
@@ -414,7 +438,8 @@ func namespacesFirst(priorities []string) []string {
 
 // readArchive reads the commit marker and spools the archive, checked against it. A read that
 // fails is tried again (StorageRetry) before the run fails: a restore does not end on one
-// dropped connection. A checksum mismatch or a scratch directory that fails is not retried.
+// dropped connection. A checksum mismatch, an encrypted archive that does not authenticate or a
+// scratch directory that fails is not retried.
 func (ru *run) readArchive(ctx context.Context) error {
 	keys := ru.req.BackupKeys
 	backoff := ru.StorageRetry
@@ -430,7 +455,7 @@ func (ru *run) readArchive(ctx context.Context) error {
 			return true, nil
 		case errors.Is(last, storage.ErrChecksumMismatch), errors.Is(last, ErrScratch), errors.Is(last, errCommitMarker),
 			errors.Is(last, storage.ErrNotCommitted), errors.Is(last, archive.ErrEntryTooLarge),
-			errors.Is(last, storage.ErrArchiveUnreadable):
+			errors.Is(last, storage.ErrArchiveUnreadable), errors.Is(last, storage.ErrDamaged):
 			return false, last
 		}
 		ru.log.Warn("Reading the backup from storage failed, trying again: " + last.Error())
@@ -452,6 +477,12 @@ func (ru *run) readArchive(ctx context.Context) error {
 		// The bytes are what storage holds (or, with no recorded digest, all there is): a
 		// retry reads the same damaged archive.
 		return fmt.Errorf("the archive of backup %s is damaged or not a gzip-compressed tar, nothing was restored: %w",
+			ru.restore.Status.BackupName, err)
+	case errors.Is(err, storage.ErrDamaged):
+		// An encrypted archive that does not authenticate as the object it is stored as:
+		// changed, or moved or copied there from another key (DESIGN.md section 21). Not the
+		// storage's failure: the error names the object, for a team too.
+		return fmt.Errorf("the archive of backup %s does not decrypt as the object it is stored as, nothing was restored: %w",
 			ru.restore.Status.BackupName, err)
 	case errors.Is(err, storage.ErrNotCommitted):
 		return fmt.Errorf("backup %s is not committed in its storage location (its commit marker is gone): %w", ru.restore.Status.BackupName, err)

@@ -84,6 +84,12 @@ func writeBackup(t *testing.T, namespace, name string, entries []archiveEntry) (
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, writeBackupTo(t, store, namespace, name, entries)
+}
+
+// writeBackupTo writes a committed backup of entries into store and returns its keys.
+func writeBackupTo(t *testing.T, store storage.ObjectStore, namespace, name string, entries []archiveEntry) storage.BackupKeys {
+	t.Helper()
 	var buf bytes.Buffer
 	w, err := archive.NewWriter(&buf, time.Unix(0, 0))
 	if err != nil {
@@ -112,7 +118,7 @@ func writeBackup(t *testing.T, namespace, name string, entries []archiveEntry) (
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return store, keys
+	return keys
 }
 
 // The finding 3, run by a team's restore of a backup written into the bucket: the

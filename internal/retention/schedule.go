@@ -11,7 +11,7 @@ import (
 // Of is the backups of schedule s that its retention judges, among backups (those of the
 // schedule's namespace with its cairn.dev/schedule-name label). Only what the schedule made is
 // judged: a backup named as a run of the schedule names it (<schedule>-<yyyyMMddHHmmss>), with
-// the schedule's requester, not synced from storage (another cluster's, or one whose object
+// a requester the schedule acted as (madeFor), not synced from storage (another cluster's, or one whose object
 // was removed with keep-data), and not being deleted already. So a member of the namespace who
 // may create backups but not delete them cannot make the schedule delete its own backups by
 // labelling newer ones as the schedule's: the admission policy writes their requester, not the
@@ -49,12 +49,31 @@ func madeBy(s *cairnv1.Schedule, b *cairnv1.Backup) bool {
 	if err != nil || schedule.BackupName(s.Name, tick) != b.Name {
 		return false
 	}
-	for _, k := range cairnv1.RequesterAnnotations {
-		if s.Annotations[k] != b.Annotations[k] {
-			return false
+	return madeFor(s, b)
+}
+
+// madeFor reports whether backup b carries a requester schedule s acted as, by username and
+// UID: its current one (the schedule copies its requester annotations onto each backup; a
+// backup made before the same requester changed the spec again, with another token, has other
+// groups or extra), or one of its former requesters (status.formerRequesters), whom it acted as
+// until someone changed its spec. A backup created by anyone else records its creator, whom the
+// schedule never acted as.
+func madeFor(s *cairnv1.Schedule, b *cairnv1.Backup) bool {
+	username, ok := b.Annotations[cairnv1.RequesterAnnotation]
+	uid := b.Annotations[cairnv1.RequesterUIDAnnotation]
+	if !ok {
+		_, scheduleHas := s.Annotations[cairnv1.RequesterAnnotation]
+		return !scheduleHas // a schedule from before the policies, and its backups
+	}
+	if s.Annotations[cairnv1.RequesterAnnotation] == username && s.Annotations[cairnv1.RequesterUIDAnnotation] == uid {
+		return true
+	}
+	for _, r := range s.Status.FormerRequesters {
+		if r.Username == username && r.UID == uid {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // ForSchedule decides for every backup of s that its retention judges (Of), in the schedule's

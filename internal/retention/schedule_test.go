@@ -11,7 +11,9 @@ import (
 
 func TestOf(t *testing.T) {
 	alice := map[string]string{cairnv1.RequesterAnnotation: "alice", cairnv1.RequesterUIDAnnotation: "u1"}
-	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "nightly", Annotations: alice}}
+	// bob defined the schedule before alice changed its spec.
+	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "nightly", Annotations: alice},
+		Status: cairnv1.ScheduleStatus{FormerRequesters: []cairnv1.ScheduleRequester{{Username: "bob", UID: "u9"}}}}
 	start := metav1.NewTime(utc("2026-01-02T03:04:05Z"))
 	created := metav1.NewTime(utc("2026-01-02T03:00:00Z"))
 	now := metav1.NewTime(utc("2026-01-03T00:00:00Z"))
@@ -42,6 +44,16 @@ func TestOf(t *testing.T) {
 		{"another requester's, labelled as the schedule's", backup("nightly-20260102030000", func(b *cairnv1.Backup) {
 			b.Annotations[cairnv1.RequesterAnnotation] = "mallory"
 		}), nil},
+		{"a run for a former requester, before the spec changed", backup("nightly-20260102030000", func(b *cairnv1.Backup) {
+			b.Annotations[cairnv1.RequesterAnnotation], b.Annotations[cairnv1.RequesterUIDAnnotation] = "bob", "u9"
+			b.Annotations[cairnv1.RequesterGroupsAnnotation] = `["team"]`
+		}), []Backup{{Name: "nightly-20260102030000", Phase: cairnv1.BackupPhaseCompleted, Time: start.Time}}},
+		{"a former requester's name with another UID", backup("nightly-20260102030000", func(b *cairnv1.Backup) {
+			b.Annotations[cairnv1.RequesterAnnotation], b.Annotations[cairnv1.RequesterUIDAnnotation] = "bob", "u10"
+		}), nil},
+		{"the current requester's, with another token's extra", backup("nightly-20260102030000", func(b *cairnv1.Backup) {
+			b.Annotations[cairnv1.RequesterExtraAnnotation] = `{"authentication.kubernetes.io/credential-id":["JTI=old"]}`
+		}), []Backup{{Name: "nightly-20260102030000", Phase: cairnv1.BackupPhaseCompleted, Time: start.Time}}},
 		{"no requester, for a schedule with one", backup("nightly-20260102030000", func(b *cairnv1.Backup) { b.Annotations = nil }), nil},
 		{"not named as a run", backup("nightly-manual", nil), nil},
 		{"a run's name with a bad time", backup("nightly-20261302030000", nil), nil},

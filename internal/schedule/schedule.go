@@ -325,9 +325,10 @@ func NewBackup(s *cairnv1.Schedule, tick time.Time) *cairnv1.Backup {
 // Validate returns what is wrong with a schedule, as messages for status.validationErrors
 // (already bounded with validation.Cap): its cron expression or time zone, and its
 // template, checked by validation.Backup, as the queue checks on the backup a run would create (so
-// tenancy and the storage location are checked as for any backup). A template with cancel set
-// would make backups cancelled at birth, so it is refused too.
-func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1.BackupStorageLocation) []string {
+// tenancy, the storage location and its limits for team backups, with facts, are checked as
+// for any backup). A template with cancel set would make backups cancelled at birth, so it is
+// refused too.
+func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1.BackupStorageLocation, facts validation.LimitFacts) []string {
 	var errs []string
 	if _, err := Parse(s.Spec.Schedule); err != nil {
 		errs = append(errs, fmt.Sprintf("spec.schedule: %q: %v", s.Spec.Schedule, err))
@@ -338,7 +339,7 @@ func Validate(s *cairnv1.Schedule, operatorNamespace string, locations []cairnv1
 	if m := s.Spec.Template.Metadata; m != nil {
 		errs = append(errs, ValidateTemplateLabels(m.Labels)...)
 	}
-	backupErrs, _ := validation.Backup(NewBackup(s, time.Time{}), operatorNamespace, locations)
+	backupErrs, _ := validation.Backup(NewBackup(s, time.Time{}), operatorNamespace, locations, facts)
 	for _, e := range backupErrs {
 		// The queue's messages name the backup's fields (spec.x); here they are the template's.
 		if rest, ok := strings.CutPrefix(e, "spec."); ok {
@@ -370,4 +371,38 @@ func ValidateTemplateLabels(labels map[string]string) []string {
 		}
 	}
 	return errs
+}
+
+// MaxFormerRequesters is how many former requesters a schedule's status keeps.
+const MaxFormerRequesters = 10
+
+// ActingAs is the schedule's status.actingAs and status.formerRequesters (DESIGN.md section 21)
+// once the reconciler has seen s at now: whom its cairn.dev/requester annotations name, since
+// now when they name someone other than st.ActingAs does (the admission policies re-record them
+// on every change of the spec but paused and skipImmediately), else st.ActingAs unchanged. The
+// one it replaces goes first into the former requesters, which keep at most
+// MaxFormerRequesters and never the current one. A schedule that records no requester
+// (created before the policies were installed) acts as nobody: nil.
+func ActingAs(st cairnv1.ScheduleStatus, s *cairnv1.Schedule, now time.Time) (current *cairnv1.ScheduleRequester, former []cairnv1.ScheduleRequester) {
+	username := s.Annotations[cairnv1.RequesterAnnotation]
+	if username == "" {
+		return nil, st.FormerRequesters
+	}
+	uid := s.Annotations[cairnv1.RequesterUIDAnnotation]
+	if st.ActingAs != nil && st.ActingAs.Username == username && st.ActingAs.UID == uid {
+		return st.ActingAs, st.FormerRequesters
+	}
+	current = &cairnv1.ScheduleRequester{Username: username, UID: uid, Since: metav1.NewTime(now)}
+	if st.ActingAs != nil {
+		former = append(former, *st.ActingAs)
+	}
+	for _, r := range st.FormerRequesters {
+		if r.Username != username || r.UID != uid {
+			former = append(former, r)
+		}
+	}
+	if len(former) > MaxFormerRequesters {
+		former = former[:MaxFormerRequesters]
+	}
+	return current, former
 }

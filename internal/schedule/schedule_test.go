@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"maps"
 	"os/exec"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
+	"github.com/cairn-backup/cairn/internal/validation"
 
 	// The manager embeds the zone database; so does this test binary, so that the zones
 	// resolve whatever the machine has.
@@ -347,6 +349,14 @@ func TestValidate(t *testing.T) {
 		return &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
 			Spec: cairnv1.ScheduleSpec{Schedule: expr, Template: template}}
 	}
+	// limited takes team backups of at most 24h, from namespaces labelled tier=prod.
+	limited := []cairnv1.BackupStorageLocation{*locations[0].DeepCopy()}
+	limited[0].Spec.TeamLimits = &cairnv1.LocationTeamLimits{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}},
+		MaxTTL:            &metav1.Duration{Duration: 24 * time.Hour},
+	}
+	withRetention := schedule("team-a", "@daily", cairnv1.BackupSpec{})
+	withRetention.Spec.Retention = &cairnv1.RetentionPolicy{Daily: 7}
 	tests := []struct {
 		name      string
 		s         *cairnv1.Schedule
@@ -376,10 +386,21 @@ func TestValidate(t *testing.T) {
 				`spec.template.metadata.labels[sync.cairn.dev/x]: keys in the cairn.dev domain are Cairn's own`,
 				`spec.template.metadata.labels[tier]: "not a value!" is not a label value`,
 			}},
+		{name: "a team's ttl within its location's limits", s: schedule("team-a", "@daily", cairnv1.BackupSpec{TTL: &metav1.Duration{Duration: time.Hour}}),
+			locations: limited},
+		{name: "a team's ttl over its location's maxTTL", s: schedule("team-a", "@daily", cairnv1.BackupSpec{TTL: &metav1.Duration{Duration: 48 * time.Hour}}),
+			locations: limited, want: []string{"spec.template.ttl: 48h0m0s is longer than storage location default allows a backup in a team namespace (teamLimits.maxTTL 24h0m0s)"}},
+		{name: "a team's retention keeps backups with no expiry", s: withRetention, locations: limited,
+			want: []string{"spec.template.ttl: 0s (never expire) is longer than storage location default allows"}},
+		{name: "a namespace its location's selector leaves out", s: schedule("team-b", "@daily", cairnv1.BackupSpec{TTL: &metav1.Duration{Duration: time.Hour}}),
+			locations: limited, want: []string{"spec.template.storageLocation: storage location default takes backups only from the namespaces its teamLimits.namespaceSelector selects (tier=prod), and namespace team-b is not one of them"}},
+		{name: "an administrator's schedule is not limited", s: schedule("cairn-system", "@daily", cairnv1.BackupSpec{TTL: &metav1.Duration{}}),
+			locations: limited},
 	}
+	labels := map[string]map[string]string{"team-a": {"tier": "prod"}, "team-b": {"tier": "dev"}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Validate(tt.s, "cairn-system", tt.locations)
+			got := Validate(tt.s, "cairn-system", tt.locations, validation.LimitFacts{NamespaceLabels: labels[tt.s.Namespace], DefaultTTL: time.Hour})
 			if len(got) != len(tt.want) {
 				t.Fatalf("Validate = %q, want %d messages like %q", got, len(tt.want), tt.want)
 			}
@@ -399,7 +420,7 @@ func TestValidateCapsMessages(t *testing.T) {
 	}
 	s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "s"},
 		Spec: cairnv1.ScheduleSpec{Schedule: "nonsense", Template: cairnv1.BackupSpec{ExcludedResources: excluded}}}
-	got := Validate(s, "cairn-system", nil)
+	got := Validate(s, "cairn-system", nil, validation.LimitFacts{})
 	if len(got) != cairnv1.MaxValidationErrors || !strings.HasPrefix(got[len(got)-1], "and ") {
 		t.Errorf("Validate gave %d messages, last %q; want %d, the last counting the rest", len(got), got[len(got)-1], cairnv1.MaxValidationErrors)
 	}
@@ -493,6 +514,62 @@ func TestExpectedInterval(t *testing.T) {
 		t.Run(tt.expr+" at "+tt.now, func(t *testing.T) {
 			if got := ExpectedInterval(mustParse(t, tt.expr), utc(tt.now)); got != tt.want {
 				t.Errorf("ExpectedInterval = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A schedule acts as whom its requester annotations name, since the reconciler first saw them:
+// a new requester (another username, or the same name with another UID, a ServiceAccount made
+// again) starts a new since and moves the one it replaces to the former requesters; the same one
+// keeps both.
+func TestActingAs(t *testing.T) {
+	earlier := metav1.NewTime(time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC))
+	now := time.Date(2026, 2, 1, 3, 0, 0, 0, time.UTC)
+	lead := cairnv1.ScheduleRequester{Username: "system:serviceaccount:team-a:lead", UID: "u1", Since: earlier}
+	junior := cairnv1.ScheduleRequester{Username: "system:serviceaccount:team-a:junior", UID: "u2", Since: earlier}
+	annotated := func(username, uid string) map[string]string {
+		return map[string]string{cairnv1.RequesterAnnotation: username, cairnv1.RequesterUIDAnnotation: uid, "other": "x"}
+	}
+	seen := func(r cairnv1.ScheduleRequester) *cairnv1.ScheduleRequester {
+		r.Since = metav1.NewTime(now)
+		return &r
+	}
+	many := make([]cairnv1.ScheduleRequester, MaxFormerRequesters)
+	for i := range many {
+		many[i] = cairnv1.ScheduleRequester{Username: fmt.Sprintf("user-%d", i), Since: earlier}
+	}
+	tests := []struct {
+		name        string
+		status      cairnv1.ScheduleStatus
+		annotations map[string]string
+		want        *cairnv1.ScheduleRequester
+		wantFormer  []cairnv1.ScheduleRequester
+	}{
+		{name: "first seen", annotations: annotated(lead.Username, "u1"), want: seen(lead)},
+		{name: "the same requester keeps its since", status: cairnv1.ScheduleStatus{ActingAs: &lead, FormerRequesters: []cairnv1.ScheduleRequester{junior}},
+			annotations: annotated(lead.Username, "u1"), want: &lead, wantFormer: []cairnv1.ScheduleRequester{junior}},
+		{name: "another editor redefined it", status: cairnv1.ScheduleStatus{ActingAs: &lead},
+			annotations: annotated(junior.Username, "u2"), want: seen(junior), wantFormer: []cairnv1.ScheduleRequester{lead}},
+		{name: "back to a former one, who leaves the former list", status: cairnv1.ScheduleStatus{ActingAs: &junior, FormerRequesters: []cairnv1.ScheduleRequester{lead}},
+			annotations: annotated(lead.Username, "u1"), want: seen(lead), wantFormer: []cairnv1.ScheduleRequester{junior}},
+		{name: "the same name, made again", status: cairnv1.ScheduleStatus{ActingAs: &lead},
+			annotations: annotated(lead.Username, "u3"), want: &cairnv1.ScheduleRequester{Username: lead.Username, UID: "u3", Since: metav1.NewTime(now)},
+			wantFormer: []cairnv1.ScheduleRequester{lead}},
+		{name: "at most MaxFormerRequesters, the oldest dropped", status: cairnv1.ScheduleStatus{ActingAs: &lead, FormerRequesters: many},
+			annotations: annotated(junior.Username, "u2"), want: seen(junior), wantFormer: append([]cairnv1.ScheduleRequester{lead}, many[:MaxFormerRequesters-1]...)},
+		{name: "no requester recorded", status: cairnv1.ScheduleStatus{ActingAs: &lead}, annotations: map[string]string{"other": "x"}},
+		{name: "an empty requester", annotations: annotated("", "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &cairnv1.Schedule{ObjectMeta: metav1.ObjectMeta{Annotations: tt.annotations}}
+			got, former := ActingAs(tt.status, s, now)
+			if (got == nil) != (tt.want == nil) || got != nil && (*got != *tt.want) {
+				t.Errorf("ActingAs = %+v, want %+v", got, tt.want)
+			}
+			if !slices.Equal(former, tt.wantFormer) {
+				t.Errorf("former requesters = %+v, want %+v", former, tt.wantFormer)
 			}
 		})
 	}

@@ -64,7 +64,7 @@ func benchStores(b *testing.B) (fs *storage.Filesystem, s3store *storage.S3, raw
 // encryptedBench wraps s as an encrypted location does (the cost issue 31 bounds).
 func encryptedBench(b *testing.B, s storage.ObjectStore) storage.ObjectStore {
 	b.Helper()
-	e, err := storage.Encrypted(s, storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{1}, storage.KeySize)}, WriteKey: "k1"})
+	e, err := storage.Encrypted(s, storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{1}, storage.KeySize)}, WriteKey: "k1"}, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,15 +20,22 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Encryption at rest (DESIGN.md section 18, docs/storage.md, docs/format.md). Every object is
-// written as one header line naming the key it was written with, then the content sealed by
-// Tink's streaming AEAD, AES-256-GCM-HKDF in 64 KiB segments: a per-object AES-256 key derived
-// (HKDF-SHA256) from the named key, a random salt and the header line, so the header is bound
-// to every segment; each segment's nonce holds its number and whether it is the last, so a
-// changed, cut or reordered segment fails to decrypt, and memory stays flat for any size.
+// Encryption at rest (DESIGN.md sections 18 and 21, docs/storage.md, docs/format.md). Every
+// object is written as one header line naming the key it was written with, then the content
+// sealed by Tink's streaming AEAD, AES-256-GCM-HKDF in 64 KiB segments: a per-object AES-256
+// key derived (HKDF-SHA256) from the named key, a random salt and the associated data, which is
+// the header line followed by the object's key relative to the location's prefix, so the header
+// and the place the object was written to are bound to every segment: an object moved or
+// copied to another key fails to decrypt, while the bucket copied under another prefix, or read
+// through a location of another name, still reads. Each segment's nonce holds its number and
+// whether it is the last, so a changed, cut or reordered segment fails to decrypt, and memory
+// stays flat for any size.
 //
-//	cairn-aes256gcm/v1 <key name> <key check>\n
+//	cairn-aes256gcm/v2 <key name> <key check>\n
 //	<Tink header: 1 length byte, 32-byte salt, 7-byte nonce prefix> <segments>
+//
+// Objects of format v1 (written before issue 40) have the header line alone as associated
+// data; they are still read, never written.
 //
 // The key check (16 bytes of HKDF-SHA256 of the named key, base64) tells a key that is not the
 // one an object was written with from an object that was changed. Objects written by earlier
@@ -36,7 +43,14 @@ import (
 // wrapped under the named key in a "cairn-key" stanza); they are still read, never written.
 
 // EncryptedFormat starts the header line of every object Cairn writes to an encrypted location.
-const EncryptedFormat = "cairn-aes256gcm/v1"
+const EncryptedFormat = "cairn-aes256gcm/v2"
+
+// encryptedFormatV1 is the format earlier builds wrote, whose associated data is the header
+// line alone: still read, never written.
+const encryptedFormatV1 = "cairn-aes256gcm/v1"
+
+// encryptedFormatFamily starts every version's format name.
+const encryptedFormatFamily = "cairn-aes256gcm/"
 
 // KeySize is the size of an encryption key: 32 random bytes.
 const KeySize = 32
@@ -105,9 +119,11 @@ func (k Keyring) names() []string {
 }
 
 // Encrypted returns s with every object encrypted on Put and decrypted on Get with keys.
-// Presigned URLs are not offered for it (a URL would hand out ciphertext): downloads of an
-// encrypted location are served, decrypted, by the manager.
-func Encrypted(s ObjectStore, keys Keyring) (ObjectStore, error) {
+// prefix is the location's objectStorage.prefix: each object is bound to its key relative to
+// it (relativeKey), so an object read under another key than it was written to fails to
+// decrypt. Presigned URLs are not offered for it (a URL would hand out ciphertext): downloads
+// of an encrypted location are served, decrypted, by the manager.
+func Encrypted(s ObjectStore, keys Keyring, prefix string) (ObjectStore, error) {
 	if err := keys.Validate(); err != nil {
 		return nil, err
 	}
@@ -119,13 +135,15 @@ func Encrypted(s ObjectStore, keys Keyring) (ObjectStore, error) {
 		}
 		sealers[name] = sl
 	}
-	return encryptedStore{ObjectStore: s, keys: keys, sealers: sealers, ahead: true}, nil
+	return encryptedStore{ObjectStore: s, keys: keys, sealers: sealers, prefix: prefix, ahead: true}, nil
 }
 
 type encryptedStore struct {
 	ObjectStore
 	keys    Keyring
 	sealers map[string]sealer
+	// prefix is the location's prefix, which the key an object is bound to leaves out.
+	prefix string
 	// ahead has objects decrypted ahead of their reader, and a Put's stream read ahead of
 	// its sealing (encrypted_ahead.go).
 	ahead bool
@@ -133,60 +151,93 @@ type encryptedStore struct {
 
 // sealer is one named key made ready to seal and open objects.
 type sealer struct {
-	// header is the header line of an object written with the key; check its key check.
+	// header is the header line of an object written with the key; checks its key check in
+	// each format read.
 	header []byte
-	check  []byte
+	checks map[string][]byte
 	stream *tinkstream.AESGCMHKDF
 }
 
 func newSealer(name string, key []byte) (sealer, error) {
-	check, err := keyCheck(name, key)
-	if err != nil {
-		return sealer{}, err
+	checks := map[string][]byte{}
+	for _, format := range []string{EncryptedFormat, encryptedFormatV1} {
+		check, err := keyCheck(format, name, key)
+		if err != nil {
+			return sealer{}, err
+		}
+		checks[format] = check
 	}
 	stream, err := tinkstream.NewAESGCMHKDF(key, "SHA256", KeySize, segmentSize, 0)
 	if err != nil {
 		return sealer{}, err
 	}
-	header := fmt.Appendf(nil, "%s %s %s\n", EncryptedFormat, name, base64.RawStdEncoding.EncodeToString(check))
-	return sealer{header: header, check: check, stream: stream}, nil
+	header := fmt.Appendf(nil, "%s %s %s\n", EncryptedFormat, name, base64.RawStdEncoding.EncodeToString(checks[EncryptedFormat]))
+	return sealer{header: header, checks: checks, stream: stream}, nil
 }
 
-// keyCheck is the value an object's header line records to tell that the key of its name is
-// the key it was written with. It is derived from the key apart from anything that seals data
-// (another salt and info), and says nothing of the key.
-func keyCheck(name string, key []byte) ([]byte, error) {
-	return hkdf.Key(sha256.New, key, []byte("cairn key check"), EncryptedFormat+" "+name, keyCheckSize)
+// keyCheck is the value an object's header line of format records to tell that the key of
+// its name is the key it was written with. It is derived from the key apart from anything that
+// seals data (another salt and info), and says nothing of the key.
+func keyCheck(format, name string, key []byte) ([]byte, error) {
+	return hkdf.Key(sha256.New, key, []byte("cairn key check"), format+" "+name, keyCheckSize)
+}
+
+// associatedData is what an object's key is derived with: its header line (newline included)
+// and, from format v2 on, the object's key relative to the location's prefix. The header line
+// ends at its one newline, so no two (line, key) pairs give the same bytes.
+func associatedData(format string, line []byte, relKey string) []byte {
+	ad := bytes.Clone(line)
+	if format == encryptedFormatV1 {
+		return ad
+	}
+	return append(ad, relKey...)
+}
+
+// relativeKey is key without the location's prefix: what an object is bound to, so that the
+// same bucket read under another prefix (copied there) or through a location of another name
+// still decrypts. A key outside the prefix (none is made) is bound as it is.
+func relativeKey(prefix, key string) string {
+	p := strings.Trim(prefix, "/")
+	if p == "" {
+		return key
+	}
+	if rest, ok := strings.CutPrefix(key, p+"/"); ok {
+		return rest
+	}
+	return key
 }
 
 // headerLine is what an object's header line says.
 type headerLine struct {
-	key   string
-	check []byte
+	format string
+	key    string
+	check  []byte
 }
 
 // parseHeader reads the header line of an object (its final newline included).
 func parseHeader(line []byte) (headerLine, error) {
 	fields := strings.Split(strings.TrimSuffix(string(line), "\n"), " ")
+	format := fields[0]
+	known := format == EncryptedFormat || format == encryptedFormatV1
 	switch {
-	case fields[0] != EncryptedFormat && strings.HasPrefix(fields[0], "cairn-aes256gcm/"):
-		return headerLine{}, fmt.Errorf("%w by this version of Cairn: it is in format %q, not %s (was it written by a newer Cairn?)",
-			ErrNotEncrypted, fields[0], EncryptedFormat)
-	case fields[0] != EncryptedFormat:
+	case !known && strings.HasPrefix(format, encryptedFormatFamily):
+		return headerLine{}, fmt.Errorf("%w by this version of Cairn: it is in format %q, not %s or %s (was it written by a newer Cairn?)",
+			ErrNotEncrypted, format, EncryptedFormat, encryptedFormatV1)
+	case !known:
 		return headerLine{}, fmt.Errorf("%w: it was not written by Cairn with a named key", ErrNotEncrypted)
 	case len(fields) != 3 || !keyName.MatchString(fields[1]):
-		return headerLine{}, fmt.Errorf("%w: its %s header line is malformed", ErrDamaged, EncryptedFormat)
+		return headerLine{}, fmt.Errorf("%w: its %s header line is malformed", ErrDamaged, format)
 	}
 	check, err := base64.RawStdEncoding.Strict().DecodeString(fields[2])
 	if err != nil || len(check) != keyCheckSize {
-		return headerLine{}, fmt.Errorf("%w: its %s header line is malformed", ErrDamaged, EncryptedFormat)
+		return headerLine{}, fmt.Errorf("%w: its %s header line is malformed", ErrDamaged, format)
 	}
-	return headerLine{key: fields[1], check: check}, nil
+	return headerLine{format: format, key: fields[1], check: check}, nil
 }
 
 // startsLikeHeader says whether b is, or starts with, the start of a header line.
 func startsLikeHeader(b []byte) bool {
-	prefix := EncryptedFormat + " "
+	prefix := encryptedFormatFamily
 	n := min(len(b), len(prefix))
 	return string(b[:n]) == prefix[:n]
 }
@@ -199,7 +250,7 @@ func (s encryptedStore) Put(ctx context.Context, key string, r io.Reader) error 
 		defer a.stop()
 		r = a
 	}
-	enc, err := s.sealers[s.keys.WriteKey].encryptReader(r)
+	enc, err := s.sealers[s.keys.WriteKey].encryptReader(r, relativeKey(s.prefix, key))
 	if err != nil {
 		return fmt.Errorf("encrypting %s: %w", key, err)
 	}
@@ -239,7 +290,7 @@ func (s encryptedStore) open(key string, rc io.ReadCloser) (io.ReadCloser, error
 	case len(line) == 0:
 		return nil, fmt.Errorf("decrypting %s: %w: it is empty", key, ErrNotEncrypted)
 	case err != nil && startsLikeHeader(line):
-		return nil, fmt.Errorf("decrypting %s: %w: its %s header line is cut short or too long", key, ErrDamaged, EncryptedFormat)
+		return nil, fmt.Errorf("decrypting %s: %w: its %s header line is cut short or too long", key, ErrDamaged, encryptedFormatFamily)
 	case err != nil:
 		return nil, fmt.Errorf("decrypting %s: %w: it was not written by Cairn with a named key", key, ErrNotEncrypted)
 	}
@@ -252,19 +303,20 @@ func (s encryptedStore) open(key string, rc io.ReadCloser) (io.ReadCloser, error
 		return nil, fmt.Errorf("decrypting %s: %w: it was written with key %q, which the location's key Secret no longer holds (it holds %s)",
 			key, ErrUnknownKey, h.key, strings.Join(s.keys.names(), ", "))
 	}
-	if subtle.ConstantTimeCompare(h.check, sl.check) != 1 {
+	if subtle.ConstantTimeCompare(h.check, sl.checks[h.format]) != 1 {
 		return nil, fmt.Errorf("decrypting %s: %w: key %q is not the key the object was written with (was it changed in the Secret?)", key, ErrWrongKey, h.key)
 	}
-	// The whole header line is the associated data the object's key is derived with: a key
-	// name or check changed after writing fails every segment.
-	plain, err := sl.stream.NewDecryptingReader(br, bytes.Clone(line))
+	// The whole header line, and the object's key (v2), are the associated data the object's
+	// key is derived with: a key name or check changed after writing, or the object moved to
+	// another key, fails every segment.
+	plain, err := sl.stream.NewDecryptingReader(br, associatedData(h.format, line, relativeKey(s.prefix, key)))
 	if err != nil {
 		if src.err != nil {
 			return nil, fmt.Errorf("decrypting %s: %w", key, src.err)
 		}
 		return nil, fmt.Errorf("decrypting %s: %w: its segment header is cut short or malformed: %w", key, ErrDamaged, err)
 	}
-	return &decryptingReader{r: plain, src: src, key: key, closer: rc}, nil
+	return &decryptingReader{r: plain, src: src, key: key, bound: h.format != encryptedFormatV1, closer: rc}, nil
 }
 
 // openAge opens an age file written by an earlier build.
@@ -287,12 +339,13 @@ func (s encryptedStore) AbortIncompleteUploads(ctx context.Context, prefix strin
 	return AbortIncompleteUploads(ctx, s.ObjectStore, prefix)
 }
 
-// encryptReader returns the object that holds r's content sealed with the key, as a stream:
-// header line, then segments, each sealed as soon as r has filled it.
-func (sl sealer) encryptReader(r io.Reader) (io.Reader, error) {
+// encryptReader returns the object that holds r's content sealed with the key and bound to
+// relKey (its key relative to the location's prefix), as a stream: header line, then
+// segments, each sealed as soon as r has filled it.
+func (sl sealer) encryptReader(r io.Reader, relKey string) (io.Reader, error) {
 	e := &encryptingReader{src: r, buf: make([]byte, 32<<10)}
 	e.out.Write(sl.header)
-	w, err := sl.stream.NewEncryptingWriter(&e.out, sl.header)
+	w, err := sl.stream.NewEncryptingWriter(&e.out, associatedData(EncryptedFormat, sl.header, relKey))
 	if err != nil {
 		return nil, err
 	}
@@ -363,9 +416,12 @@ func (s *sourceErrors) Read(p []byte) (int, error) {
 // decryptingReader is the content of an encrypted object. Its first error is kept and
 // returned by every later Read, so that nothing reads past a segment that failed.
 type decryptingReader struct {
-	r      io.Reader
-	src    *sourceErrors // nil for an age file
-	key    string
+	r   io.Reader
+	src *sourceErrors // nil for an age file
+	key string
+	// bound says the object is bound to its key (format v2): a segment that does not
+	// authenticate may also be one of an object moved from another key.
+	bound  bool
 	closer io.Closer
 	n      int64
 	err    error
@@ -384,8 +440,8 @@ func (d *decryptingReader) Read(p []byte) (int, error) {
 	case d.src != nil && d.src.err != nil:
 		d.err = fmt.Errorf("decrypting %s: %w", d.key, d.src.err)
 	case d.src != nil:
-		d.err = fmt.Errorf("decrypting %s: %w: the segment after its first %d bytes does not authenticate: it was changed, cut short or reordered",
-			d.key, ErrDamaged, d.n)
+		d.err = fmt.Errorf("decrypting %s: %w: the segment after its first %d bytes does not authenticate: %s",
+			d.key, ErrDamaged, d.n, damageCauses(d.bound))
 	default:
 		d.err = fmt.Errorf("decrypting %s: %w", d.key, err)
 	}
@@ -396,6 +452,15 @@ func (d *decryptingReader) Read(p []byte) (int, error) {
 }
 
 func (d *decryptingReader) Close() error { return d.closer.Close() }
+
+// damageCauses says what makes a segment fail to authenticate: for an object bound to its key,
+// also that it was written to another key (moved or copied there in the bucket).
+func damageCauses(bound bool) string {
+	if bound {
+		return "it was changed, cut short or reordered, or the object was written to another key and moved or copied here"
+	}
+	return "it was changed, cut short or reordered"
+}
 
 // ageDecryptError says why an age file could not be opened.
 func ageDecryptError(key string, id *ageKeyIdentity, err error) error {

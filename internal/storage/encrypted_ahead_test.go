@@ -35,12 +35,12 @@ func (s stallingStore) Get(ctx context.Context, key string) (io.ReadCloser, erro
 func TestEncryptedCloseWhileStalled(t *testing.T) {
 	mem := &memStore{}
 	keys := Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"}
-	s, _ := Encrypted(mem, keys)
+	s, _ := Encrypted(mem, keys, "")
 	data := randomBytes(t, 1<<20)
 	if err := s.Put(t.Context(), "obj", bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	stalled, _ := Encrypted(stallingStore{memStore: mem, after: 3 * segmentSize}, keys)
+	stalled, _ := Encrypted(stallingStore{memStore: mem, after: 3 * segmentSize}, keys, "")
 	rc, err := stalled.Get(t.Context(), "obj")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 // its error, and the stream being stored is not read any more once Put has returned.
 func TestEncryptedPutStoreFails(t *testing.T) {
 	cut := errors.New("connection reset by the S3 server")
-	s, _ := Encrypted(failingStore{memStore: &memStore{}, after: 300 << 10, err: cut}, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"})
+	s, _ := Encrypted(failingStore{memStore: &memStore{}, after: 300 << 10, err: cut}, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"}, "")
 	src := &watchedReader{r: bytes.NewReader(randomBytes(t, 8<<20))}
 	err := s.Put(t.Context(), "obj", src)
 	src.finished.Store(true)

@@ -48,7 +48,7 @@ func encryptedFixture(t *testing.T, keys Keyring) (ObjectStore, *Filesystem, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Encrypted(fs, keys)
+	s, err := Encrypted(fs, keys, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestEncryptedRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	putAge(t, plain, "old-age", "k1", k1, []byte("written with k1 by an earlier build"))
-	s2, err := Encrypted(plain, Keyring{Keys: map[string][]byte{"k1": k1, "k2": k2}, WriteKey: "k2"})
+	s2, err := Encrypted(plain, Keyring{Keys: map[string][]byte{"k1": k1, "k2": k2}, WriteKey: "k2"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +151,8 @@ func TestEncryptedRotation(t *testing.T) {
 		}
 	}
 
-	onlyK2, _ := Encrypted(plain, Keyring{Keys: map[string][]byte{"k2": k2}, WriteKey: "k2"})
-	changed, _ := Encrypted(plain, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"})
+	onlyK2, _ := Encrypted(plain, Keyring{Keys: map[string][]byte{"k2": k2}, WriteKey: "k2"}, "")
+	changed, _ := Encrypted(plain, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"}, "")
 	for _, key := range []string{"old", "old-age"} {
 		_, err = readAll(t, onlyK2, key)
 		if !errors.Is(err, ErrUnknownKey) || !strings.Contains(err.Error(), `decrypting `+key+`: unknown encryption key: it was written with key "k1", which the location's key Secret no longer holds (it holds k2)`) {
@@ -193,7 +193,7 @@ func TestEncryptedReadsEarlierBuilds(t *testing.T) {
 		t.Fatalf("the fixture is not an age file of key k1 (%v)", err)
 	}
 	// Read as the location reads it after a rotation to k2.
-	s, err := Encrypted(fs, Keyring{Keys: map[string][]byte{"k1": k1, "k2": newKey(t)}, WriteKey: "k2"})
+	s, err := Encrypted(fs, Keyring{Keys: map[string][]byte{"k1": k1, "k2": newKey(t)}, WriteKey: "k2"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestEncryptedReadsEarlierBuilds(t *testing.T) {
 		t.Fatalf("read marker %s/%s and entries %v, app-config %q", m.Namespace, m.Name, names, config)
 	}
 	// The wrong key is as clear an error on it as on the new format.
-	wrong, _ := Encrypted(fs, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"})
+	wrong, _ := Encrypted(fs, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"}, "")
 	if _, err := ReadMetadata(t.Context(), wrong, keys); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("the fixture with a wrong key: %v", err)
 	}
@@ -227,15 +227,22 @@ func TestEncryptedReadsEarlierBuilds(t *testing.T) {
 // read fails with an error naming the object, and whatever came out before the error is a
 // prefix of what was written (never garbage). Reads after the error keep failing.
 func TestEncryptedHostileBucketWriter(t *testing.T) {
+	_, plain, _ := encryptedFixture(t, Keyring{Keys: map[string][]byte{"k": newKey(t)}, WriteKey: "k"})
+	testHostileBucketWriter(t, plain)
+}
+
+// testHostileBucketWriter is TestEncryptedHostileBucketWriter over the plain store plain (the
+// bucket writer's view); hostile_cloud_test.go runs it over azure and gcs.
+func testHostileBucketWriter(t *testing.T, plain ObjectStore) {
 	// k1-copy holds the same bytes as k1 under another name: an object's key name must still
 	// not be changed from one to the other.
 	k1, k2 := newKey(t), newKey(t)
 	ring := func(write string) Keyring {
 		return Keyring{Keys: map[string][]byte{"k1": k1, "k2": k2, "k1-copy": k1}, WriteKey: write}
 	}
-	s, plain, _ := encryptedFixture(t, ring("k1"))
-	sK2, _ := Encrypted(plain, ring("k2"))
-	sCopy, _ := Encrypted(plain, ring("k1-copy"))
+	s, _ := Encrypted(plain, ring("k1"), "")
+	sK2, _ := Encrypted(plain, ring("k2"), "")
+	sCopy, _ := Encrypted(plain, ring("k1-copy"), "")
 	data := randomBytes(t, firstSegmentPlain+2*segmentPlain+1000) // three full segments and a short one
 	put := func(s ObjectStore, key string, data []byte) []byte {
 		if err := s.Put(t.Context(), key, bytes.NewReader(data)); err != nil {
@@ -247,7 +254,8 @@ func TestEncryptedHostileBucketWriter(t *testing.T) {
 		}
 		return b
 	}
-	stored := put(s, "obj", data)
+	// Under the key readTampered reads it at: an object is bound to its key.
+	stored := put(s, "bad", data)
 	otherK2 := put(sK2, "other-k2", data)
 	otherK1 := put(s, "other-k1", data)
 	otherCopy := put(sCopy, "other-k1-copy", data)
@@ -279,7 +287,7 @@ func TestEncryptedHostileBucketWriter(t *testing.T) {
 		{"no line end in the first bytes", bytes.Repeat([]byte("x"), 4096), ErrNotEncrypted, "not written by Cairn"},
 		{"the header line cut short", stored[:header-5], ErrDamaged, "header line is cut short"},
 		{"the header line never ends", cat(stored[:header-1], bytes.Repeat([]byte("A"), 1000)), ErrDamaged, "header line is cut short or too long"},
-		{"a newer format", cat([]byte("cairn-aes256gcm/v2"), stored[len(EncryptedFormat):]), ErrNotEncrypted, `format "cairn-aes256gcm/v2"`},
+		{"a newer format", cat([]byte("cairn-aes256gcm/v3"), stored[len(EncryptedFormat):]), ErrNotEncrypted, `format "cairn-aes256gcm/v3"`},
 		{"a header line with a field more", cat(stored[:header-1], []byte(" x\n"), stored[header:]), ErrDamaged, "header line is malformed"},
 		{"the key renamed to one the keyring lacks", bytes.Replace(stored, []byte(" k1 "), []byte(" k9 "), 1), ErrUnknownKey, `written with key "k9"`},
 		{"the key renamed to another key of the keyring", bytes.Replace(stored, []byte(" k1 "), []byte(" k2 "), 1), ErrWrongKey, `key "k2" is not the key`},
@@ -387,7 +395,7 @@ func TestEncryptedPresignRefused(t *testing.T) {
 	if _, err := PresignGet(t.Context(), s3, "backups/ns/b/b.tar.gz", 60, ""); err != nil {
 		t.Fatalf("the plain store cannot presign: %v", err)
 	}
-	enc, err := Encrypted(s3, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"})
+	enc, err := Encrypted(s3, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +410,7 @@ func TestEncryptedPresignRefused(t *testing.T) {
 // buffers, not a buffer per segment (nor the object).
 func TestEncryptedMemoryFlat(t *testing.T) {
 	mem := &memStore{}
-	s, err := Encrypted(mem, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"})
+	s, err := Encrypted(mem, Keyring{Keys: map[string][]byte{"k1": newKey(t)}, WriteKey: "k1"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +579,7 @@ func TestKeyringValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
-			if _, err := Encrypted(nil, tc.k); err == nil {
+			if _, err := Encrypted(nil, tc.k, ""); err == nil {
 				t.Fatal("Encrypted accepted it")
 			}
 		})
@@ -588,7 +596,8 @@ func TestParseHeader(t *testing.T) {
 		{"a header", EncryptedFormat + " k1 " + check + "\n", "k1", nil},
 		{"a long key name", EncryptedFormat + " " + strings.Repeat("k", 253) + " " + check + "\n", strings.Repeat("k", 253), nil},
 		{"another format", "age-encryption.org/v1\n", "", ErrNotEncrypted},
-		{"a newer version", "cairn-aes256gcm/v2 k1 " + check + "\n", "", ErrNotEncrypted},
+		{"the format before", "cairn-aes256gcm/v1 k1 " + check + "\n", "k1", nil},
+		{"a newer version", "cairn-aes256gcm/v3 k1 " + check + "\n", "", ErrNotEncrypted},
 		{"no check", EncryptedFormat + " k1\n", "", ErrDamaged},
 		{"a short check", EncryptedFormat + " k1 " + check[:20] + "\n", "", ErrDamaged},
 		{"a check that is not base64", EncryptedFormat + " k1 " + strings.Repeat("!", len(check)) + "\n", "", ErrDamaged},
@@ -612,7 +621,7 @@ func BenchmarkEncryptedFormats64MiB(b *testing.B) {
 	const size = 64 << 20
 	data := randomBytes(b, size)
 	mem := &memStore{}
-	s, err := Encrypted(mem, Keyring{Keys: map[string][]byte{"k1": newKey(b)}, WriteKey: "k1"})
+	s, err := Encrypted(mem, Keyring{Keys: map[string][]byte{"k1": newKey(b)}, WriteKey: "k1"}, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -675,7 +684,7 @@ func BenchmarkEncryptedAhead256MiB(b *testing.B) {
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	e, err := Encrypted(fs, Keyring{Keys: map[string][]byte{"k1": newKey(b)}, WriteKey: "k1"})
+	e, err := Encrypted(fs, Keyring{Keys: map[string][]byte{"k1": newKey(b)}, WriteKey: "k1"}, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,58 @@ type BackupMetadata struct {
 	OperationsAttempted int `json:"operationsAttempted,omitempty"`
 	OperationsCompleted int `json:"operationsCompleted,omitempty"`
 	OperationsFailed    int `json:"operationsFailed,omitempty"`
+	// Files are the digests of the backup's files beside its archive (logs, results, resource
+	// list, item operations) by file name, as they were when the marker was written: a download
+	// of one is verified against it (DigestOf). Markers written before issue 40 have none.
+	Files map[string]FileDigest `json:"files,omitempty"`
+}
+
+// FileDigest is the checksum and size of one of a backup's files, as a commit marker records it.
+type FileDigest struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// SideFiles are the keys of a backup's files beside its archive whose digests its commit marker
+// records.
+func (k BackupKeys) SideFiles() []string {
+	return []string{k.Logs, k.ResourceList, k.Results, k.ItemOperations}
+}
+
+// DigestOf is what the marker m of the backup with keys records of the object at key: the
+// archive's digest, or a side file's; ok is false when it records none (a marker written
+// before it recorded side files, a file that was not there at the commit, another key).
+func (m BackupMetadata) DigestOf(keys BackupKeys, key string) (d ArchiveDigest, ok bool) {
+	if key == keys.Archive {
+		return ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize}, m.ArchiveSHA256 != ""
+	}
+	if !slices.Contains(keys.SideFiles(), key) {
+		return ArchiveDigest{}, false
+	}
+	f, ok := m.Files[path.Base(key)]
+	return ArchiveDigest{SHA256: f.SHA256, Size: f.Size}, ok && f.SHA256 != ""
+}
+
+// DigestFiles reads each of the side files of the backup with keys that is in s and returns
+// their digests by file name, for its commit marker (BackupMetadata.Files).
+func DigestFiles(ctx context.Context, s ObjectStore, keys BackupKeys) (map[string]FileDigest, error) {
+	files := map[string]FileDigest{}
+	for _, key := range keys.SideFiles() {
+		rc, err := s.Get(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		d, err := Digest(rc)
+		_ = rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", key, err)
+		}
+		files[path.Base(key)] = FileDigest{SHA256: d.SHA256, Size: d.Size}
+	}
+	return files, nil
 }
 
 var (

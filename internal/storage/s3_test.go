@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-backup/cairn/internal/storage"
 	"github.com/cairn-backup/cairn/internal/testenv"
+	"github.com/cairn-backup/cairn/internal/testenv/emulator"
 )
 
 func newS3(t *testing.T, server *testenv.S3Server, bucket string, creds storage.S3Credentials) *storage.S3 {
@@ -144,12 +145,12 @@ func (k *killingReader) killed() bool {
 	return k.done
 }
 
-// TestEncryptedConformance: an encrypted store behaves as a store, over S3 and a filesystem.
+// TestEncryptedConformance: an encrypted store behaves as a store, over every provider.
 func TestEncryptedConformance(t *testing.T) {
 	keys := storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{7}, storage.KeySize)}, WriteKey: "k1"}
 	encrypt := func(t *testing.T, s storage.ObjectStore) storage.ObjectStore {
 		t.Helper()
-		e, err := storage.Encrypted(s, keys)
+		e, err := storage.Encrypted(s, keys, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,4 +169,75 @@ func TestEncryptedConformance(t *testing.T) {
 			return encrypt(t, newS3(t, server, bucket, rootCreds(server)))
 		})
 	})
+	t.Run("azure", func(t *testing.T) {
+		stores := azureStores(emulator.StartAzurite(t), "encrypted")
+		runConformance(t, func(t *testing.T) storage.ObjectStore { return encrypt(t, stores(t)) })
+	})
+	t.Run("gcs", func(t *testing.T) {
+		stores := gcsStores(startGCS(t), "encrypted")
+		runConformance(t, func(t *testing.T) storage.ObjectStore { return encrypt(t, stores(t)) })
+	})
+}
+
+// TestEncryptedMovedObjectS3: on S3 too, an encrypted archive copied in the bucket over
+// another backup's fails to decrypt, naming the object it was read as, and the bucket's
+// objects copied under another prefix still read through a location of that prefix.
+func TestEncryptedMovedObjectS3(t *testing.T) {
+	server := testenv.StartS3Server(t)
+	server.CreateBucket("moved")
+	raw := newS3(t, server, "moved", rootCreds(server))
+	keys := storage.Keyring{Keys: map[string][]byte{"k1": bytes.Repeat([]byte{9}, storage.KeySize)}, WriteKey: "k1"}
+	s, err := storage.Encrypted(raw, keys, "cluster-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := storage.Layout{Prefix: "cluster-1"}
+	teamA, teamB := layout.Backup("team-a", "nightly").Archive, layout.Backup("team-b", "nightly").Archive
+	for _, key := range []string{teamA, teamB} {
+		if err := s.Put(t.Context(), key, strings.NewReader("the archive of "+key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := readObject(t, raw, teamB)
+	if err := raw.Put(t.Context(), teamA, bytes.NewReader(stored)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.Get(t.Context(), teamA)
+	if err == nil {
+		var got []byte
+		got, err = io.ReadAll(rc)
+		_ = rc.Close()
+		if len(got) != 0 {
+			t.Fatalf("the moved archive handed out %q", got)
+		}
+	}
+	if !errors.Is(err, storage.ErrDamaged) || !strings.Contains(err.Error(), "decrypting "+teamA) {
+		t.Fatalf("reading team-b's archive copied over team-a's: %v, want %v naming %s", err, storage.ErrDamaged, teamA)
+	}
+
+	copied := "copy/" + teamB
+	if err := raw.Put(t.Context(), copied, bytes.NewReader(stored)); err != nil {
+		t.Fatal(err)
+	}
+	other, err := storage.Encrypted(raw, keys, "copy/cluster-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readObject(t, other, copied); string(got) != "the archive of "+teamB {
+		t.Fatalf("the copy under another prefix read %q", got)
+	}
+}
+
+func readObject(t *testing.T, s storage.ObjectStore, key string) []byte {
+	t.Helper()
+	rc, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

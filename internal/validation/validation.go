@@ -18,13 +18,14 @@ import (
 )
 
 // Backup checks what can be checked of a backup before it runs: its spec, the tenancy rule
-// (Tenancy), and that its storage location exists. It returns every problem, as messages
+// (Tenancy), that its storage location exists, and the limits that location sets for team
+// backups (LocationLimits, with facts). It returns every problem, as messages
 // for status.validationErrors (bound them with Cap before writing), and the
 // name of the backup's storage location (its own, or the default).
 //
 // It is a pure function of its arguments: the queue calls it on new backups, and any other
 // reconciler may call it again (on a backup about to start, say) with the locations it sees.
-func Backup(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.BackupStorageLocation) (errs []string, locationName string) {
+func Backup(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.BackupStorageLocation, facts LimitFacts) (errs []string, locationName string) {
 	errs = Filters("backup", b.Namespace, b.Spec.Filters(), operatorNamespace)
 
 	loc, err := location.Resolve(locations, operatorNamespace, b.Spec.StorageLocation)
@@ -35,6 +36,7 @@ func Backup(b *cairnv1.Backup, operatorNamespace string, locations []cairnv1.Bac
 		if loc.Spec.Format == cairnv1.LocationFormatVelero {
 			errs = append(errs, fmt.Sprintf("spec.storageLocation: storage location %s holds Velero's backups, which Cairn reads and never writes: back up to a location of format cairn", loc.Name))
 		}
+		errs = append(errs, LocationLimits(b, loc, operatorNamespace, facts)...)
 	}
 	return errs, locationName
 }

@@ -65,7 +65,7 @@ func TestValidate(t *testing.T) {
 				locs = locations
 			}
 			b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: tt.namespace}, Spec: tt.spec}
-			errs, loc := Backup(b, "cairn-system", locs)
+			errs, loc := Backup(b, "cairn-system", locs, LimitFacts{})
 			all := strings.Join(errs, "\n")
 			if len(tt.wantErrs) == 0 && len(errs) > 0 {
 				t.Fatalf("unexpected errors: %s", all)
@@ -177,7 +177,7 @@ func TestValidateMaxSizeSpec(t *testing.T) {
 		spec.ExcludedResources = append(spec.ExcludedResources, fmt.Sprintf("Bad/%d", i))
 	}
 	b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "team-a"}, Spec: spec}
-	errs, _ := Backup(b, "cairn-system", nil)
+	errs, _ := Backup(b, "cairn-system", nil, LimitFacts{})
 	capped := Cap(errs)
 	if len(capped) != cairnv1.MaxValidationErrors || capped[len(capped)-1] != fmt.Sprintf("and %d more problems", len(errs)-cairnv1.MaxValidationErrors+1) {
 		t.Errorf("%d problems capped to %d messages, the last %q", len(errs), len(capped), capped[len(capped)-1])

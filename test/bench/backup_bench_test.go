@@ -44,18 +44,21 @@ func (p *process) rssPeakMiB(b *testing.B) float64 {
 }
 
 // peakRSSMiB reads a process's peak resident set (VmHWM), in MiB, from its /proc status file.
-func peakRSSMiB(status string) (float64, error) {
+func peakRSSMiB(status string) (float64, error) { return statusMiB(status, "VmHWM:") }
+
+// statusMiB reads one size (field: "VmHWM:", "VmRSS:") of a process's /proc status file, in MiB.
+func statusMiB(status, field string) (float64, error) {
 	data, err := os.ReadFile(status)
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kib / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in %s", status)
+	return 0, fmt.Errorf("no %s in %s", field, status)
 }
 
 // backupCluster is a control plane with the manager binary running against it.

@@ -100,7 +100,16 @@ var _ = AfterSuite(func() {
 	}
 })
 
-func managerBinary() string { return filepath.Join(testenv.RepoRoot(), "bin", "manager") }
+func managerBinary() string { return filepath.Join(binDir(), "manager") }
+
+// binDir holds the binaries under test: bin/ (make build), or $CAIRN_E2E_BIN_DIR, for a
+// worktree whose bin/ is shared with others.
+func binDir() string {
+	if dir := os.Getenv("CAIRN_E2E_BIN_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin")
+}
 
 func kubectlBinary() string { return filepath.Join(testenv.AssetsDir(), "kubectl") }
 

@@ -113,11 +113,21 @@ func (r *Reconciler) start(ctx context.Context, b *cairnv1.Backup) (ctrl.Result,
 		return lifecycle.Backups.WaitForStorage(ctx, r.Client, r.Clock, b, problem, r.PhaseTimeout)
 	}
 	if problem == nil {
-		// The tenancy rule and the spec, checked again now: the queue checked them when the
-		// backup was queued, which may be long ago. The location was resolved above.
+		// The tenancy rule, the spec and the location's limits, checked again now: the queue
+		// checked them when the backup was queued, which may be long ago. The location was
+		// resolved above.
+		facts := validation.LimitFacts{DefaultTTL: r.DefaultBackupTTL}
+		if b.Namespace != r.Namespace { // an administrator's backup is not limited by its location
+			var ns corev1.Namespace
+			// A namespace gone has no labels: a selector that needs one refuses the backup.
+			if err := r.Get(ctx, client.ObjectKey{Name: b.Namespace}, &ns); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", b.Namespace, err)
+			}
+			facts.NamespaceLabels = ns.Labels
+		}
 		resolved := bsl.DeepCopy()
 		resolved.Spec.Default = true
-		if errs, _ := validation.Backup(b, r.Namespace, []cairnv1.BackupStorageLocation{*resolved}); len(errs) > 0 {
+		if errs, _ := validation.Backup(b, r.Namespace, []cairnv1.BackupStorageLocation{*resolved}, facts); len(errs) > 0 {
 			problem = errors.New(strings.Join(errs, "; "))
 		}
 	}

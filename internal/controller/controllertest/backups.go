@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 	"time"
@@ -74,12 +75,26 @@ func GunzipJSON(store storage.ObjectStore, key string, v any) {
 }
 
 // CommittedEntries reads a backup's committed archive as a restore does, checked against its
-// commit marker, and returns its entries.
+// commit marker, and returns its entries. The marker must record the digest of every file
+// beside the archive, as downloads verify them.
 func CommittedEntries(store storage.ObjectStore, namespace, name string) []archive.Entry {
 	GinkgoHelper()
 	keys := storage.Layout{}.Backup(namespace, name)
 	m, err := storage.ReadMetadata(context.Background(), store, keys)
 	Expect(err).NotTo(HaveOccurred())
+	for _, key := range keys.SideFiles() {
+		rc, err := store.Get(context.Background(), key)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		Expect(err).NotTo(HaveOccurred())
+		d, err := storage.Digest(rc)
+		_ = rc.Close()
+		Expect(err).NotTo(HaveOccurred())
+		recorded, ok := m.DigestOf(keys, key)
+		Expect(ok).To(BeTrue(), "the commit marker records no digest of %s", key)
+		Expect(recorded).To(Equal(d), "the commit marker's digest of %s", key)
+	}
 	var entries []archive.Entry
 	Expect(storage.ReadArchive(context.Background(), store, keys.Archive, storage.ArchiveDigest{SHA256: m.ArchiveSHA256, Size: m.ArchiveSize},
 		func(e archive.Entry) error {

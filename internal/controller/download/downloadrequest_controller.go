@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,10 +35,11 @@ const DefaultRequestTTL = 10 * time.Minute
 // reads and one storage call.
 const downloadRequestWorkers = 4
 
-// Reconciler answers DownloadRequests (DESIGN.md section 12) and owns all their
+// Reconciler answers DownloadRequests (DESIGN.md sections 12 and 21) and owns all their
 // phases. A New request for a file of a backup or restore in its own namespace gets a URL that
-// reads that one file until status.expiration: a presigned GET for an s3 location, a URL
-// signed for the manager's download server for a filesystem one. A request it cannot answer
+// reads that one file until status.expiration, on the manager's download server, for every
+// location: verified there against its backup's commit marker, and served only to the
+// request's requester where the operator acts for them. A request it cannot answer
 // (no such backup or restore in the request's namespace, no such file) is Failed with a
 // message. Answered and failed requests are deleted at their expiration, woken exactly then.
 //
@@ -135,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ttl := r.ttl()
 	expiration := metav1.NewTime(now.Add(ttl).Truncate(time.Second))
-	url, failure, err := r.answer(ctx, &dr, expiration.Time, expiration.Sub(now))
+	url, failure, err := r.answer(ctx, &dr, expiration.Time)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -158,9 +160,12 @@ func (r *Reconciler) ttl() time.Duration {
 	return r.TTL
 }
 
-// answer returns the URL of the request's file, valid until expires (ttl from now), or why
-// there is none (failure); err is a passing fault, retried.
-func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, expires time.Time, ttl time.Duration) (url, failure string, err error) {
+// answer returns the URL of the request's file, valid until expires, or why there is none
+// (failure); err is a passing fault, retried. Every URL is the manager's download server's
+// (DESIGN.md section 21): it names the digest the file must have (its backup's commit marker's)
+// and, where the operator acts for the requester, the requester, whom alone it serves. No
+// location hands out a presigned URL: one would serve anybody who saw it, unverified.
+func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, expires time.Time) (url, failure string, err error) {
 	target := dr.Spec.Target
 	locationName, b, failure, err := r.targetLocation(ctx, dr.Namespace, target)
 	if failure != "" || err != nil {
@@ -181,6 +186,9 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 		// Fail at once rather than wait on a storage call that would time out.
 		return "", fmt.Sprintf("storage location %s is unavailable: ask an administrator to check it", bsl.Name), nil
 	}
+	if r.Signer == nil {
+		return "", fmt.Sprintf("the files of storage location %s are served by the manager's download server, and the manager runs none (--download-bind-address=0)", bsl.Name), nil
+	}
 	store, err := r.Stores.Open(ctx, bsl)
 	if errors.Is(err, location.ErrConfig) {
 		return "", fmt.Sprintf("storage location %s cannot be used: ask an administrator to check it", bsl.Name), nil
@@ -192,29 +200,14 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 	if !known {
 		return "", fmt.Sprintf("unknown target kind %q", target.Kind), nil
 	}
+	var digest *download.Digest
 	if b != nil {
-		// The files under the backup's name must be this Backup object's: its commit marker
-		// names it, or, for a backup that never committed (failed, cancelled), it ran here.
-		var marker storage.BackupMetadata
-		committed := true
-		err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
-			marker, err = storage.ReadMetadata(ctx, store, store.Layout.Backup(b.Namespace, b.Name))
-			if errors.Is(err, storage.ErrNotCommitted) {
-				committed, err = false, nil
-			}
-			return err
-		})
-		if errors.Is(err, storage.ErrBadMetadata) {
-			return "", fmt.Sprintf("the data of backup %s in storage location %s is not this backup's", b.Name, bsl.Name), nil
-		}
-		if err != nil {
-			return "", "", err
-		}
-		if refusal := backupFilesRefusal(b, committed, marker.UID); refusal != "" {
-			return "", refusal, nil
+		if digest, failure, err = r.backupFileDigest(ctx, store, b, key, bsl.Name); failure != "" || err != nil {
+			return "", failure, err
 		}
 	}
-	if refusal, err := r.requesterRefusal(ctx, dr, store); refusal != "" || err != nil {
+	actAs, refusal, err := r.requesterRefusal(ctx, dr, store)
+	if refusal != "" || err != nil {
 		return "", refusal, err
 	}
 	var exists bool
@@ -224,51 +217,75 @@ func (r *Reconciler) answer(ctx context.Context, dr *cairnv1.DownloadRequest, ex
 	if !exists {
 		return "", fmt.Sprintf("%s %s has no %s file in storage location %s", targetNoun(target.Kind), target.Name, target.Kind, bsl.Name), nil
 	}
-	switch {
-	case bsl.Spec.Encryption != nil && r.Signer == nil:
-		return "", fmt.Sprintf("storage location %s is encrypted and the manager runs no download server (--download-bind-address=0), which is what decrypts downloads", bsl.Name), nil
-	case bsl.Spec.Encryption != nil:
-		// Decrypted by the manager's download server: the key never leaves the cluster.
-		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
-	case bsl.Spec.Format == cairnv1.LocationFormatVelero && r.Signer == nil:
-		return "", fmt.Sprintf("storage location %s holds Velero's backups, whose files are served by the manager's download server, and the manager runs none (--download-bind-address=0)", bsl.Name), nil
-	case bsl.Spec.Format == cairnv1.LocationFormatVelero:
-		// Velero's files under Cairn's names (and its results in Cairn's shape): served by the
-		// manager's download server, which reads them through the location's store.
-		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
-	}
-	switch bsl.Spec.Provider {
-	case cairnv1.StorageProviderS3:
-		url, err := storage.PresignGet(ctx, store.ObjectStore, key, ttl, bsl.Spec.Config[cairnv1.ConfigKeyPublicURL])
-		if err != nil {
-			return "", "", err
-		}
-		return url, "", nil
-	case cairnv1.StorageProviderFilesystem:
-		if r.Signer == nil {
-			return "", fmt.Sprintf("storage location %s is a filesystem location and the manager runs no download server (--download-bind-address=0)", bsl.Name), nil
-		}
-		return r.Signer.URL(r.DownloadBase, download.Object{Location: bsl.Name, Key: key, Expires: expires}), "", nil
-	}
-	return "", fmt.Sprintf("storage location %s has provider %q, which gives no downloads", bsl.Name, bsl.Spec.Provider), nil
+	// Decrypted (an encrypted location), or read in Cairn's shape (a Velero one), by the
+	// download server as it streams: keys and credentials never leave the cluster.
+	obj := download.Object{Location: bsl.Name, Key: key, Expires: expires, Digest: digest, Requester: urlRequester(actAs)}
+	return r.Signer.URL(r.DownloadBase, obj), "", nil
 }
 
-// requesterRefusal says why dr's requester may not have its file ("" when they may): logs,
+// urlRequester is whom a URL serves: the requester the operator acts for, nil where it acts
+// with its own rights (the operator's namespace), whose URLs serve whoever holds them.
+func urlRequester(actAs *authenticationv1.UserInfo) *download.Requester {
+	if actAs == nil {
+		return nil
+	}
+	return &download.Requester{Username: actAs.Username, UID: actAs.UID}
+}
+
+// backupFileDigest checks that the files stored under backup b's name are b's own (its commit
+// marker names it, or, for a backup that never committed, it ran here), and returns the digest
+// the marker records of the file at key: nil when it records none (no marker, or one written
+// before it recorded the file).
+func (r *Reconciler) backupFileDigest(ctx context.Context, store *location.Store, b *cairnv1.Backup, key, locationName string) (*download.Digest, string, error) {
+	keys := store.Layout.Backup(b.Namespace, b.Name)
+	var marker storage.BackupMetadata
+	committed := true
+	err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+		marker, err = storage.ReadMetadata(ctx, store, keys)
+		if errors.Is(err, storage.ErrNotCommitted) {
+			committed, err = false, nil
+		}
+		return err
+	})
+	if errors.Is(err, storage.ErrBadMetadata) {
+		return nil, fmt.Sprintf("the data of backup %s in storage location %s is not this backup's", b.Name, locationName), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if refusal := backupFilesRefusal(b, committed, marker.UID); refusal != "" {
+		return nil, refusal, nil
+	}
+	d, ok := marker.DigestOf(keys, key)
+	if !committed || !ok {
+		return nil, "", nil
+	}
+	return &download.Digest{SHA256: d.SHA256, Size: d.Size}, "", nil
+}
+
+// requesterRefusal says why dr's requester may not have its file ("" when they may), and whom
+// the operator acts for (nil: itself): logs,
 // results and lists only to someone who may get the Backup or Restore, a backup's contents only
 // to someone who may also get every kind of object they hold, in every namespace they hold it
 // (from the backup's resource list). In the operator's namespace the operator answers with its
 // own rights, unless the requester rule applies everywhere.
-func (r *Reconciler) requesterRefusal(ctx context.Context, dr *cairnv1.DownloadRequest, store *location.Store) (string, error) {
+func (r *Reconciler) requesterRefusal(ctx context.Context, dr *cairnv1.DownloadRequest, store *location.Store) (*authenticationv1.UserInfo, string, error) {
 	actAs, why, err := r.Requesters.For(ctx, dr)
 	if err != nil || why != "" || actAs == nil {
-		return why, err
+		return actAs, why, err
 	}
+	refusal, err := r.requesterMayNot(ctx, dr, store, *actAs)
+	return actAs, refusal, err
+}
+
+// requesterMayNot says why actAs may not have dr's file ("" when they may).
+func (r *Reconciler) requesterMayNot(ctx context.Context, dr *cairnv1.DownloadRequest, store *location.Store, actAs authenticationv1.UserInfo) (string, error) {
 	target := dr.Spec.Target
 	kind := "backups"
 	if target.Kind.IsRestoreFile() {
 		kind = "restores"
 	}
-	ok, reason, err := r.Requesters.May(ctx, *actAs, authorizationv1.ResourceAttributes{
+	ok, reason, err := r.Requesters.May(ctx, actAs, authorizationv1.ResourceAttributes{
 		Namespace: dr.Namespace, Verb: "get", Group: cairnv1.GroupVersion.Group, Resource: kind, Name: target.Name})
 	if err != nil {
 		return "", err
@@ -302,7 +319,7 @@ func (r *Reconciler) requesterRefusal(ctx context.Context, dr *cairnv1.DownloadR
 		// would not mend it.
 		return unreadableListRefusal(target.Name, unreadable), nil //nolint:nilerr // see above
 	}
-	denied, err := r.Requesters.ReadAll(ctx, *actAs, list)
+	denied, err := r.Requesters.ReadAll(ctx, actAs, list)
 	if denied != "" {
 		return "a backup's contents are handed out only to someone who may get every kind of object they hold: " + denied, err
 	}

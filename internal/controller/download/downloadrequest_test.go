@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +48,7 @@ func newDownloadFixture(spec cairnv1.BackupStorageLocationSpec, store storage.Ob
 	f.bsl = CreateLocation(spec)
 	for _, ns := range []string{f.teamA, f.teamB} {
 		CreateObject(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		members[ns] = NewMember(ns, "member", memberRules)
 		b := &cairnv1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b1"}}
 		Expect(K8sClient.Create(SuiteCtx, b)).To(Succeed())
 		started := metav1.Now()
@@ -72,6 +75,32 @@ func prefixOf(spec cairnv1.BackupStorageLocationSpec) string {
 		return ""
 	}
 	return spec.ObjectStorage.Prefix
+}
+
+// members are the person of each team namespace who asks for its downloads: requests in a
+// namespace are created as its member, and a URL made for a member is fetched with their token.
+var members = map[string]Member{}
+
+// memberRules are what a member may do in their namespace: read its backups and restores and
+// what the fixture's backups hold, and ask for downloads.
+var memberRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{cairnv1.GroupVersion.Group}, Resources: []string{"backups", "restores"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{cairnv1.GroupVersion.Group}, Resources: []string{"downloadrequests"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+}
+
+// tokenFor is the token of the member a download URL is made for ("" for a URL that names
+// none), as their own CLI would send it.
+func tokenFor(u string) string {
+	GinkgoHelper()
+	parsed, err := url.Parse(u)
+	Expect(err).NotTo(HaveOccurred())
+	for _, m := range members {
+		if m.Username == parsed.Query().Get("user") {
+			return m.Token
+		}
+	}
+	return ""
 }
 
 var allDownloadKinds = []cairnv1.DownloadTargetKind{
@@ -115,14 +144,19 @@ func targetName(kind cairnv1.DownloadTargetKind) string {
 	return "b1"
 }
 
-// request creates a DownloadRequest in ns and waits until it is answered.
+// request creates a DownloadRequest in ns, as its member if it has one, and waits until it is
+// answered.
 func request(ns string, kind cairnv1.DownloadTargetKind, name string) *cairnv1.DownloadRequest {
 	GinkgoHelper()
 	dr := &cairnv1.DownloadRequest{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "dl-"},
 		Spec:       cairnv1.DownloadRequestSpec{Target: cairnv1.DownloadTarget{Kind: kind, Name: name}},
 	}
-	Expect(K8sClient.Create(SuiteCtx, dr)).To(Succeed())
+	creator := K8sClient
+	if m, ok := members[ns]; ok {
+		creator = m.Client
+	}
+	Expect(creator.Create(SuiteCtx, dr)).To(Succeed())
 	Eventually(func(g Gomega) {
 		g.Expect(K8sClient.Get(SuiteCtx, client.ObjectKeyFromObject(dr), dr)).To(Succeed())
 		g.Expect(dr.Status.Phase).To(BeElementOf(cairnv1.DownloadRequestPhaseProcessed, cairnv1.DownloadRequestPhaseFailed))
@@ -130,16 +164,41 @@ func request(ns string, kind cairnv1.DownloadTargetKind, name string) *cairnv1.D
 	return dr
 }
 
+// httpGet fetches u with the token of the member it is made for.
 func httpGet(u string) (int, string) {
+	GinkgoHelper()
+	return httpGetAs(u, tokenFor(u))
+}
+
+// httpGetAs fetches u with token ("": none).
+func httpGetAs(u, token string) (int, string) {
 	GinkgoHelper()
 	req, err := http.NewRequestWithContext(SuiteCtx, http.MethodGet, u, nil)
 	Expect(err).NotTo(HaveOccurred())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	Expect(err).NotTo(HaveOccurred())
 	return resp.StatusCode, string(body)
+}
+
+// httpGetAll reads a URL's body to its end, or to the error that ends it.
+func httpGetAll(u string) ([]byte, error) {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(SuiteCtx, http.MethodGet, u, nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+tokenFor(u))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	return io.ReadAll(resp.Body)
 }
 
 // tamper moves a URL to team b's copy of the same file, keeping team a's signature.
@@ -164,6 +223,19 @@ func downloadSpecs(setup func() *downloadFixture) {
 			Expect(status).To(Equal(http.StatusOK), "%s: %s", kind, body)
 			Expect(body).To(Equal(fileContent(f.teamA, kind)), "%s", kind)
 		}
+	})
+
+	It("serves a URL only to the member who asked for it", func() {
+		dr := request(f.teamA, cairnv1.DownloadTargetBackupContents, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
+		status, body := httpGetAs(dr.Status.DownloadURL, "")
+		Expect(status).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring("serves only " + members[f.teamA].Username))
+		status, body = httpGetAs(dr.Status.DownloadURL, members[f.teamB].Token)
+		Expect(status).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring("not " + members[f.teamB].Username))
+		status, body = httpGet(dr.Status.DownloadURL)
+		Expect(status).To(Equal(http.StatusOK), body)
 	})
 
 	It("refuses a URL tampered to name another namespace's file", func() {
@@ -251,9 +323,10 @@ var _ = Describe("DownloadRequest", func() {
 			raw, err := storage.NewS3(storage.S3Config{Bucket: "backups", Endpoint: server.Endpoint(), ForcePathStyle: true,
 				Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 			Expect(err).NotTo(HaveOccurred())
-			store, err := storage.Encrypted(raw, storage.Keyring{Keys: keys.Data, WriteKey: "k1"})
-			Expect(err).NotTo(HaveOccurred())
 			spec := S3Spec(server, "backups", secret)
+			// Bound to their keys relative to the location's prefix, as the manager writes them.
+			store, err := storage.Encrypted(raw, storage.Keyring{Keys: keys.Data, WriteKey: "k1"}, prefixOf(spec))
+			Expect(err).NotTo(HaveOccurred())
 			spec.Encryption = &cairnv1.LocationEncryption{KeySecretRef: cairnv1.LocalSecretReference{Name: keys.Name}, WriteKey: "k1"}
 			f := newDownloadFixture(spec, store, 0)
 			DeferCleanup(func() {
@@ -268,7 +341,9 @@ var _ = Describe("DownloadRequest", func() {
 		})
 	})
 
-	It("gives clients outside the cluster an s3 location's publicURL", func() {
+	// An s3 location's files stream through the download server too: a presigned URL would
+	// serve anyone who saw it, unverified (DESIGN.md section 21).
+	It("serves an s3 location's files through the download server, not by a presigned URL", func() {
 		server := testenv.StartS3Server(GinkgoT())
 		server.CreateBucket("backups")
 		CreateCredentialSecret("dl-public", server.CredentialsFile())
@@ -276,15 +351,56 @@ var _ = Describe("DownloadRequest", func() {
 			Credentials: storage.S3Credentials{AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey}})
 		Expect(err).NotTo(HaveOccurred())
 		spec := S3Spec(server, "backups", "dl-public")
-		public := strings.Replace(server.Endpoint(), "127.0.0.1", "localhost", 1)
-		spec.Config[cairnv1.ConfigKeyPublicURL] = public
+		spec.Config[cairnv1.ConfigKeyPublicURL] = strings.Replace(server.Endpoint(), "127.0.0.1", "localhost", 1)
 		f := newDownloadFixture(spec, store, 0)
 		dr := request(f.teamA, cairnv1.DownloadTargetBackupLog, "b1")
 		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
-		Expect(dr.Status.DownloadURL).To(HavePrefix(public + "/"))
+		Expect(dr.Status.DownloadURL).To(ContainSubstring("/download?"))
+		Expect(dr.Status.DownloadURL).NotTo(ContainSubstring("X-Amz-"))
 		status, body := httpGet(dr.Status.DownloadURL)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(body).To(Equal(fileContent(f.teamA, cairnv1.DownloadTargetBackupLog)))
+	})
+
+	// A committed backup's files are verified against its commit marker as they stream: one
+	// changed by a byte in storage ends with an error before its last bytes.
+	It("cuts the download of a file that does not match its commit marker", func() {
+		dir := GinkgoT().TempDir()
+		store, err := storage.NewFilesystem(dir)
+		Expect(err).NotTo(HaveOccurred())
+		f := newDownloadFixture(FilesystemSpec(dir), store, 0)
+		keys := f.layout.Backup(f.teamA, "b1")
+		archive := bytes.Repeat([]byte("an archive of team a "), 20000) // over the server's 64 KiB reads
+		logs := []byte(fileContent(f.teamA, cairnv1.DownloadTargetBackupLog))
+		Expect(store.Put(SuiteCtx, keys.Archive, bytes.NewReader(archive))).To(Succeed())
+		ad, _ := storage.Digest(bytes.NewReader(archive))
+		ld, _ := storage.Digest(bytes.NewReader(logs))
+		var b cairnv1.Backup
+		Expect(K8sClient.Get(SuiteCtx, client.ObjectKey{Namespace: f.teamA, Name: "b1"}, &b)).To(Succeed())
+		Expect(storage.WriteMetadata(SuiteCtx, store, keys, storage.BackupMetadata{
+			FormatVersion: "1.1.0", Namespace: f.teamA, Name: "b1", UID: string(b.UID), Phase: string(cairnv1.BackupPhaseCompleted),
+			ArchiveSHA256: ad.SHA256, ArchiveSize: ad.Size,
+			Files: map[string]storage.FileDigest{"b1-logs.gz": {SHA256: ld.SHA256, Size: ld.Size}}})).To(Succeed())
+
+		contents := request(f.teamA, cairnv1.DownloadTargetBackupContents, "b1")
+		Expect(contents.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), contents.Status.Message)
+		got, err := httpGetAll(contents.Status.DownloadURL)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal(archive))
+
+		changed := bytes.Clone(archive)
+		changed[len(changed)-10] ^= 1
+		Expect(store.Put(SuiteCtx, keys.Archive, bytes.NewReader(changed))).To(Succeed())
+		got, err = httpGetAll(contents.Status.DownloadURL)
+		Expect(err).To(HaveOccurred(), "a download that does not match ends with an error")
+		Expect(len(got)).To(BeNumerically("<", len(archive)))
+
+		Expect(store.Put(SuiteCtx, keys.Logs, strings.NewReader("a log written over the backup's"))).To(Succeed())
+		dr := request(f.teamA, cairnv1.DownloadTargetBackupLog, "b1")
+		Expect(dr.Status.Phase).To(Equal(cairnv1.DownloadRequestPhaseProcessed), dr.Status.Message)
+		status, body := httpGet(dr.Status.DownloadURL)
+		Expect(status).To(Equal(http.StatusBadGateway))
+		Expect(body).To(ContainSubstring("does not match the digest its backup's commit marker records"))
 	})
 
 	It("deletes a request when it expires, and its URL stops working", func() {

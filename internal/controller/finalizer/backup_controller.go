@@ -169,6 +169,13 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *cairnv1.Backup, fina
 	if err != nil {
 		return failure.Permanent(err)
 	}
+	// Every file beside the archive is final now: downloads of them are verified against these.
+	if err := r.Stores.Call(ctx, func(ctx context.Context) (err error) {
+		meta.Files, err = storage.DigestFiles(ctx, store, keys)
+		return err
+	}); err != nil {
+		return err
+	}
 	if store.Lock != nil {
 		meta.RetainUntil = store.Lock.RetainUntil(now, meta.Expiration)
 		if err := r.lockObjects(ctx, store, keys, meta.RetainUntil); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,7 +43,15 @@ type RestoreReconciler struct {
 	Gate      interface {
 		Wait(ctx context.Context) error
 	}
+	// Files are the cancelled restores whose run is storing its files after its
+	// FinalizingCancelled write (lifecycle.FileStores, shared with the restore reconciler
+	// through setup.go): such a restore is ended once they are stored.
+	Files *lifecycle.FileStores
 }
+
+// filesStoreWait is how soon a cancelled restore whose run is still storing its files (each
+// call bounded by the storage timeout) is looked at again.
+const filesStoreWait = 100 * time.Millisecond
 
 // Reconcile finalizes or removes one restore.
 func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -54,6 +63,10 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if _, _, cancelled := lifecycle.Restores.Cancellation(&rs); cancelled {
 			// A cancel that came while the restore was finalizing: it ends cancelled.
 			next = cairnv1.RestorePhaseFailed
+		}
+		if rs.Status.Phase == cairnv1.RestorePhaseFinalizingCancelled && r.Files.InFlight(rs.UID) {
+			// Its run is storing its files: end it after, saying whether they were stored.
+			return ctrl.Result{RequeueAfter: filesStoreWait}, nil
 		}
 		return ctrl.Result{}, r.finalize(ctx, &rs, next)
 	}
@@ -94,12 +107,27 @@ func (r *RestoreReconciler) finalize(ctx context.Context, rs *cairnv1.Restore, n
 			s.FailureReason = failureReason
 			meta.SetStatusCondition(&s.Conditions, lifecycle.Restores.CancelledCondition(rs, "the restore was stopped; the objects it created stay (its resource list names them)", now))
 		}
+		if c := meta.FindStatusCondition(s.Conditions, cairnv1.RestoreConditionFilesStored); c != nil && c.Status == metav1.ConditionUnknown {
+			meta.SetStatusCondition(&s.Conditions, r.cancelledFilesCondition(rs, *c, now))
+		}
 	})
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	r.Files.Forget(rs.UID)
 	// The phase change's event (with the items, warnings and errors) is PhaseWatcher's.
 	return nil
+}
+
+// cancelledFilesCondition is the FilesStored condition of a cancelled restore, whose run stored
+// its files after its FinalizingCancelled write (pending says where they went): how that ended,
+// as the restore reconciler recorded it; a manager that restarted meanwhile does not know.
+func (r *RestoreReconciler) cancelledFilesCondition(rs *cairnv1.Restore, pending metav1.Condition, now metav1.Time) metav1.Condition {
+	if filesErr, ok := r.Files.Ended(rs.UID); ok {
+		return lifecycle.FilesStoredCondition(pending, filesErr, rs.Generation, now)
+	}
+	return metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonStorageUnavailable,
+		Message: "the manager restarted while the cancelled restore's files were being stored: they may be missing", ObservedGeneration: rs.Generation, LastTransitionTime: now}
 }
 
 // cancelVolumeRestores stops the restore's volume restores that have not ended, found by label.
@@ -185,6 +213,9 @@ func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, finalizing := finalizedRestorePhase(rs.Status.Phase)
 		return finalizing || (rs.DeletionTimestamp != nil && rs.Status.Phase.IsTerminal())
 	})
+	if r.Files == nil {
+		r.Files = &lifecycle.FileStores{}
+	}
 	return lifecycle.Register("restorefinalizer", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Restore{}, builder.WithPredicates(owned)).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2, RateLimiter: lifecycle.StorageRateLimiter()}),

@@ -151,7 +151,7 @@ func (r *Reconciler) fetch(ctx context.Context) (*queuePass, error) {
 	if err := r.List(ctx, &restores); err != nil {
 		return nil, err
 	}
-	// Only the names are read: the cache's own objects are enough.
+	// Only the names and labels are read: the cache's own objects are enough.
 	var namespaces corev1.NamespaceList
 	if err := r.List(ctx, &namespaces, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
@@ -161,8 +161,10 @@ func (r *Reconciler) fetch(ctx context.Context) (*queuePass, error) {
 		return nil, err
 	}
 	clusterNamespaces := make([]string, 0, len(namespaces.Items))
+	namespaceLabels := make(map[string]map[string]string, len(namespaces.Items))
 	for _, ns := range namespaces.Items {
 		clusterNamespaces = append(clusterNamespaces, ns.Name)
+		namespaceLabels[ns.Name] = ns.Labels
 	}
 	if r.resolutions == nil {
 		r.resolutions = queue.NewResolutions(r.Namespace)
@@ -217,7 +219,8 @@ func (r *Reconciler) fetch(ctx context.Context) (*queuePass, error) {
 				if pass.record(ctx, x, err) != nil {
 					continue // not decided on; the next pass tries again
 				}
-				c.validationErrors, loc = validation.Backup(x, r.Namespace, locations.Items)
+				c.validationErrors, loc = validation.Backup(x, r.Namespace, locations.Items,
+					validation.LimitFacts{NamespaceLabels: namespaceLabels[x.Namespace], DefaultTTL: r.DefaultBackupTTL})
 				c.validationErrors = append(c.validationErrors, syncNameConflict(r.Catalog, x, loc, locations.Items)...)
 				if why != "" {
 					c.validationErrors = append(c.validationErrors, why)

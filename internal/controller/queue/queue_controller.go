@@ -110,6 +110,9 @@ type Reconciler struct {
 	// its location, which then holds that location's deletion lock (DESIGN.md section 3); nil
 	// holds no lock (tests of other behaviour).
 	RemovingData func(*cairnv1.Backup) bool
+	// DefaultBackupTTL is the ttl of a backup without spec.ttl (--default-backup-ttl), checked
+	// against its location's teamLimits.maxTTL; 0 means cairnv1.DefaultBackupTTL.
+	DefaultBackupTTL time.Duration
 
 	// lastChange (the last pass that moved a backup or restore in or out of the queue) and
 	// staleSince (the first such pass since positions were last exact) pace the coalesced

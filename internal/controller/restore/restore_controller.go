@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +68,11 @@ type Reconciler struct {
 	Operations interface {
 		Hold(uid types.UID, ops []backup.Operation)
 	}
+
+	// Files are the cancelled runs storing their files after their FinalizingCancelled write:
+	// the restore finalizer ends such a restore only once they are stored (lifecycle.FileStores,
+	// shared with it through setup.go).
+	Files *lifecycle.FileStores
 
 	// runs is what this process remembers of its runs (lifecycle.RunKind.EndRun, Orphaned).
 	runs lifecycle.Runs[cairnv1.RestoreStatus]
@@ -265,11 +269,6 @@ func (r *Reconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *ca
 	if res.Ending == restore.Interrupted {
 		return nil // the manager is stopping: the restart recovery ends the restore
 	}
-	if res.Ending == restore.Cancelled {
-		_, failureReason := lifecycle.Restores.StopReasons(rs)
-		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s: its worker pool was stopped after %d of %d items; the objects it created stay",
-			failureReason, res.ItemsRestored, res.TotalItems)
-	}
 	mu.Lock()
 	rs = live
 	mu.Unlock()
@@ -288,11 +287,33 @@ func (r *Reconciler) run(ctx, runCtx context.Context, rs *cairnv1.Restore, b *ca
 		r.Operations.Hold(rs.UID, res.Operations)
 	}
 	mutate := restoreEnding(res, rs.Generation, metav1.NewTime(r.Clock.Now()))
+	if res.Ending == restore.Cancelled {
+		return r.endCancelledRun(ctx, rs, res, mutate)
+	}
 	if res.Ending != restore.Failed {
 		r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "ItemsRestored", "Restore", "Restore handled %d of %d items: %d warnings, %d errors",
 			res.ItemsRestored, res.TotalItems, res.Warnings, res.Errors)
 	}
 	return lifecycle.Restores.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, rs, mutate, nil)
+}
+
+// endCancelledRun writes FinalizingCancelled for a run that stopped on a cancel — with no
+// storage call before it, so a slow or hung storage service cannot hold a cancel — and then
+// lets the run store its files (each call bounded). The restore finalizer, which may run
+// meanwhile, ends the restore only once they are stored, and says whether they were.
+func (r *Reconciler) endCancelledRun(ctx context.Context, rs *cairnv1.Restore, res *restore.Result, mutate func(*cairnv1.RestoreStatus)) error {
+	r.Files.Hold(rs.UID)
+	err := lifecycle.Restores.EndRun(ctx, r.Client, r.APIReader, r.Clock, &r.runs, rs, mutate, nil)
+	_, failureReason := lifecycle.Restores.StopReasons(rs)
+	r.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "Cancelled", "Cancel", "%s: its worker pool was stopped after %d of %d items; the objects it created stay",
+		failureReason, res.ItemsRestored, res.TotalItems)
+	filesErr := res.StoreFiles(ctx)
+	if filesErr != nil && rs.Namespace != r.Namespace {
+		// A team sees nothing of a location's configuration in its restore's status.
+		filesErr = lifecycle.ToTenant(rs, r.Namespace, rs.Status.StorageLocation, filesErr)
+	}
+	r.Files.Release(rs.UID, filesErr)
+	return err
 }
 
 // restoreEnding is the status write that ends a run: for a run that went through every item,
@@ -318,13 +339,9 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 		s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = int32(completed), int32(failed)
 		s.Progress = cairnv1.NewRestoreProgress(res.ItemsRestored, res.TotalItems)
 		s.Warnings, s.Errors = res.Warnings, res.Errors
-		if c := meta.FindStatusCondition(s.Conditions, cairnv1.RestoreConditionFilesStored); c != nil && c.Status == metav1.ConditionUnknown {
-			stored := metav1.Condition{Type: cairnv1.RestoreConditionFilesStored, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonFilesStored,
-				Message: strings.Replace(c.Message, " go to ", " were written to ", 1), ObservedGeneration: generation, LastTransitionTime: now}
-			if res.FilesError != nil {
-				stored.Status, stored.Reason, stored.Message = metav1.ConditionFalse, cairnv1.ReasonStorageUnavailable, "storing the restore's files failed: "+res.FilesError.Error()
-			}
-			meta.SetStatusCondition(&s.Conditions, stored)
+		// A cancelled run stores its files after this write: the finalizer says whether it did.
+		if c := meta.FindStatusCondition(s.Conditions, cairnv1.RestoreConditionFilesStored); c != nil && c.Status == metav1.ConditionUnknown && res.Ending != restore.Cancelled {
+			meta.SetStatusCondition(&s.Conditions, lifecycle.FilesStoredCondition(*c, res.FilesError, generation, now))
 		}
 	}
 }
@@ -334,6 +351,9 @@ func restoreEnding(res *restore.Result, generation int64, now metav1.Time) func(
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.PhaseTimeout <= 0 {
 		r.PhaseTimeout = lifecycle.DefaultPhaseTimeout
+	}
+	if r.Files == nil {
+		r.Files = &lifecycle.FileStores{}
 	}
 	return lifecycle.Register("restore", ctrl.NewControllerManagedBy(mgr).
 		For(&cairnv1.Restore{}, builder.WithPredicates(lifecycle.Restores.InRunPhases())).

@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-backup/cairn/internal/controller/lifecycle"
 	"github.com/cairn-backup/cairn/internal/requester"
 	"github.com/cairn-backup/cairn/internal/schedule"
+	"github.com/cairn-backup/cairn/internal/validation"
 )
 
 // Reconciler runs Schedules (DESIGN.md section 10): it owns every field of a
@@ -49,12 +50,16 @@ type Reconciler struct {
 	// APIReader reads a schedule's backups past the cache before its retention deletes any
 	// (a backup the cache has not seen yet may change the answer); nil trusts the cache.
 	APIReader client.Reader
+	// DefaultBackupTTL is the ttl of a backup without spec.ttl (--default-backup-ttl), checked
+	// against the location's teamLimits.maxTTL; 0 means cairnv1.DefaultBackupTTL.
+	DefaultBackupTTL time.Duration
 }
 
 // +kubebuilder:rbac:groups=cairn.dev,resources=schedules,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=schedules/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cairn.dev,resources=backups,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=cairn.dev,resources=backupstoragelocations,verbs=get;list;watch,namespace=cairn-system
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile validates a schedule, makes its due run, and requeues at the next one.
@@ -70,7 +75,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.List(ctx, &locations, client.InNamespace(r.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing storage locations: %w", err)
 	}
-	errs := schedule.Validate(&s, r.Namespace, locations.Items)
+	facts := validation.LimitFacts{DefaultTTL: r.DefaultBackupTTL}
+	if s.Namespace != r.Namespace { // an administrator's schedule is not limited by its location
+		var ns corev1.Namespace
+		if err := r.Get(ctx, client.ObjectKey{Name: s.Namespace}, &ns); err != nil {
+			return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", s.Namespace, err)
+		}
+		facts.NamespaceLabels = ns.Labels
+	}
+	errs := schedule.Validate(&s, r.Namespace, locations.Items, facts)
 	_, why, err := r.Requesters.For(ctx, &s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -205,11 +218,13 @@ func (r *Reconciler) act(ctx context.Context, s *cairnv1.Schedule, d schedule.De
 }
 
 // patchStatus writes a schedule's status with an optimistic lock, if mutate changed it, with
-// observedGeneration. Waking at a tick that is not due yet changes nothing, and writes nothing.
+// observedGeneration and whom it acts as (actingAs, formerRequesters). Waking at a tick that is not due yet
+// changes nothing, and writes nothing.
 func (r *Reconciler) patchStatus(ctx context.Context, s *cairnv1.Schedule, mutate func(*cairnv1.ScheduleStatus)) error {
 	old := s.DeepCopy()
 	mutate(&s.Status)
 	s.Status.ObservedGeneration = s.Generation
+	s.Status.ActingAs, s.Status.FormerRequesters = schedule.ActingAs(old.Status, s, r.Clock.Now())
 	if equality.Semantic.DeepEqual(old.Status, s.Status) {
 		return nil
 	}

@@ -120,8 +120,8 @@ func (s Stores) DeleteObjects(ctx context.Context, store storage.ObjectStore, ke
 	return removed, nil
 }
 
-// OpenForDownload opens an object of a filesystem location in the operator's namespace for the
-// download server. The server has verified the signature: the location and key are the ones
+// OpenForDownload opens an object of a location in the operator's namespace for the download
+// server, which serves every location's downloads (DESIGN.md section 21). The server has verified the signature: the location and key are the ones
 // this manager signed. Anything that is not there (location, object, a key the store refuses)
 // is download.ErrNotFound.
 func (s Stores) OpenForDownload(ctx context.Context, locationName, key string) (io.ReadCloser, error) {
@@ -132,10 +132,6 @@ func (s Stores) OpenForDownload(ctx context.Context, locationName, key string) (
 	}
 	if err != nil {
 		return nil, err
-	}
-	if bsl.Spec.Provider != cairnv1.StorageProviderFilesystem && bsl.Spec.Encryption == nil && bsl.Spec.Format != cairnv1.LocationFormatVelero {
-		// An S3 location's downloads are presigned URLs, unless it is encrypted or Velero's.
-		return nil, fmt.Errorf("storage location %s is neither a filesystem, an encrypted nor a Velero location: %w", locationName, download.ErrNotFound)
 	}
 	store, err := s.Open(ctx, &bsl)
 	if err != nil {
