@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -281,5 +282,45 @@ func TestSignersWithOneKeyAgree(t *testing.T) {
 	obj := download.Object{Location: "default", Key: "backups/a/b/b.tar.gz", Expires: now.Add(time.Minute)}
 	if _, err := b.Verify(query(t, a.URL("http://replica-a:8086", obj)), now); err != nil {
 		t.Errorf("a replica with the same key refused the URL: %v", err)
+	}
+}
+
+// failingReader fails its first read with err.
+type failingReader struct{ err error }
+
+func (r failingReader) Read([]byte) (int, error) { return 0, r.err }
+
+// A download that fails before its first byte says why when it is the file's own fault (it does
+// not decrypt as the object it is stored as), and no more than "cannot be read now" when it is
+// the storage's: a storage error may name the endpoint and bucket, which a member is not told.
+func TestServerFailureSaysOnlyTheFilesFault(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		want    string
+		mustNot string
+	}{
+		{name: "storage down", err: errors.New(`Get "https://minio.internal:9000/secret-bucket/cluster-1/backups/x": dial tcp: connection refused`),
+			want: "the file cannot be read now", mustNot: "secret-bucket"},
+		{name: "damaged", err: fmt.Errorf("decrypting backups/team-a/b1/b1.tar.gz: %w: moved or copied here", storage.ErrDamaged),
+			want: "the file cannot be read: decrypting backups/team-a/b1/b1.tar.gz"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			signer := newSigner(t)
+			srv := httptest.NewServer(&download.Server{Signer: signer, Clock: clocktesting.NewFakeClock(now), Log: logr.Discard(), Authenticate: authenticateTestTokens,
+				Open: func(context.Context, string, string) (io.ReadCloser, error) {
+					return io.NopCloser(failingReader{tt.err}), nil
+				}})
+			defer srv.Close()
+			u := signer.URL(srv.URL, download.Object{Location: "default", Key: "backups/team-a/b1/b1.tar.gz", Expires: now.Add(time.Minute)})
+			resp, body := fetch(t, http.MethodGet, u)
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, tt.want) {
+				t.Fatalf("got %d %q, want 502 with %q", resp.StatusCode, body, tt.want)
+			}
+			if tt.mustNot != "" && strings.Contains(body, tt.mustNot) {
+				t.Errorf("body %q names %q", body, tt.mustNot)
+			}
+		})
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+
+	"github.com/cairn-backup/cairn/internal/storage"
 )
 
 // ErrNotFound is what an Opener returns (wrapped) for an object or location that is not there.
@@ -205,10 +207,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, obj Object, rc io
 	s.Log.Error(err, "A download ended early", "location", obj.Location, "key", obj.Key, "sent", cw.n)
 	if cw.n == 0 {
 		h.Del("Content-Length")
-		http.Error(w, "the file cannot be read: "+err.Error(), http.StatusBadGateway)
+		http.Error(w, failureBody(err), http.StatusBadGateway)
 		return
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// failureBody is what the client of a download that failed before its first byte is told: why,
+// when it is the file's own fault (its bytes are not the committed ones, or it does not decrypt
+// as the object it is stored as; those errors name only the object), and otherwise only that it
+// cannot be read now: a storage failure's error may name the location's endpoint, bucket or
+// credentials, which the manager's log keeps and a team's member is not told (DESIGN.md 15).
+func failureBody(err error) string {
+	if errors.Is(err, ErrMismatch) || errors.Is(err, storage.ErrDamaged) || errors.Is(err, storage.ErrNotEncrypted) {
+		return "the file cannot be read: " + err.Error()
+	}
+	return "the file cannot be read now"
 }
 
 // contentLength is the size a download of obj will have: its digest's, or the size of a file
