@@ -276,47 +276,50 @@ func (s encryptedStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 }
 
 // open reads the header of the object rc holds and returns the reader of its content: the
-// format's, or age's for an object an earlier build wrote.
+// format's, or age's for an object an earlier build wrote. openAge's key is already relative.
 func (s encryptedStore) open(key string, rc io.ReadCloser) (io.ReadCloser, error) {
+	// Errors name the object by its key relative to the location's prefix, as the object is
+	// bound to it: a team's member is told which object, never where the location stores it.
+	name := relativeKey(s.prefix, key)
 	src := &sourceErrors{r: rc}
 	br := bufio.NewReaderSize(src, maxHeaderLine)
 	if start, _ := br.Peek(len(ageFormat)); string(start) == ageFormat {
-		return s.openAge(key, br, rc)
+		return s.openAge(name, br, rc)
 	}
 	line, err := br.ReadSlice('\n')
 	switch {
 	case src.err != nil:
-		return nil, fmt.Errorf("decrypting %s: %w", key, src.err)
+		return nil, fmt.Errorf("decrypting %s: %w", name, src.err)
 	case len(line) == 0:
-		return nil, fmt.Errorf("decrypting %s: %w: it is empty", key, ErrNotEncrypted)
+		return nil, fmt.Errorf("decrypting %s: %w: it is empty", name, ErrNotEncrypted)
 	case err != nil && startsLikeHeader(line):
-		return nil, fmt.Errorf("decrypting %s: %w: its %s header line is cut short or too long", key, ErrDamaged, encryptedFormatFamily)
+		return nil, fmt.Errorf("decrypting %s: %w: its %s header line is cut short or too long", name, ErrDamaged, encryptedFormatFamily)
 	case err != nil:
-		return nil, fmt.Errorf("decrypting %s: %w: it was not written by Cairn with a named key", key, ErrNotEncrypted)
+		return nil, fmt.Errorf("decrypting %s: %w: it was not written by Cairn with a named key", name, ErrNotEncrypted)
 	}
 	h, err := parseHeader(line)
 	if err != nil {
-		return nil, fmt.Errorf("decrypting %s: %w", key, err)
+		return nil, fmt.Errorf("decrypting %s: %w", name, err)
 	}
 	sl, ok := s.sealers[h.key]
 	if !ok {
 		return nil, fmt.Errorf("decrypting %s: %w: it was written with key %q, which the location's key Secret no longer holds (it holds %s)",
-			key, ErrUnknownKey, h.key, strings.Join(s.keys.names(), ", "))
+			name, ErrUnknownKey, h.key, strings.Join(s.keys.names(), ", "))
 	}
 	if subtle.ConstantTimeCompare(h.check, sl.checks[h.format]) != 1 {
-		return nil, fmt.Errorf("decrypting %s: %w: key %q is not the key the object was written with (was it changed in the Secret?)", key, ErrWrongKey, h.key)
+		return nil, fmt.Errorf("decrypting %s: %w: key %q is not the key the object was written with (was it changed in the Secret?)", name, ErrWrongKey, h.key)
 	}
 	// The whole header line, and the object's key (v2), are the associated data the object's
 	// key is derived with: a key name or check changed after writing, or the object moved to
 	// another key, fails every segment.
-	plain, err := sl.stream.NewDecryptingReader(br, associatedData(h.format, line, relativeKey(s.prefix, key)))
+	plain, err := sl.stream.NewDecryptingReader(br, associatedData(h.format, line, name))
 	if err != nil {
 		if src.err != nil {
-			return nil, fmt.Errorf("decrypting %s: %w", key, src.err)
+			return nil, fmt.Errorf("decrypting %s: %w", name, src.err)
 		}
-		return nil, fmt.Errorf("decrypting %s: %w: its segment header is cut short or malformed: %w", key, ErrDamaged, err)
+		return nil, fmt.Errorf("decrypting %s: %w: its segment header is cut short or malformed: %w", name, ErrDamaged, err)
 	}
-	return &decryptingReader{r: plain, src: src, key: key, bound: h.format != encryptedFormatV1, closer: rc}, nil
+	return &decryptingReader{r: plain, src: src, key: name, bound: h.format != encryptedFormatV1, closer: rc}, nil
 }
 
 // openAge opens an age file written by an earlier build.
