@@ -126,7 +126,13 @@ func binaryFrom(env string, name ...string) string {
 // freePort returns a port on 127.0.0.1 that nothing listens on right now.
 func freePort(t TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return freePortOn(t, "127.0.0.1")
+}
+
+// freePortOn returns a port on host that nothing listens on right now.
+func freePortOn(t TB, host string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
