@@ -99,6 +99,9 @@ func (e *emulator) stop() {
 	e.cmd = nil
 }
 
+// Addr is where the emulator listens, host:port.
+func (e *emulator) Addr() string { return e.addr }
+
 // pause stops the emulator's process (SIGSTOP): connections stay open, nothing answers.
 func (e *emulator) pause() {
 	if e.cmd != nil {
