@@ -48,6 +48,9 @@ var _ = Describe("Azure and GCS locations", Ordered, ContinueOnFailure, func() {
 			It("encrypts what it stores, decrypts downloads and restores, and refuses an archive a bucket writer moved, naming the object", func() {
 				cloudEncrypted(clouds[provider])
 			})
+			It("refuses an archive changed by one byte in the "+bucketWord(provider)+": the download is cut before its end, the restore fails", func() {
+				cloudAltered(clouds[provider])
+			})
 			It("completes a backup whose upload met a stopped server (SIGSTOP) once it continues (SIGCONT)", func() {
 				cloudStalledUpload(clouds[provider])
 			})
@@ -421,6 +424,48 @@ func cloudEncrypted(c *cloudStore) {
 	Expect(err).To(HaveOccurred(), "nothing of team-b's archive is restored into team-a")
 }
 
+func cloudAltered(c *cloudStore) {
+	ns := "e2e-" + string(c.provider) + "-altered"
+	location, bucket := ns, ns
+	c.newBucket(bucket)
+	c.location(location, bucket, c.endpoint, c.credential, "")
+	waitLocationAvailable(location)
+	cloudNamespace(ns)
+	// Random bytes do not compress: an archive well over the download server's 64 KiB reads.
+	noise := make([]byte, 300<<10)
+	_, _ = rand.Read(noise)
+	file := filepath.Join(GinkgoT().TempDir(), "noise")
+	Expect(os.WriteFile(file, []byte(base64.StdEncoding.EncodeToString(noise)), 0o600)).To(Succeed())
+	kubectlOK("create", "configmap", "noise", "-n", ns, "--from-file=noise="+file)
+	createCairnEditorRole()
+	lead := tenant(ns, "lead", "e2e-namespace-admin")
+	applyAs(lead, backupManifest(ns, "altered", "storageLocation: "+location))
+	DeferCleanup(func() { _, _, _ = kubectl("delete", "restores,backups", "--all", "-n", ns, "--timeout=60s") })
+	waitBackupPhase(ns, "altered", "Completed")
+
+	By("a bucket writer flips one bit near the archive's end")
+	archive := storage.Layout{Prefix: "cluster"}.Backup(ns, "altered").Archive
+	data := c.read(bucket, archive)
+	Expect(len(data)).To(BeNumerically(">", 256<<10))
+	data[len(data)-100] ^= 1
+	Expect(c.store(bucket).Put(context.Background(), archive, bytes.NewReader(data))).To(Succeed())
+
+	By("cairn backup download fails, saving nothing")
+	saved := filepath.Join(GinkgoT().TempDir(), "altered.tar.gz")
+	got := cairnWith(lead, "backup", "download", "altered", "-n", ns, "-o", saved)
+	Expect(got.code).NotTo(Equal(0))
+	Expect(got.stderr).To(ContainSubstring("the download ended before its end"))
+	Expect(saved).NotTo(BeAnExistingFile())
+
+	By("the restore fails on the checksum, and restores nothing")
+	kubectlOK("delete", "configmap", "settings", "-n", ns)
+	applyAs(lead, fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata: {name: back, namespace: %s}\nspec: {backupName: altered}\n", ns))
+	waitRestorePhase(ns, "back", "Failed")
+	Expect(kubectlOK("get", "restore", "back", "-n", ns, "-o", "jsonpath={.status.failureReason}")).To(ContainSubstring("archive checksum mismatch"))
+	_, _, err := kubectl("get", "configmap", "settings", "-n", ns)
+	Expect(err).To(HaveOccurred(), "nothing of the altered archive is restored")
+}
+
 // stoppedDuringUpload makes a location of a new bucket reached through a pausingProxy, and a
 // namespace to back up, and creates a backup of it there whose first upload stops the
 // emulator (SIGSTOP): it returns with the backup InProgress, its upload sent to a server that
@@ -527,13 +572,9 @@ func startPausingProxy(target string, pause func()) *pausingProxy {
 	Expect(err).NotTo(HaveOccurred())
 	u.Path = "" // the emulators' endpoints name the account (azure) after the host
 	p := &pausingProxy{pause: pause, paused: make(chan string, 1)}
-	forward := httputil.NewSingleHostReverseProxy(u)
-	director := forward.Director
-	forward.Director = func(r *http.Request) {
-		director(r)
-		// fake-gcs-server reads a Host other than its own as a bucket's virtual host.
-		r.Host = u.Host
-	}
+	// SetURL sends the target's Host too: fake-gcs-server reads another Host as a bucket's
+	// virtual host.
+	forward := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

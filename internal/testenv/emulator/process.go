@@ -126,12 +126,6 @@ func binaryFrom(env string, name ...string) string {
 	return filepath.Join(append([]string{root, "bin"}, name...)...)
 }
 
-// freePort returns a port on 127.0.0.1 that nothing listens on right now.
-func freePort(t TB) int {
-	t.Helper()
-	return freePortOn(t, "127.0.0.1")
-}
-
 // freePortOn returns a port on host that nothing listens on right now.
 func freePortOn(t TB, host string) int {
 	t.Helper()
