@@ -468,16 +468,16 @@ func cloudAltered(c *cloudStore) {
 
 // stoppedDuringUpload makes a location of a new bucket reached through a pausingProxy, and a
 // namespace to back up, and creates a backup of it there whose first upload stops the
-// emulator (SIGSTOP): it returns with the backup InProgress, its upload sent to a server that
-// will not answer. The emulator is continued when the spec ends, whatever happened.
-func stoppedDuringUpload(c *cloudStore, ns string) (bucket string) {
+// emulator (SIGSTOP): it returns with the backup InProgress, its upload waiting on a server
+// that does not answer. The emulator is continued when the spec ends, whatever happened.
+func stoppedDuringUpload(c *cloudStore, ns string) (bucket string, proxy *pausingProxy) {
 	GinkgoHelper()
 	bucket = ns
 	c.newBucket(bucket)
 	cloudNamespace(ns)
-	proxy := startPausingProxy(c.endpoint, c.pause)
+	proxy = startPausingProxy(c.endpoint, c.pause, c.resume)
 	c.location(ns, bucket, proxy.URL, c.credential, "")
-	DeferCleanup(c.resume) // first of the spec's clean-ups
+	DeferCleanup(proxy.resume) // first of the spec's clean-ups
 	waitLocationAvailable(ns)
 
 	proxy.pauseOn(func(r *http.Request) bool { return c.isUpload(r, bucket) })
@@ -486,12 +486,12 @@ func stoppedDuringUpload(c *cloudStore, ns string) (bucket string) {
 	Eventually(proxy.paused).WithTimeout(60*time.Second).Should(Receive(&req), managerLog)
 	fmt.Fprintf(GinkgoWriter, "stopped the %s emulator at %s\n", c.provider, req)
 	waitBackupPhase(ns, "stalled", "InProgress")
-	return bucket
+	return bucket, proxy
 }
 
 func cloudStalledUpload(c *cloudStore) {
 	ns := "e2e-" + string(c.provider) + "-stall"
-	bucket := stoppedDuringUpload(c, ns)
+	bucket, proxy := stoppedDuringUpload(c, ns)
 	keys := storage.Layout{Prefix: "cluster"}.Backup(ns, "stalled")
 
 	By("finding the backup InProgress and nothing committed while the server is stopped")
@@ -499,7 +499,7 @@ func cloudStalledUpload(c *cloudStore) {
 		WithTimeout(2 * time.Second).WithPolling(500 * time.Millisecond).Should(Equal("InProgress"))
 
 	By("continuing the server (SIGCONT): the upload gets its answer and the backup completes")
-	c.resume()
+	proxy.resume()
 	waitBackupPhase(ns, "stalled", "Completed")
 	Expect(c.list(bucket)).To(ContainElements(keys.Archive, keys.Metadata))
 	expectAllTerminal(ns)
@@ -513,7 +513,7 @@ func cloudStalledUpload(c *cloudStore) {
 
 func cloudStalledCancel(c *cloudStore) {
 	ns := "e2e-" + string(c.provider) + "-cancel"
-	bucket := stoppedDuringUpload(c, ns)
+	bucket, proxy := stoppedDuringUpload(c, ns)
 	keys := storage.Layout{Prefix: "cluster"}.Backup(ns, "stalled")
 
 	By("cancelling it: the upload stops, and the clean-up, which meets the stopped server too, says so")
@@ -524,7 +524,7 @@ func cloudStalledCancel(c *cloudStore) {
 	}).WithTimeout(60*time.Second).Should(Equal("CleanupFailed"), managerLog)
 
 	By("continuing the server (SIGCONT): the backup fails as cancelled, keeping only its log")
-	c.resume()
+	proxy.resume()
 	_, stderr, err := kubectl("wait", "backup/stalled", "-n", ns, "--for=jsonpath={.status.phase}=Failed", "--timeout=90s")
 	Expect(err).NotTo(HaveOccurred(), "%s\n%s", stderr, managerLog())
 	Expect(backupField(ns, "stalled", "{.status.failureReason}")).To(Equal("Backup cancelled by user"))
@@ -553,25 +553,31 @@ func cloudWrongCredentials(c *cloudStore) {
 }
 
 // pausingProxy passes requests on to an emulator, and stops the emulator (SIGSTOP) when the
-// first request that its trigger matches arrives, before passing that one on: the request
-// reaches a server that takes it and never answers, at a chosen moment of a backup.
+// first request that its trigger matches arrives: from then on every request meets a server
+// that takes it and never answers, from a chosen moment of a backup. The triggering request
+// itself waits in the proxy and reaches the server only once it continues (resume), or never
+// if its client gives up first: a request the client abandoned must not land in storage later
+// (a stopped server would still commit the one buffered in its socket once continued, after
+// the cancel's clean-up, leaving an object no one removes until the backup is deleted).
 type pausingProxy struct {
-	URL    string
-	pause  func()
-	paused chan string
+	URL            string
+	pause, proceed func()
+	paused         chan string
+	resumed        chan struct{}
+	resumeOnce     sync.Once
 
 	mu      sync.Mutex
 	trigger func(*http.Request) bool
 }
 
 // startPausingProxy starts a proxy to target on a free port of 127.0.0.1, stopped when the
-// spec ends; pause stops the emulator.
-func startPausingProxy(target string, pause func()) *pausingProxy {
+// spec ends; pause stops the emulator, proceed continues it.
+func startPausingProxy(target string, pause, proceed func()) *pausingProxy {
 	GinkgoHelper()
 	u, err := url.Parse(target)
 	Expect(err).NotTo(HaveOccurred())
 	u.Path = "" // the emulators' endpoints name the account (azure) after the host
-	p := &pausingProxy{pause: pause, paused: make(chan string, 1)}
+	p := &pausingProxy{pause: pause, proceed: proceed, paused: make(chan string, 1), resumed: make(chan struct{})}
 	// SetURL sends the target's Host too: fake-gcs-server reads another Host as a bucket's
 	// virtual host.
 	forward := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }}
@@ -586,10 +592,17 @@ func startPausingProxy(target string, pause func()) *pausingProxy {
 			p.paused <- r.Method + " " + r.URL.Path
 		}
 		p.mu.Unlock()
+		if fire {
+			select {
+			case <-p.resumed:
+			case <-r.Context().Done():
+				return // dropped: it never reaches the server
+			}
+		}
 		forward.ServeHTTP(w, r)
 	})}
 	go func() { _ = srv.Serve(l) }()
-	DeferCleanup(func() { _ = srv.Close() })
+	DeferCleanup(func() { p.resume(); _ = srv.Close() })
 	p.URL = "http://" + l.Addr().String()
 	return p
 }
@@ -599,4 +612,13 @@ func (p *pausingProxy) pauseOn(match func(*http.Request) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.trigger = match
+}
+
+// resume continues the emulator (SIGCONT) and lets the triggering request through, if its
+// client still waits.
+func (p *pausingProxy) resume() {
+	p.resumeOnce.Do(func() {
+		p.proceed()
+		close(p.resumed)
+	})
 }
