@@ -276,6 +276,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"schedules[0].name=d,schedules[0].schedule=@daily,schedules[0].retention.every=2", "every"},
 		{"schedules[0].name=d,schedules[0].schedule=@daily,schedules[0].retention.daily=7,schedules[0].template.ttl=24h", "schedules/0"},
 		{"extraArgs[0]=concurrent-backups", "extraArgs"},
+		{"extraEnv[0].value=x", "name"},
 		{"backupSyncPeriod=1day", "backupSyncPeriod"},
 		{"downloadServer.port=0", "port"},
 		{"downloadServer.port=70000", "port"},

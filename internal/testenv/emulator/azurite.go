@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -32,17 +33,25 @@ type Azurite struct {
 	emulator
 }
 
-// StartAzurite starts Azurite for the test and stops it when the test ends. It runs with
-// telemetry off: no test traffic leaves 127.0.0.1.
+// StartAzurite starts Azurite on 127.0.0.1 for the test and stops it when the test ends. It
+// runs with telemetry off: no test traffic leaves 127.0.0.1.
 func StartAzurite(t TB) *Azurite {
+	t.Helper()
+	return StartAzuriteOn(t, "127.0.0.1")
+}
+
+// StartAzuriteOn is StartAzurite on another address of the machine, host: the node suite's
+// pods reach the node's address, on the loopback of the suite's own network namespace.
+func StartAzuriteOn(t TB, host string) *Azurite {
 	t.Helper()
 	key := make([]byte, 64)
 	_, _ = rand.Read(key)
 	a := &Azurite{Account: "cairn" + randomHex(4), Key: base64.StdEncoding.EncodeToString(key)}
-	a.addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	port := freePortOn(t, host)
+	a.addr = net.JoinHostPort(host, strconv.Itoa(port))
 	a.emulator = emulator{
 		name: "azurite", addr: a.addr, binary: AzuriteBinary(), t: t, startTimeout: 90 * time.Second,
-		args: []string{"--blobHost", "127.0.0.1", "--blobPort", a.addr[len("127.0.0.1:"):], "--location", t.TempDir(),
+		args: []string{"--blobHost", host, "--blobPort", strconv.Itoa(port), "--location", t.TempDir(),
 			"--disableTelemetry", "--silent", "--skipApiVersionCheck"},
 		env: []string{"AZURITE_ACCOUNTS=" + a.Account + ":" + a.Key},
 	}
@@ -77,6 +86,36 @@ func (a *Azurite) Resume() { a.resume() }
 // CreateContainer makes an empty container (one that exists already is kept).
 func (a *Azurite) CreateContainer(name string) {
 	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.client().CreateContainer(ctx, name, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		a.t.Fatalf("creating container %s: %v", name, err)
+	}
+}
+
+// Blobs lists the names of every blob of a container, committed or not, straight through
+// Azure's SDK with the account's key: what the container holds, whoever wrote it.
+func (a *Azurite) Blobs(container string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pager := a.client().NewListBlobsFlatPager(container, &azblob.ListBlobsFlatOptions{
+		Include: azblob.ListBlobsInclude{UncommittedBlobs: true}})
+	names := []string{}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing container %s: %w", container, err)
+		}
+		for _, b := range page.Segment.BlobItems {
+			names = append(names, *b.Name)
+		}
+	}
+	return names, nil
+}
+
+// client is a client of the account, with its shared key.
+func (a *Azurite) client() *azblob.Client {
+	a.t.Helper()
 	cred, err := azblob.NewSharedKeyCredential(a.Account, a.Key)
 	if err != nil {
 		a.t.Fatal(err)
@@ -86,9 +125,5 @@ func (a *Azurite) CreateContainer(name string) {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := client.CreateContainer(ctx, name, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
-		a.t.Fatalf("creating container %s: %v", name, err)
-	}
+	return client
 }

@@ -8,12 +8,18 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
 )
 
 // FakeGCSServerVersion is the Google Cloud Storage emulator the tests run; the Makefile
@@ -32,15 +38,23 @@ type FakeGCS struct {
 	emulator
 }
 
-// StartFakeGCS starts fake-gcs-server for the test and stops it when the test ends.
+// StartFakeGCS starts fake-gcs-server on 127.0.0.1 for the test and stops it when the test
+// ends.
 func StartFakeGCS(t TB) *FakeGCS {
 	t.Helper()
-	port := freePort(t)
+	return StartFakeGCSOn(t, "127.0.0.1")
+}
+
+// StartFakeGCSOn is StartFakeGCS on another address of the machine, host: the node suite's
+// pods reach the node's address, on the loopback of the suite's own network namespace.
+func StartFakeGCSOn(t TB, host string) *FakeGCS {
+	t.Helper()
+	port := freePortOn(t, host)
 	f := &FakeGCS{emulator{
-		name: "fake-gcs-server", addr: fmt.Sprintf("127.0.0.1:%d", port), binary: FakeGCSServerBinary(), t: t,
+		name: "fake-gcs-server", addr: net.JoinHostPort(host, strconv.Itoa(port)), binary: FakeGCSServerBinary(), t: t,
 		startTimeout: 30 * time.Second,
 	}}
-	f.args = []string{"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
+	f.args = []string{"-scheme", "http", "-host", host, "-port", strconv.Itoa(port),
 		"-backend", "filesystem", "-filesystem-root", t.TempDir(), "-log-level", "error",
 		"-external-url", "http://" + f.addr, "-public-host", f.addr}
 	f.start()
@@ -84,6 +98,30 @@ func (f *FakeGCS) CreateBucket(name string) {
 	}
 }
 
+// Objects lists the names of every object of a bucket, straight through Google's SDK: what
+// the bucket holds, whoever wrote it.
+func (f *FakeGCS) Objects(bucket string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := storage.NewClient(ctx, option.WithEndpoint(f.Endpoint()+"/storage/v1/"), option.WithoutAuthentication())
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	names := []string{}
+	it := client.Bucket(bucket).Objects(ctx, nil)
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return names, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing bucket %s: %w", bucket, err)
+		}
+		names = append(names, attrs.Name)
+	}
+}
+
 // TokenServer is an OAuth 2.0 token endpoint on 127.0.0.1 for service account keys whose
 // token_uri names it: it hands out an access token for any signed assertion, or, once
 // Refuse is called, answers as Google does for a deleted key (400 invalid_grant).
@@ -93,11 +131,22 @@ type TokenServer struct {
 	issued atomic.Int64
 }
 
-// StartTokenServer starts a token endpoint for the test.
+// StartTokenServer starts a token endpoint on 127.0.0.1 for the test.
 func StartTokenServer(t TB) *TokenServer {
 	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ServeTokenServer(t, l)
+}
+
+// ServeTokenServer is StartTokenServer on a listener the test opened, for an endpoint that
+// must be reached at another address than 127.0.0.1 (the node suite's pods reach the node's).
+func ServeTokenServer(t TB, l net.Listener) *TokenServer {
+	t.Helper()
 	ts := &TokenServer{}
-	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil || r.PostForm.Get("assertion") == "" {
 			http.Error(w, `{"error":"invalid_request"}`, http.StatusBadRequest)
 			return
@@ -111,6 +160,9 @@ func StartTokenServer(t TB) *TokenServer {
 		ts.issued.Add(1)
 		_, _ = w.Write([]byte(`{"access_token":"token-` + randomHex(8) + `","token_type":"Bearer","expires_in":3600}`))
 	}))
+	_ = ts.Listener.Close()
+	ts.Listener = l
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts
 }

@@ -99,6 +99,9 @@ func (e *emulator) stop() {
 	e.cmd = nil
 }
 
+// Addr is where the emulator listens, host:port.
+func (e *emulator) Addr() string { return e.addr }
+
 // pause stops the emulator's process (SIGSTOP): connections stay open, nothing answers.
 func (e *emulator) pause() {
 	if e.cmd != nil {
@@ -123,10 +126,10 @@ func binaryFrom(env string, name ...string) string {
 	return filepath.Join(append([]string{root, "bin"}, name...)...)
 }
 
-// freePort returns a port on 127.0.0.1 that nothing listens on right now.
-func freePort(t TB) int {
+// freePortOn returns a port on host that nothing listens on right now.
+func freePortOn(t TB, host string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -553,6 +553,7 @@ var _ = Describe("Cairn installed by its chart", Ordered, func() {
 	describeTenantVolumes(&storageDir)
 	describeVeleroVolumes(&proxy, &server)
 	describeHooks(&storageDir)
+	describeCloudVolumes() // last: its gcs specs leave the manager's environment changed
 })
 
 // removeCairn removes everything the suite installs: the backups and restores first, while

@@ -68,8 +68,9 @@ type voldataApp struct {
 
 // voldataManifests are the app in namespace ns: a claim bound to the local PersistentVolume pv
 // on the node's directory hostDir (the node has no storage class), and a pod that fills the
-// claim (volume "claim") and an emptyDir (volume "scratch"), both opted in by annotation.
-func voldataManifests(ns, pv, hostDir string) string {
+// claim (volume "claim": a large file of large bytes) and an emptyDir (volume "scratch": small
+// files), both opted in by annotation.
+func voldataManifests(ns, pv, hostDir string, large, small int) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -144,12 +145,21 @@ spec:
         claimName: data
     - name: scratch
       emptyDir: {}
-`, ns, pv, hostDir, voldataImage, voldataSeed, largeBytes, smallFiles)
+`, ns, pv, hostDir, voldataImage, voldataSeed, large, small)
 }
 
-// deployVoldata deploys the app in a new namespace ns, waits until it has written its volumes,
-// and removes it all at the end of the current spec or container.
+// deployVoldata deploys the app in a new namespace ns, waits until it has written its volumes
+// (a large file of largeBytes, smallFiles small files), and removes it all at the end of the
+// current spec or container.
 func deployVoldata(ns string) *voldataApp {
+	GinkgoHelper()
+	app := deployVoldataSized(ns, largeBytes, smallFiles)
+	Expect(app.reports["claim"].LargeSHA256).To(Equal(largeSHA256))
+	return app
+}
+
+// deployVoldataSized is deployVoldata with a large file of large bytes and small small files.
+func deployVoldataSized(ns string, large, small int) *voldataApp {
 	GinkgoHelper()
 	app := &voldataApp{ns: ns, pv: "voldata-" + ns, hostDir: filepath.Join(nodeDir, "volumes", ns)}
 	Expect(os.MkdirAll(app.hostDir, 0o750)).To(Succeed())
@@ -159,7 +169,7 @@ func deployVoldata(ns string) *voldataApp {
 		_, _, _ = kubectl("delete", "persistentvolume", app.pv, "--ignore-not-found", "--wait", "--timeout=60s")
 		Expect(os.RemoveAll(app.hostDir)).To(Succeed())
 	})
-	apply(voldataManifests(ns, app.pv, app.hostDir))
+	apply(voldataManifests(ns, app.pv, app.hostDir, large, small))
 	kubectlOK("wait", "pod/voldata", "-n", ns, "--for=condition=Ready", "--timeout=180s")
 	Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "voldata"}, &app.pod)).To(Succeed())
 
@@ -173,9 +183,8 @@ func deployVoldata(ns string) *voldataApp {
 	}
 	Expect(app.reports).To(HaveKey("claim"))
 	Expect(app.reports).To(HaveKey("scratch"))
-	Expect(app.reports["claim"].LargeSHA256).To(Equal(largeSHA256))
-	Expect(app.reports["claim"].Bytes).To(BeNumerically(">", largeBytes))
-	Expect(app.reports["scratch"].Files).To(BeNumerically(">", smallFiles))
+	Expect(app.reports["claim"].Bytes).To(BeNumerically(">", large))
+	Expect(app.reports["scratch"].Files).To(BeNumerically(">", small))
 	Expect(app.reports["scratch"].Symlinks).To(BeEquivalentTo(1))
 	return app
 }
