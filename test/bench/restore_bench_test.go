@@ -83,7 +83,7 @@ func benchRestore(b *testing.B, managerArgs ...string) {
 	b.ResetTimer()
 
 	var floors, restores, ratios, toInProgress, inProgress, finalizing []float64
-	var rss, rssBefore float64
+	var rss, rssBefore, anonBefore, fileAfter float64
 	for round := range restoreRounds(b) {
 		name := fmt.Sprintf("restore-%d", round)
 		// The floor: the same objects (with the labels the restore puts on them) into the same
@@ -102,7 +102,8 @@ func benchRestore(b *testing.B, managerArgs ...string) {
 		// The peak of the restore alone, not of the backup or the restores before it; what the
 		// manager held when it started is the floor of that peak.
 		cl.manager.resetRSSPeak(b)
-		rssBefore = max(rssBefore, cl.manager.rssMiB(b))
+		rssBefore = max(rssBefore, cl.manager.rssMiB(b, "VmRSS:"))
+		anonBefore = max(anonBefore, cl.manager.rssMiB(b, "RssAnon:"))
 		requestsBefore := apiRequests(b, cl.cfg)
 		var profile *managerProfile
 		if round == 0 {
@@ -116,6 +117,7 @@ func benchRestore(b *testing.B, managerArgs ...string) {
 		b.StopTimer()
 		requests, perVerb := requestsSince(requestsBefore, apiRequests(b, cl.cfg))
 		rss = max(rss, cl.manager.rssPeakMiB(b))
+		fileAfter = max(fileAfter, cl.manager.rssMiB(b, "RssFile:"))
 		profile.wait(b)
 		if round == 0 {
 			writeHeapProfile(b, pprofAddr, "restore")
@@ -138,6 +140,8 @@ func benchRestore(b *testing.B, managerArgs ...string) {
 	b.ReportMetric(float64(n)/medianOf(restores), "items/s")
 	b.ReportMetric(rss, "peak-rss-MiB")
 	b.ReportMetric(rssBefore, "rss-before-MiB")
+	b.ReportMetric(anonBefore, "rss-anon-before-MiB")
+	b.ReportMetric(fileAfter, "rss-file-MiB")
 	b.ReportMetric(float64(len(ratios)), "rounds")
 	// Where the time went: the queue and the start (creation → InProgress), the run (reading the
 	// archive, creating the items, storing the files: InProgress → Finalizing), the finalizer
@@ -211,10 +215,11 @@ func (p *process) resetRSSPeak(b *testing.B) {
 	}
 }
 
-// rssMiB is the process's resident set now (VmRSS), in MiB.
-func (p *process) rssMiB(b *testing.B) float64 {
+// rssMiB is the process's resident set now, in MiB: field "VmRSS:" (all of it), "RssAnon:" (its
+// heap, stacks and other anonymous memory) or "RssFile:" (its binary's pages).
+func (p *process) rssMiB(b *testing.B, field string) float64 {
 	b.Helper()
-	mib, err := statusMiB(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid), "VmRSS:")
+	mib, err := statusMiB(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid), field)
 	if err != nil {
 		b.Fatal(err)
 	}

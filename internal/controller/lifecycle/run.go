@@ -2,7 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,8 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"errors"
 
 	cairnv1 "github.com/cairn-backup/cairn/api/v1alpha1"
 	"github.com/cairn-backup/cairn/internal/failure"
@@ -47,12 +47,21 @@ type Runs[S any] struct {
 // Track registers a run of the object uid, before its InProgress write so that no cancel can be
 // missed. It returns the run's context, which StopIfCancelled ends, and done, which the
 // reconcile defers. The run lasts as long as the reconcile.
+//
+// The last run of the kind to end gives the memory it used back to the system at once: the
+// manager is idle most of its life, and the Go runtime would otherwise keep a finished run's
+// heap resident for minutes (after a 10k-item restore the manager's anonymous memory falls
+// from 28 to 17 MiB at once; docs/benchmarks.md). One forced collection per run is nothing
+// beside the run.
 func (r *Runs[S]) Track(ctx context.Context, uid types.UID) (runCtx context.Context, done func()) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	r.Running.Set(uid, cancel)
 	return runCtx, func() {
 		r.Running.Forget(uid)
 		cancel(nil)
+		if r.Running.Len() == 0 {
+			debug.FreeOSMemory()
+		}
 	}
 }
 
