@@ -10,12 +10,20 @@ BENCHTIME=${BENCHTIME:-3x}
 # output in docs/bench/, so the others keep their last numbers. "hooks" runs on the one-node
 # cluster (it brings the node up, as 'make test-node' does: run 'make image' first) and is run
 # only when named.
-BENCHES=${BENCHES:-storage queue backup cancel deletion restore encryption restorecancel expiry sync untrusted tenant volumes writer}
+BENCHES=${BENCHES:-storage cloud queue backup cancel deletion restore encryption restorecancel expiry sync untrusted tenant volumes writer}
 want() { [[ " $BENCHES " == *" $1 "* ]]; }
 
 if want storage; then
   echo "bench: storage (256 MiB streams, $BENCHTIME)" >&2
-  go test -run '^$' -bench . -benchtime "$BENCHTIME" -benchmem ./internal/storage/ | tee docs/bench/storage.txt >&2
+  go test -run '^$' -bench . -skip '^BenchmarkCloud' -benchtime "$BENCHTIME" -benchmem ./internal/storage/ | tee docs/bench/storage.txt >&2
+fi
+
+if want cloud; then
+  echo "bench: cloud (256 MiB through Cairn's azure and gcs stores next to each SDK's plain single upload and download, in turns, $BENCHTIME; Azurite and fake-gcs-server on 127.0.0.1)" >&2
+  go test -run '^$' -bench '^BenchmarkCloud' -benchtime "$BENCHTIME" -benchmem -timeout 30m ./internal/storage/ | tee docs/bench/cloud.txt >&2
+  echo "bench: cloud (10k ConfigMaps backed up and restored by the manager binary through a filesystem, an azure and a gcs location in turns; envtest control plane)" >&2
+  make -s build
+  go test -run '^$' -bench '^BenchmarkCloud10kConfigMaps$' -benchtime 1x -timeout 30m ./test/bench/ | tee docs/bench/cloudcms.txt >&2
 fi
 
 if want queue; then

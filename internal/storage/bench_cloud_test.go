@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/cairn-backup/cairn/internal/archive"
@@ -36,8 +37,10 @@ import (
 
 // cloudTransfer is one provider's four transfers of the same bytes.
 type cloudTransfer struct {
-	sdkUpload, sdkDownload func(ctx context.Context, data []byte) error
-	store                  storage.ObjectStore
+	// sdkUpload is the SDK's plainest single upload of a buffer; sdkStream its streaming
+	// upload of a reader of unknown length, with the store's part size and concurrency.
+	sdkUpload, sdkStream, sdkDownload func(ctx context.Context, data []byte) error
+	store                             storage.ObjectStore
 	// bound is the part size × concurrency of the store's uploads.
 	bound int64
 }
@@ -83,13 +86,16 @@ func mappedArchive(b *testing.B) []byte {
 	return data
 }
 
-// heapPeak samples the bytes of heap objects (live and not yet collected) every few
-// milliseconds while fn runs, and returns how far they rose above where they started.
-func heapPeak(fn func() error) (int64, error) {
-	runtime.GC()
+// memoryPeak samples, every 2 ms while fn runs, the bytes of heap objects (live and not yet
+// collected) and this process's anonymous resident memory (the heap, and the buffers the Azure
+// SDK maps outside it; not the mapped archive, which is a file's), and returns how far each
+// rose above where it started. Memory is handed back to the system first, so that each run
+// starts from what is live.
+func memoryPeak(fn func() error) (heap, anon int64, err error) {
+	debug.FreeOSMemory()
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() int64 { metrics.Read(sample); return int64(sample[0].Value.Uint64()) }
-	base, peak := read(), int64(0)
+	readHeap := func() int64 { metrics.Read(sample); return int64(sample[0].Value.Uint64()) }
+	heapBase, anonBase := readHeap(), rssAnon()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -102,14 +108,29 @@ func heapPeak(fn func() error) (int64, error) {
 			case <-done:
 				return
 			case <-t.C:
-				peak = max(peak, read()-base)
+				heap, anon = max(heap, readHeap()-heapBase), max(anon, rssAnon()-anonBase)
 			}
 		}
 	}()
-	err := fn()
+	err = fn()
 	close(done)
 	wg.Wait()
-	return max(peak, read()-base), err
+	return max(heap, readHeap()-heapBase), max(anon, rssAnon()-anonBase), err
+}
+
+// rssAnon is this process's anonymous resident memory (RssAnon of /proc/self/status), in bytes.
+func rssAnon() int64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kib << 10
+		}
+	}
+	return 0
 }
 
 // childrenCPU is the CPU time of this process's children (the emulator) so far.
@@ -134,40 +155,54 @@ func childrenCPU() time.Duration {
 	return total
 }
 
-// runCloudBench measures t in rounds: in each, the SDK's upload and Cairn's (the order
-// alternating by round), then the SDK's download and Cairn's verified one. It reports the
-// medians, their ratios (Cairn / SDK), Cairn's peak heap, and the share of the emulator's CPU
-// in the wall time of Cairn's transfers.
+// runCloudBench measures t in rounds: in each, the SDK's single upload, the SDK's streaming
+// upload and Cairn's (the order turning by round), then the SDK's download, Cairn's plain Get
+// and Cairn's verified read. It reports the medians, the ratios to the SDK's single
+// upload and download (the floor of issue 44), Cairn's peak memory, and the share of the
+// emulator's CPU in the wall time of Cairn's transfers.
 func runCloudBench(b *testing.B, t cloudTransfer, data []byte) {
 	ctx := context.Background()
 	keys := storage.Layout{}.Backup("bench", "b")
 	ms := map[string][]float64{}
-	peaks := map[string]int64{}
+	heapPeaks, anonPeaks := map[string]int64{}, map[string]int64{}
 	emulatorShare := map[string][]float64{}
 	timed := func(name string, fn func() error) {
 		cpu0, start := childrenCPU(), time.Now()
-		peak, err := heapPeak(fn)
+		heap, anon, err := memoryPeak(fn)
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
 		wall := time.Since(start)
 		ms[name] = append(ms[name], wall.Seconds()*1000)
-		peaks[name] = max(peaks[name], peak)
+		heapPeaks[name], anonPeaks[name] = max(heapPeaks[name], heap), max(anonPeaks[name], anon)
 		emulatorShare[name] = append(emulatorShare[name], (childrenCPU()-cpu0).Seconds()/wall.Seconds())
 	}
 	var digest storage.ArchiveDigest
-	upload := map[string]func() error{
-		"sdk": func() error { return t.sdkUpload(ctx, data) },
+	uploads := map[string]func() error{
+		"sdk":        func() error { return t.sdkUpload(ctx, data) },
+		"sdk-stream": func() error { return t.sdkStream(ctx, data) },
 		"cairn": func() (err error) {
 			digest, err = storage.PutArchive(ctx, t.store, keys.Archive, onlyReader{bytes.NewReader(data)})
 			return err
 		},
 	}
-	download := map[string]func() error{
+	downloads := map[string]func() error{
 		"sdk": func() error { return t.sdkDownload(ctx, data) },
+		"cairn-get": func() error {
+			rc, err := t.store.Get(ctx, keys.Archive)
+			if err != nil {
+				return err
+			}
+			return drainExactly(rc, int64(len(data)))
+		},
 		"cairn": func() error {
 			var n int64
-			err := storage.ReadArchive(ctx, t.store, keys.Archive, digest, func(e archive.Entry) error { n += int64(len(e.Data)); return nil })
+			err := storage.ReadArchive(ctx, t.store, keys.Archive, digest, func(e archive.Entry) error {
+				if e.Name != archive.VersionPath {
+					n += int64(len(e.Data))
+				}
+				return nil
+			})
 			if err == nil && n != benchSize {
 				err = fmt.Errorf("read %d bytes of entries", n)
 			}
@@ -176,28 +211,39 @@ func runCloudBench(b *testing.B, t cloudTransfer, data []byte) {
 	}
 	round := 0
 	for b.Loop() {
-		order := []string{"sdk", "cairn"}
-		if round%2 == 1 {
-			order = []string{"cairn", "sdk"}
+		for _, who := range turn([]string{"sdk", "sdk-stream", "cairn"}, round) {
+			timed("upload-"+who, uploads[who])
 		}
-		for _, who := range order {
-			timed("upload-"+who, upload[who])
-		}
-		for _, who := range order {
-			timed("download-"+who, download[who])
+		for _, who := range turn([]string{"sdk", "cairn-get", "cairn"}, round) {
+			timed("download-"+who, downloads[who])
 		}
 		round++
 	}
-	for _, op := range []string{"upload", "download"} {
-		sdk, cairn := medianOf(ms[op+"-sdk"]), medianOf(ms[op+"-cairn"])
-		b.ReportMetric(sdk, op+"-sdk-ms")
-		b.ReportMetric(cairn, op+"-cairn-ms")
-		b.ReportMetric(cairn/sdk, op+"-ratio")
-		b.ReportMetric(float64(peaks[op+"-cairn"])/(1<<20), op+"-cairn-peak-heap-MiB")
-		b.ReportMetric(float64(peaks[op+"-sdk"])/(1<<20), op+"-sdk-peak-heap-MiB")
-		b.ReportMetric(medianOf(emulatorShare[op+"-cairn"]), op+"-emulator-cpu-share")
-	}
+	reportCloudBench(b, ms, heapPeaks, anonPeaks, emulatorShare)
 	b.ReportMetric(float64(t.bound)/(1<<20), "bound-MiB")
+}
+
+// turn is order rotated by round, so that each transfer goes first in turn.
+func turn(order []string, round int) []string {
+	k := round % len(order)
+	return append(append([]string{}, order[k:]...), order[:k]...)
+}
+
+// reportCloudBench reports the medians, the ratios to the SDK's floor, and the peaks.
+func reportCloudBench(b *testing.B, ms map[string][]float64, heapPeaks, anonPeaks map[string]int64, emulatorShare map[string][]float64) {
+	for name, v := range ms {
+		b.ReportMetric(medianOf(v), name+"-ms")
+		b.ReportMetric(float64(heapPeaks[name])/(1<<20), name+"-peak-heap-MiB")
+		b.ReportMetric(float64(anonPeaks[name])/(1<<20), name+"-peak-anon-MiB")
+	}
+	ratio := func(a, b string) float64 { return medianOf(ms[a]) / medianOf(ms[b]) }
+	b.ReportMetric(ratio("upload-cairn", "upload-sdk"), "upload-ratio")
+	b.ReportMetric(ratio("upload-cairn", "upload-sdk-stream"), "upload-stream-ratio")
+	b.ReportMetric(ratio("upload-sdk-stream", "upload-sdk"), "sdk-stream-ratio")
+	b.ReportMetric(ratio("download-cairn", "download-sdk"), "download-ratio")
+	b.ReportMetric(ratio("download-cairn-get", "download-sdk"), "download-get-ratio")
+	b.ReportMetric(medianOf(emulatorShare["upload-cairn"]), "upload-emulator-cpu-share")
+	b.ReportMetric(medianOf(emulatorShare["download-cairn"]), "download-emulator-cpu-share")
 }
 
 func BenchmarkCloudAzure256MiB(b *testing.B) {
@@ -223,6 +269,11 @@ func BenchmarkCloudAzure256MiB(b *testing.B) {
 		sdkUpload: func(ctx context.Context, data []byte) error {
 			// One Put Blob of the whole seekable buffer: the SDK's plainest upload.
 			_, err := raw.NewBlockBlobClient("plain").Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), nil)
+			return err
+		},
+		sdkStream: func(ctx context.Context, data []byte) error {
+			_, err := raw.NewBlockBlobClient("stream").UploadStream(ctx, onlyReader{bytes.NewReader(data)},
+				&blockblob.UploadStreamOptions{BlockSize: 8 << 20, Concurrency: 4})
 			return err
 		},
 		sdkDownload: func(ctx context.Context, data []byte) error {
@@ -255,6 +306,15 @@ func BenchmarkCloudGCS256MiB(b *testing.B) {
 			w := raw.Bucket("bench").Object("plain").NewWriter(ctx)
 			w.ChunkSize = 0
 			if _, err := w.Write(data); err != nil {
+				_ = w.Close()
+				return err
+			}
+			return w.Close()
+		},
+		sdkStream: func(ctx context.Context, data []byte) error {
+			w := raw.Bucket("bench").Object("stream").NewWriter(ctx)
+			w.ChunkSize = 8 << 20
+			if _, err := io.Copy(w, onlyReader{bytes.NewReader(data)}); err != nil {
 				_ = w.Close()
 				return err
 			}
