@@ -200,7 +200,7 @@ func TestGCSObjectLockOnFakeGCS(t *testing.T) {
 	if err := plain.Validate(ctx); err == nil || !strings.Contains(err.Error(), `bucket "locked" at `+server.Endpoint()+` does not have object retention enabled`) {
 		t.Fatalf("Validate on fake-gcs-server = %v", err)
 	}
-	proxy := startRecordingProxy(t, server.Endpoint(), nil, retentionEnabled("locked"))
+	proxy := startRecordingProxy(t, server.Endpoint(), nil, retentionEnabled("locked")) //nolint:bodyclose // a ModifyResponse hook: the proxy closes the body
 	store, err := storage.NewGCS(storage.GCSConfig{Bucket: "locked", Endpoint: proxy.URL, Credentials: storage.GCSCredentials{JSON: server.key}})
 	if err != nil {
 		t.Fatal(err)

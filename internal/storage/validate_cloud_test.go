@@ -39,13 +39,13 @@ func TestValidateNamesClockSkew(t *testing.T) {
 		{name: "server ahead", shift: 8 * time.Minute, want: "behind the"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			azureProxy := startRecordingProxy(t, a.Endpoint(), nil, shiftDate(tt.shift))
+			azureProxy := startRecordingProxy(t, a.Endpoint(), nil, shiftDate(tt.shift)) //nolint:bodyclose // a ModifyResponse hook: the proxy closes the body
 			azure, err := storage.NewAzure(storage.AzureConfig{Account: a.Account, Container: "backups", Endpoint: azureProxy.URL + "/" + a.Account,
 				Credentials: storage.AzureCredentials{SharedKey: a.Key}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			gcsProxy := startRecordingProxy(t, gcsServer.Endpoint(), nil, shiftDate(tt.shift))
+			gcsProxy := startRecordingProxy(t, gcsServer.Endpoint(), nil, shiftDate(tt.shift)) //nolint:bodyclose // a ModifyResponse hook: the proxy closes the body
 			gcsStore, err := storage.NewGCS(storage.GCSConfig{Bucket: "backups", Endpoint: gcsProxy.URL, Credentials: storage.GCSCredentials{JSON: gcsServer.key}})
 			if err != nil {
 				t.Fatal(err)
