@@ -105,41 +105,81 @@ func TestAzureObjectLockOnAzurite(t *testing.T) {
 	}
 }
 
-// The requests the SDK sends to lock a blob, through a proxy in front of Azurite that says the
-// container has version-level immutability support and answers Set Blob Immutability Policy
-// itself (Azurite does not implement it), remembering each blob's date as Azure would.
+// azurePolicies stands, in a proxy in front of Azurite, for what Azurite does not implement:
+// a container with version-level immutability support, and each blob's immutability policy,
+// set by Set Blob Immutability Policy and shown in the blob's properties and in listings.
+type azurePolicies struct {
+	mu       sync.Mutex
+	policies map[string][2]string // blob name -> until (RFC 1123), mode
+}
+
+func isPolicyRequest(r *http.Request) bool {
+	return r.URL.Query().Get("comp") == "immutabilityPolicies"
+}
+
+// blobName is the name of the blob a request's path names, in container.
+func blobName(path, container string) string {
+	_, name, _ := strings.Cut(path, "/"+container+"/")
+	return name
+}
+
+func (p *azurePolicies) answer(w http.ResponseWriter, r *http.Request) bool {
+	if !isPolicyRequest(r) {
+		return false
+	}
+	until, mode := r.Header.Get("x-ms-immutability-policy-until-date"), r.Header.Get("x-ms-immutability-policy-mode")
+	p.mu.Lock()
+	p.policies[blobName(r.URL.Path, "locked")] = [2]string{until, mode}
+	p.mu.Unlock()
+	w.Header().Set("x-ms-immutability-policy-until-date", until)
+	w.Header().Set("x-ms-immutability-policy-mode", mode)
+	w.WriteHeader(http.StatusOK)
+	return true
+}
+
+func (p *azurePolicies) modify(resp *http.Response) error {
+	q := resp.Request.URL.Query()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case q.Get("restype") == "container" && q.Get("comp") == "" && resp.StatusCode == http.StatusOK:
+		resp.Header.Set("x-ms-immutable-storage-with-versioning-enabled", "true")
+	case resp.Request.Method == http.MethodHead:
+		if policy, ok := p.policies[blobName(resp.Request.URL.Path, "locked")]; ok {
+			resp.Header.Set("x-ms-immutability-policy-until-date", policy[0])
+			resp.Header.Set("x-ms-immutability-policy-mode", policy[1])
+		}
+	case q.Get("comp") == "list" && strings.Contains(q.Get("include"), "immutabilitypolicy"):
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		listing := string(body)
+		for name, policy := range p.policies {
+			at := strings.Index(listing, "<Name>"+name+"</Name>")
+			props := strings.Index(listing[max(at, 0):], "<Properties>")
+			if at < 0 || props < 0 {
+				continue
+			}
+			at += props + len("<Properties>")
+			listing = listing[:at] + "<ImmutabilityPolicyUntilDate>" + policy[0] + "</ImmutabilityPolicyUntilDate><ImmutabilityPolicyMode>" +
+				policy[1] + "</ImmutabilityPolicyMode>" + listing[at:]
+		}
+		resp.Body = io.NopCloser(strings.NewReader(listing))
+		resp.ContentLength = int64(len(listing))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(listing)))
+	}
+	return nil
+}
+
+// The requests the SDK sends to lock a blob and what Cairn reads back, through a proxy in
+// front of Azurite standing for what it does not implement (azurePolicies).
 func TestAzureObjectLockRequests(t *testing.T) {
 	a := emulator.StartAzurite(t)
 	a.CreateContainer("locked")
-	var mu sync.Mutex
-	policies := map[string]string{} // path -> until date (RFC 1123)
-	isPolicy := func(r *http.Request) bool { return r.URL.Query().Get("comp") == "immutabilityPolicies" }
-	proxy := startRecordingProxy(t, a.Endpoint(), func(w http.ResponseWriter, r *http.Request) bool {
-		if !isPolicy(r) {
-			return false
-		}
-		mu.Lock()
-		policies[r.URL.Path] = r.Header.Get("x-ms-immutability-policy-until-date")
-		mu.Unlock()
-		w.Header().Set("x-ms-immutability-policy-until-date", r.Header.Get("x-ms-immutability-policy-until-date"))
-		w.Header().Set("x-ms-immutability-policy-mode", r.Header.Get("x-ms-immutability-policy-mode"))
-		w.WriteHeader(http.StatusOK)
-		return true
-	}, func(resp *http.Response) error {
-		q := resp.Request.URL.Query()
-		if q.Get("restype") == "container" && q.Get("comp") == "" && resp.StatusCode == http.StatusOK {
-			resp.Header.Set("x-ms-immutable-storage-with-versioning-enabled", "true")
-		}
-		if resp.Request.Method == http.MethodHead {
-			mu.Lock()
-			if until, ok := policies[resp.Request.URL.Path]; ok {
-				resp.Header.Set("x-ms-immutability-policy-until-date", until)
-				resp.Header.Set("x-ms-immutability-policy-mode", "Locked")
-			}
-			mu.Unlock()
-		}
-		return nil
-	})
+	policies := &azurePolicies{policies: map[string][2]string{}}
+	proxy := startRecordingProxy(t, a.Endpoint(), policies.answer, policies.modify) //nolint:bodyclose // a ModifyResponse hook: the proxy closes the body
 	ctx := context.Background()
 	endpoint := proxy.URL + "/" + a.Account
 	for _, tt := range []struct {
@@ -158,7 +198,7 @@ func TestAzureObjectLockRequests(t *testing.T) {
 			if err := lock.Retain(ctx, []string{key}, until); err != nil {
 				t.Fatal(err)
 			}
-			onKey := func(r *http.Request) bool { return isPolicy(r) && strings.HasSuffix(r.URL.Path, "/locked/"+key) }
+			onKey := func(r *http.Request) bool { return isPolicyRequest(r) && strings.HasSuffix(r.URL.Path, "/locked/"+key) }
 			sent := proxy.recorded(onKey)
 			if len(sent) != 1 || sent[0].Method != http.MethodPut ||
 				sent[0].Header.Get("x-ms-immutability-policy-until-date") != "Wed, 02 Jan 2030 03:04:05 GMT" ||
@@ -175,6 +215,11 @@ func TestAzureObjectLockRequests(t *testing.T) {
 			sent = proxy.recorded(onKey)
 			if len(sent) != 2 || sent[1].Header.Get("x-ms-immutability-policy-until-date") != "Wed, 02 Jan 2030 04:04:05 GMT" {
 				t.Fatalf("requests %v, want a second one, extending the date only", describe(sent))
+			}
+			// The deletion's check reads the policy from the listing of the blob's versions.
+			err := lock.Retained(ctx, []string{key}, time.Now())
+			if got, ok := storage.RetainedUntil(err); !ok || !got.Equal(until.Add(time.Hour)) || !strings.Contains(err.Error(), "(Azure immutability policy, "+tt.wantMode+")") {
+				t.Fatalf("Retained = %v, want until %s by an %s policy", err, until.Add(time.Hour), tt.wantMode)
 			}
 		})
 	}
