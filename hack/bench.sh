@@ -10,12 +10,20 @@ BENCHTIME=${BENCHTIME:-3x}
 # output in docs/bench/, so the others keep their last numbers. "hooks" runs on the one-node
 # cluster (it brings the node up, as 'make test-node' does: run 'make image' first) and is run
 # only when named.
-BENCHES=${BENCHES:-storage queue backup cancel deletion restore encryption restorecancel expiry sync untrusted tenant volumes writer}
+BENCHES=${BENCHES:-storage cloud queue backup cancel deletion restore encryption restorecancel expiry sync untrusted tenant volumes writer}
 want() { [[ " $BENCHES " == *" $1 "* ]]; }
 
 if want storage; then
   echo "bench: storage (256 MiB streams, $BENCHTIME)" >&2
-  go test -run '^$' -bench . -benchtime "$BENCHTIME" -benchmem ./internal/storage/ | tee docs/bench/storage.txt >&2
+  go test -run '^$' -bench . -skip '^BenchmarkCloud' -benchtime "$BENCHTIME" -benchmem ./internal/storage/ | tee docs/bench/storage.txt >&2
+fi
+
+if want cloud; then
+  echo "bench: cloud (256 MiB through Cairn's azure and gcs stores next to each SDK's plain single upload and download, in turns, $BENCHTIME; Azurite and fake-gcs-server on 127.0.0.1)" >&2
+  go test -run '^$' -bench '^BenchmarkCloud' -benchtime "$BENCHTIME" -benchmem -timeout 30m ./internal/storage/ | tee docs/bench/cloud.txt >&2
+  echo "bench: cloud (10k ConfigMaps backed up and restored by the manager binary through a filesystem, an azure and a gcs location in turns; envtest control plane)" >&2
+  make -s build
+  go test -run '^$' -bench '^BenchmarkCloud10kConfigMaps$' -benchtime 1x -timeout 30m ./test/bench/ | tee docs/bench/cloudcms.txt >&2
 fi
 
 if want queue; then
@@ -215,6 +223,91 @@ How to read it:
   SHA-256 on one core and AES-GCM with the writes on the other. A backup's archive is written
   once, while items are still
   being listed from the API server: see "Encryption" below for what a whole backup costs.
+MD
+cat >>docs/benchmarks.md <<MD
+
+## Azure and GCS: 256 MiB through the emulators
+
+The same 256 MiB archive (incompressible 1 MiB entries, mapped from a file so that the memory
+measured is the transfer's) through Cairn's azure store on Azurite 3.37.0 and its gcs store on
+fake-gcs-server v1.56.1, both on 127.0.0.1, next to the provider SDK's own transfers of the same
+bytes in the same run (\`BenchmarkCloudAzure256MiB\`, \`BenchmarkCloudGCS256MiB\`; issue 44's goal:
+within 1.2× of the SDK's plain single upload and download, memory bounded by part size ×
+concurrency). In each round every transfer goes first in turn; medians of the rounds. Peak
+memory is sampled every 2 ms: the anonymous resident memory (which counts the buffers the
+Azure SDK maps outside the Go heap) and the Go heap, above where each transfer started.
+
+| measurement | azure (Azurite) | gcs (fake-gcs-server) |
+|---|---|---|
+| SDK: one single upload of the buffer (the floor) | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-sdk-ms) ms | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-sdk-ms) ms |
+| SDK: its streaming upload, same part size and concurrency as Cairn's | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-sdk-stream-ms) ms ($(metric docs/bench/cloud.txt CloudAzure256MiB sdk-stream-ratio)× the single) | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-sdk-stream-ms) ms ($(metric docs/bench/cloud.txt CloudGCS256MiB sdk-stream-ratio)× the single) |
+| Cairn: upload (\`PutArchive\`: streaming, SHA-256 on the way) | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-cairn-ms) ms | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-cairn-ms) ms |
+| Cairn ÷ SDK single upload (goal ≤ 1.2) | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-ratio) ($(verdict "$(metric docs/bench/cloud.txt CloudAzure256MiB upload-ratio)" "<" 1.2)) | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-ratio) ($(verdict "$(metric docs/bench/cloud.txt CloudGCS256MiB upload-ratio)" "<" 1.2)) |
+| Cairn ÷ SDK streaming upload | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-stream-ratio) | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-stream-ratio) |
+| the emulator's CPU ÷ wall time, during Cairn's upload | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-emulator-cpu-share) | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-emulator-cpu-share) |
+| SDK: download (the floor) | $(metric docs/bench/cloud.txt CloudAzure256MiB download-sdk-ms) ms | $(metric docs/bench/cloud.txt CloudGCS256MiB download-sdk-ms) ms |
+| Cairn: plain \`Get\` ÷ SDK download | $(metric docs/bench/cloud.txt CloudAzure256MiB download-get-ratio) | $(metric docs/bench/cloud.txt CloudGCS256MiB download-get-ratio) |
+| Cairn: verified read (\`ReadArchive\`: gunzip, tar, SHA-256) | $(metric docs/bench/cloud.txt CloudAzure256MiB download-cairn-ms) ms | $(metric docs/bench/cloud.txt CloudGCS256MiB download-cairn-ms) ms |
+| Cairn verified read ÷ SDK download (goal ≤ 1.2) | $(metric docs/bench/cloud.txt CloudAzure256MiB download-ratio) ($(verdict "$(metric docs/bench/cloud.txt CloudAzure256MiB download-ratio)" "<" 1.2)) | $(metric docs/bench/cloud.txt CloudGCS256MiB download-ratio) ($(verdict "$(metric docs/bench/cloud.txt CloudGCS256MiB download-ratio)" "<" 1.2)) |
+| part size × concurrency | $(metric docs/bench/cloud.txt CloudAzure256MiB bound-MiB) MiB (8 MiB × 4) | $(metric docs/bench/cloud.txt CloudGCS256MiB bound-MiB) MiB (8 MiB × 1) |
+| Cairn's upload, peak memory: anonymous RSS / heap | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-cairn-peak-anon-MiB) / $(metric docs/bench/cloud.txt CloudAzure256MiB upload-cairn-peak-heap-MiB) MiB | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-cairn-peak-anon-MiB) / $(metric docs/bench/cloud.txt CloudGCS256MiB upload-cairn-peak-heap-MiB) MiB |
+| the SDK's streaming upload, peak memory: anonymous RSS / heap | $(metric docs/bench/cloud.txt CloudAzure256MiB upload-sdk-stream-peak-anon-MiB) / $(metric docs/bench/cloud.txt CloudAzure256MiB upload-sdk-stream-peak-heap-MiB) MiB | $(metric docs/bench/cloud.txt CloudGCS256MiB upload-sdk-stream-peak-anon-MiB) / $(metric docs/bench/cloud.txt CloudGCS256MiB upload-sdk-stream-peak-heap-MiB) MiB |
+| Cairn's verified read, peak memory: anonymous RSS / heap | $(metric docs/bench/cloud.txt CloudAzure256MiB download-cairn-peak-anon-MiB) / $(metric docs/bench/cloud.txt CloudAzure256MiB download-cairn-peak-heap-MiB) MiB | $(metric docs/bench/cloud.txt CloudGCS256MiB download-cairn-peak-anon-MiB) / $(metric docs/bench/cloud.txt CloudGCS256MiB download-cairn-peak-heap-MiB) MiB |
+
+How to read it:
+- **The emulators dominate the uploads.** Cairn streams an archive of unknown length, so it
+  uploads in parts (Azure blocks committed last, GCS resumable chunks); the floor the issue
+  names is one single request of a buffer whose length is known. On these emulators parts cost
+  far more than one request — the SDK's *own* streaming upload of the same bytes is the
+  "SDK streaming" row, several times its single upload — while Cairn is close to the SDK's
+  streaming upload (the "Cairn ÷ SDK streaming" row; Cairn also hashes the archive). In their
+  sources: Azurite writes each staged block to its extent files and reads it back to compute
+  the block's CRC64 (a single Put Blob gets only an MD5);
+  fake-gcs-server appends each resumable chunk to the object it holds in memory and computes
+  its CRC32C and MD5 again over everything received so far (32 chunks of 8 MiB: about 4 GiB
+  hashed), and its CPU is most of the wall time of Cairn's upload (the emulator's CPU row).
+  Against the real services parts go in parallel over separate connections (Azure: 4 in
+  flight) and a single request is not faster
+  (and is capped: 5000 MiB for Azure's Put Blob). So the ratio to the single upload misses the
+  1.2 goal here because of the emulators, and says nothing of Azure's or Google's services;
+  the ratio to the SDK's streaming upload is Cairn's own cost.
+- **Downloads.** Cairn's plain \`Get\` is the SDK's download (the SDK's own reader, nothing
+  in between): its ratio is at or under 1 (the load of the moment moves it). The verified read
+  adds what every restore's read does on any provider — gunzip, tar and SHA-256 of 256 MiB,
+  about 0.6 s of CPU on this machine (as the filesystem and s3 verified rows of the storage
+  section show) — which the slow Azurite download hides (it overlaps with the transfer) and
+  the fast fake-gcs-server one does not.
+- **Memory.** The azure upload holds the SDK's 4 block buffers of 8 MiB, mapped outside the Go
+  heap (anonymous RSS about the 32 MiB bound plus a few MiB); the gcs upload holds the Go
+  SDK's chunk buffer and its copy for a retry (about 2.5× the 8 MiB chunk), exactly as the
+  SDK's own streaming upload does: bounded by the part size, never by the archive's size. The
+  verified read holds one 1 MiB entry at a time and gunzip's window.
+- The machine is shared (2 cores; another session's test suite ran during these runs, at a
+  load of 1 to 12): read the ratios of the same round, not the absolute times.
+MD
+y=docs/bench/cloudcms.txt
+cat >>docs/benchmarks.md <<MD
+
+## Azure and GCS: 10,000 ConfigMaps backed up and restored
+
+\`BenchmarkCloud10kConfigMaps\`: the manager binary on an envtest control plane backs up
+10,000 ConfigMaps of 1 KiB into a filesystem location (the floor), an azure location on
+Azurite and a gcs location on fake-gcs-server, in turns (two rounds, each backup's best), then
+restores from each. Peak RSS of the manager in each.
+
+| location | backup | ÷ filesystem | restore | ÷ filesystem | backup / restore peak RSS |
+|---|---|---|---|---|---|
+| filesystem | $(metric $y Cloud10kConfigMaps backup-filesystem-s) s | | $(metric $y Cloud10kConfigMaps restore-filesystem-s) s | | $(metric $y Cloud10kConfigMaps backup-filesystem-rss-MiB) / $(metric $y Cloud10kConfigMaps restore-filesystem-rss-MiB) MiB |
+| azure (Azurite) | $(metric $y Cloud10kConfigMaps backup-azure-s) s | $(metric $y Cloud10kConfigMaps backup-azure-ratio) | $(metric $y Cloud10kConfigMaps restore-azure-s) s | $(metric $y Cloud10kConfigMaps restore-azure-ratio) | $(metric $y Cloud10kConfigMaps backup-azure-rss-MiB) / $(metric $y Cloud10kConfigMaps restore-azure-rss-MiB) MiB |
+| gcs (fake-gcs-server) | $(metric $y Cloud10kConfigMaps backup-gcs-s) s | $(metric $y Cloud10kConfigMaps backup-gcs-ratio) | $(metric $y Cloud10kConfigMaps restore-gcs-s) s | $(metric $y Cloud10kConfigMaps restore-gcs-ratio) | $(metric $y Cloud10kConfigMaps backup-gcs-rss-MiB) / $(metric $y Cloud10kConfigMaps restore-gcs-rss-MiB) MiB |
+
+A backup of 10,000 small objects writes a few MiB of archive and a handful of small files: its time is
+the API server's listing and the archive's writing, and the provider adds a handful of
+requests (the archive in one or two parts, the commit marker, the listing of a validation);
+a ratio under 1 is the noise of the moment, not a provider faster than a local disk.
+The restore's time is the API server creating 10,000 objects; each location's restore ran
+once, one after the other, on a machine shared with another session's test suite (load 5 to
+15 in this run), so its ratios are that load's more than the providers'.
 MD
 cat >>docs/benchmarks.md <<MD
 

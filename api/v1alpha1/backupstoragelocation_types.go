@@ -109,7 +109,7 @@ type ObjectStorage struct {
 // +kubebuilder:validation:XValidation:rule="self.provider != 'azure' || (has(self.config) && 'storageAccount' in self.config && self.config['storageAccount'].matches('^[a-z0-9]{3,24}$'))",message="an azure location needs config.storageAccount: its storage account's name, 3 to 24 lowercase letters and digits"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'gcs' || (has(self.objectStorage) && has(self.objectStorage.bucket) && size(self.objectStorage.bucket) > 0)",message="a gcs location needs objectStorage.bucket"
 // +kubebuilder:validation:XValidation:rule="has(self.encryption) == has(oldSelf.encryption)",message="encryption is chosen when a location is created: it cannot be turned on or off later (make another location); only encryption.writeKey may change"
-// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider == 's3'",message="objectLock needs an s3 location whose bucket has Object Lock enabled: filesystem, azure and gcs locations cannot lock their objects (docs/storage.md)"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || self.provider in ['s3', 'azure', 'gcs']",message="objectLock needs an s3 bucket with Object Lock, an azure container with version-level immutability or a gcs bucket with object retention: a filesystem location cannot lock its objects (docs/storage.md)"
 // +kubebuilder:validation:XValidation:rule="has(self.objectLock) == has(oldSelf.objectLock)",message="objectLock is chosen when a location is created: it cannot be turned on or off later (make another location); only objectLock.minRetention may change"
 // +kubebuilder:validation:XValidation:rule="(has(self.format) ? self.format : 'cairn') == (has(oldSelf.format) ? oldSelf.format : 'cairn')",message="format is chosen when a location is created: it cannot change (make another location)"
 // +kubebuilder:validation:XValidation:rule="!has(self.format) || self.format != 'velero' || self.accessMode == 'ReadOnly'",message="a location with format velero must have accessMode ReadOnly: Cairn never writes to a Velero bucket"
@@ -189,11 +189,14 @@ type BackupStorageLocationSpec struct {
 	// +optional
 	Encryption *LocationEncryption `json:"encryption,omitempty"`
 
-	// ObjectLock, when set, locks every committed object of the location with S3 Object Lock
-	// (docs/storage.md): nothing, Cairn included, can delete or overwrite it before its
-	// retain-until date, which is the backup's expiration, and at least minRetention after
-	// the backup was committed. The bucket must have Object Lock enabled. Only for s3
-	// locations; set when the location is created and cannot be removed or added later.
+	// ObjectLock, when set, locks every committed object of the location (docs/storage.md):
+	// with S3 Object Lock, an Azure version-level immutability policy or GCS object retention,
+	// so that nothing, Cairn included, can delete or overwrite it before its retain-until
+	// date, which is the backup's expiration, and at least minRetention after the backup was
+	// committed. The s3 bucket must have Object Lock enabled, the azure container
+	// version-level immutability support, the gcs bucket object retention. Not for
+	// filesystem locations; set when the location is created and cannot be removed or added
+	// later.
 	// +optional
 	ObjectLock *LocationObjectLock `json:"objectLock,omitempty"`
 
@@ -261,7 +264,8 @@ type SecretKeyReference struct {
 	Key string `json:"key"`
 }
 
-// ObjectLockMode is the S3 Object Lock retention mode of a location's objects.
+// ObjectLockMode is the retention mode of a location's objects: S3 Object Lock's mode, or on
+// Azure and GCS an Unlocked (Governance) or Locked (Compliance) policy.
 // +kubebuilder:validation:Enum=Governance;Compliance
 type ObjectLockMode string
 

@@ -218,11 +218,9 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 		Entry("azure with a storage account Azure would refuse", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderAzure,
 			ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"}, Config: map[string]string{"storageAccount": "Cairn-Backups"}}, "3 to 24 lowercase letters and digits"),
 		Entry("gcs without a bucket", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderGCS}, "a gcs location needs objectStorage.bucket"),
-		Entry("object lock on a gcs location", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderGCS, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"},
-			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "filesystem, azure and gcs locations cannot lock their objects"),
 		Entry("an unknown access mode", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"}, AccessMode: "WriteOnly"}, "spec.accessMode"),
 		Entry("object lock on a filesystem location", cairnv1.BackupStorageLocationSpec{Provider: cairnv1.StorageProviderFilesystem, Config: map[string]string{"path": "/d"},
-			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "filesystem, azure and gcs locations cannot lock their objects"),
+			ObjectLock: &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}}, "a filesystem location cannot lock its objects"),
 		Entry("an unknown object lock mode", lockedS3Spec("Legal", "1h"), "spec.objectLock.mode"),
 		Entry("a minRetention under a second", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "500ms"), "objectLock.minRetention must be a duration from 1s to 87600h"),
 		Entry("a minRetention over ten years", lockedS3Spec(cairnv1.ObjectLockModeGovernance, "87601h"), "objectLock.minRetention must be a duration from 1s to 87600h"),
@@ -247,6 +245,17 @@ var _ = Describe("BackupStorageLocation CRD", func() {
 		By("a later minRetention over the limit is refused")
 		err := mergePatch(l, `{"spec":{"objectLock":{"minRetention":"721h"}}}`)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+	})
+
+	It("accepts object lock on azure and gcs locations", func() {
+		lock := &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeGovernance, MinRetention: metav1.Duration{Duration: time.Hour}}
+		Expect(k8sClient.Create(ctx, newLocation(cairnv1.BackupStorageLocationSpec{
+			Provider: cairnv1.StorageProviderAzure, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "backups"},
+			Config: map[string]string{"storageAccount": "cairnbackups"}, ObjectLock: lock,
+		}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, newLocation(cairnv1.BackupStorageLocationSpec{
+			Provider: cairnv1.StorageProviderGCS, ObjectStorage: &cairnv1.ObjectStorage{Bucket: "cairn-backups"}, ObjectLock: lock,
+		}))).To(Succeed())
 	})
 
 	It("accepts object lock on an s3 location, and a new minRetention later", func() {

@@ -14,10 +14,10 @@ import (
 	"github.com/cairn-backup/cairn/internal/storage"
 )
 
-// validator is a provider's store that can check itself under a prefix.
+// validator is a provider's store that can check itself under a prefix and lock objects.
 type validator interface {
 	storage.ObjectStore
-	Validate(ctx context.Context, prefix string) error
+	lockingStore
 }
 
 // openCloud opens the store of an azure or gcs location, with its client kept from one call to
@@ -51,6 +51,8 @@ func azureConfig(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorag
 	cfg := storage.AzureConfig{
 		Account:  bsl.Spec.Config[cairnv1.ConfigKeyStorageAccount],
 		Endpoint: bsl.Spec.Config[cairnv1.ConfigKeyEndpoint],
+		// Version-level immutability keeps blob versions: a deletion removes them all.
+		Versioned: bsl.Spec.ObjectLock != nil,
 	}
 	if bsl.Spec.ObjectStorage != nil {
 		cfg.Container = bsl.Spec.ObjectStorage.Bucket

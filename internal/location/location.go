@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,12 +97,13 @@ func Open(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLocati
 		if err != nil {
 			return nil, err
 		}
-		store, validate = cloud, func(ctx context.Context) error { return cloud.Validate(ctx, layout.BackupsDir()) }
+		store = cloud
+		validate, lock = withLock(cloud, layout.BackupsDir(), bsl.Spec.ObjectLock)
 	default:
 		return nil, fmt.Errorf("%w: unknown provider %q (want filesystem, s3, azure or gcs)", ErrConfig, bsl.Spec.Provider)
 	}
 	if bsl.Spec.ObjectLock != nil && lock == nil {
-		return nil, fmt.Errorf("%w: spec.objectLock needs an s3 location", ErrConfig)
+		return nil, fmt.Errorf("%w: spec.objectLock needs an s3, azure or gcs location", ErrConfig)
 	}
 	if enc := bsl.Spec.Encryption; enc != nil {
 		keys, err := readKeys(ctx, r, bsl.Namespace, enc)
@@ -138,21 +140,34 @@ func openS3(ctx context.Context, r client.Reader, bsl *cairnv1.BackupStorageLoca
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	validate := func(ctx context.Context) error { return s3.Validate(ctx, prefix) }
 	ol := bsl.Spec.ObjectLock
+	validate, lock := withLock(s3, prefix, ol)
+	return s3, validate, lock, nil
+}
+
+// lockingStore is a provider's store that can lock objects (s3, azure, gcs).
+type lockingStore interface {
+	Validate(ctx context.Context, prefix string) error
+	ObjectLock(mode storage.LockMode, minRetention time.Duration) *storage.ObjectLock
+}
+
+// withLock is the validation of s under prefix and, when ol asks for one, its object lock,
+// whose capability the validation checks too (Unavailable saying what is missing).
+func withLock(s lockingStore, prefix string, ol *cairnv1.LocationObjectLock) (func(context.Context) error, *storage.ObjectLock) {
 	if ol == nil {
-		return s3, validate, nil, nil
+		return func(ctx context.Context) error { return s.Validate(ctx, prefix) }, nil
 	}
-	lock := s3.ObjectLock(lockMode(ol.Mode), ol.MinRetention.Duration)
-	return s3, func(ctx context.Context) error {
-		if err := s3.Validate(ctx, prefix); err != nil {
+	lock := s.ObjectLock(lockMode(ol.Mode), ol.MinRetention.Duration)
+	return func(ctx context.Context) error {
+		if err := s.Validate(ctx, prefix); err != nil {
 			return err
 		}
 		return lock.Validate(ctx)
-	}, lock, nil
+	}, lock
 }
 
-// lockMode is the S3 retention mode of a location's objectLock.mode.
+// lockMode is the lock mode of a location's objectLock.mode (S3's retention mode; Azure's and
+// GCS's Unlocked and Locked).
 func lockMode(m cairnv1.ObjectLockMode) storage.LockMode {
 	if m == cairnv1.ObjectLockModeGovernance {
 		return storage.LockGovernance

@@ -126,7 +126,7 @@ func TestOpenConfigErrors(t *testing.T) {
 			l.Spec.Config = map[string]string{"path": t.TempDir()}
 			l.Spec.ObjectLock = &cairnv1.LocationObjectLock{Mode: cairnv1.ObjectLockModeCompliance, MinRetention: metav1.Duration{Duration: time.Hour}}
 			return &l
-		}(), wantErr: "spec.objectLock needs an s3 location"},
+		}(), wantErr: "spec.objectLock needs an s3, azure or gcs location"},
 		{name: "filesystem without path", bsl: func() *cairnv1.BackupStorageLocation {
 			l := loc("fs", false, 0)
 			l.Spec.Provider = cairnv1.StorageProviderFilesystem

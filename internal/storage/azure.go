@@ -33,6 +33,9 @@ type AzureConfig struct {
 	Credentials AzureCredentials
 	// PartSize is the block size of uploads; 0 means the default (8 MiB).
 	PartSize int64
+	// Versioned says the account keeps blob versions (as version-level immutability needs):
+	// Delete removes every version of a blob, not only its current one.
+	Versioned bool
 }
 
 // AzureCredentials are a storage account's shared key or a SAS token; with neither, the
@@ -54,10 +57,13 @@ func (c AzureCredentials) GoString() string { return c.String() }
 // stay uncommitted, invisible, and Azure discards them within a week.
 type Azure struct {
 	client    *container.Client
+	clock     *serverClock
 	sharedKey *blob.SharedKeyCredential
 	container string
 	endpoint  string
 	partSize  int64
+	// versioned: Delete removes every version (AzureConfig.Versioned).
+	versioned bool
 }
 
 // azureResponseHeaderTimeout is how long a request waits for the service's answer once sent.
@@ -82,14 +88,15 @@ func NewAzure(cfg AzureConfig) (*Azure, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// A server that takes a request and never answers must not hold the caller forever.
 	transport.ResponseHeaderTimeout = azureResponseHeaderTimeout
+	clock := newServerClock(transport)
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: &http.Client{Transport: transport},
+		Transport: &http.Client{Transport: clock},
 		Retry:     policy.RetryOptions{MaxRetries: 3},
 		// Plain http is only ever an emulator's endpoint, named by the location.
 		InsecureAllowCredentialWithHTTP: u.Scheme == "http",
 	}}
 	containerURL := endpoint + "/" + url.PathEscape(cfg.Container)
-	s := &Azure{container: cfg.Container, endpoint: endpoint, partSize: cfg.PartSize}
+	s := &Azure{container: cfg.Container, endpoint: endpoint, partSize: cfg.PartSize, clock: clock, versioned: cfg.Versioned}
 	if s.partSize == 0 {
 		s.partSize = defaultPartSize
 	}
@@ -178,7 +185,8 @@ func (s *Azure) ListFunc(ctx context.Context, prefix string, fn func(key string)
 	return nil
 }
 
-// Delete implements ObjectStore: the blob and its snapshots.
+// Delete implements ObjectStore: the blob and its snapshots, and its versions when the account
+// keeps them (AzureConfig.Versioned).
 func (s *Azure) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -186,7 +194,13 @@ func (s *Azure) Delete(ctx context.Context, key string) error {
 	include := blob.DeleteSnapshotsOptionTypeInclude
 	_, err := s.client.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: &include})
 	if err != nil && !azureNotFound(err) {
+		if bloberror.HasCode(err, bloberror.BlobImmutableDueToPolicy) {
+			return fmt.Errorf("deleting %s from container %s: %s", key, s.container, azureDeleteFailure(err))
+		}
 		return fmt.Errorf("deleting %s from container %s: %w", key, s.container, azureError{err})
+	}
+	if s.versioned {
+		return s.deleteVersions(ctx, key)
 	}
 	return nil
 }
@@ -206,9 +220,9 @@ func (s *Azure) Exists(ctx context.Context, key string) (bool, error) {
 	return true, nil
 }
 
-// Validate checks that the container exists and that the credentials may list it under
-// prefix, with one request that is not retried. Its error says what a person should fix and
-// never contains the credentials.
+// Validate checks that the container exists, that the credentials may list it under prefix,
+// and that the server's clock agrees with this one's, with one request that is not retried.
+// Its error says what a person should fix and never contains the credentials.
 func (s *Azure) Validate(ctx context.Context, prefix string) error {
 	one := int32(1)
 	opts := &container.ListBlobsFlatOptions{MaxResults: &one}
@@ -216,18 +230,39 @@ func (s *Azure) Validate(ctx context.Context, prefix string) error {
 		opts.Prefix = &prefix
 	}
 	_, err := s.client.NewListBlobsFlatPager(opts).NextPage(policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1}))
+	skew := s.clock.skewProblem("azure", s.endpoint)
 	switch {
 	case err == nil:
-		return nil
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
-		return fmt.Errorf("container %q does not exist at %s", s.container, s.endpoint)
-	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure,
-		bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions) || azureStatus(err) == http.StatusForbidden:
-		return fmt.Errorf("access denied to container %q at %s (%s): check the credentials in the location's credential secret and that they may list the container", s.container, s.endpoint, azureReason(err))
-	case isUnreachable(err):
-		return fmt.Errorf("cannot reach the azure endpoint %s: %s", s.endpoint, unreachableReason(err))
+		return skew
+	case skew != nil && bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure):
+		return fmt.Errorf("access denied to container %q at %s (%s), and %w", s.container, s.endpoint, azureReason(err), skew)
+	}
+	if problem := azureProblem(err, s.container, s.endpoint); problem != nil {
+		return problem
 	}
 	return fmt.Errorf("checking container %q at %s: %s", s.container, s.endpoint, azureReason(err))
+}
+
+// azureProblem names what a person should fix when a request to a container failed with err:
+// the container missing, the credentials refused, a permission missing, the endpoint
+// unreachable; nil for any other error.
+func azureProblem(err error, containerName, endpoint string) error {
+	switch {
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		return fmt.Errorf("container %q does not exist at %s", containerName, endpoint)
+	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure):
+		return fmt.Errorf("access denied to container %q at %s (%s): the credentials in the location's credential secret were refused: check the storage account key or SAS token (and its expiry)",
+			containerName, endpoint, azureReason(err))
+	case bloberror.HasCode(err, bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions,
+		bloberror.AuthorizationResourceTypeMismatch, bloberror.AuthorizationServiceMismatch):
+		return fmt.Errorf("access denied to container %q at %s (%s): the credentials are accepted but may not list the container: a SAS token needs the list permission (sp=l) on it, an identity a role such as Storage Blob Data Contributor",
+			containerName, endpoint, azureReason(err))
+	case azureStatus(err) == http.StatusForbidden || azureStatus(err) == http.StatusUnauthorized:
+		return fmt.Errorf("access denied to container %q at %s (%s): check the credentials in the location's credential secret and that they may list the container", containerName, endpoint, azureReason(err))
+	case isUnreachable(err):
+		return fmt.Errorf("cannot reach the azure endpoint %s: %s", endpoint, unreachableReason(err))
+	}
+	return nil
 }
 
 // azureError is an error of the Azure SDK that prints only its azureReason (the SDK's own

@@ -55,6 +55,7 @@ type serviceAccountKey struct {
 // when the last chunk is sent, so a failed or cancelled upload leaves no object behind.
 type GCS struct {
 	client   *gcs.Client
+	clock    *serverClock
 	bucket   *gcs.BucketHandle
 	name     string
 	endpoint string
@@ -102,7 +103,8 @@ func NewGCS(cfg GCSConfig) (*GCS, error) {
 		_ = json.Unmarshal(cfg.Credentials.JSON, &key) // parsed already by gcsTokenSource
 		s.signer = &key
 	}
-	hc := &http.Client{Transport: &oauth2.Transport{Source: source, Base: transport}}
+	s.clock = newServerClock(transport)
+	hc := &http.Client{Transport: &oauth2.Transport{Source: source, Base: s.clock}}
 	s.client, err = gcs.NewClient(context.Background(), append(opts, option.WithHTTPClient(hc))...)
 	if err != nil {
 		return nil, fmt.Errorf("making the GCS client: %w", err)
@@ -219,6 +221,9 @@ func (s *GCS) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	err := s.bucket.Object(key).Delete(ctx)
+	if gcsDeleteRefused(err) {
+		return fmt.Errorf("deleting %s from bucket %s: it is still retained (object retention, the bucket's retention policy or a hold): %w", key, s.name, err)
+	}
 	if err != nil && !errors.Is(err, gcs.ErrObjectNotExist) {
 		return fmt.Errorf("deleting %s from bucket %s: %w", key, s.name, err)
 	}
@@ -240,31 +245,51 @@ func (s *GCS) Exists(ctx context.Context, key string) (bool, error) {
 	return true, nil
 }
 
-// Validate checks that the bucket exists and that the credentials may list it under prefix,
-// with one request that is not retried. Its error says what a person should fix (bucket
-// missing, key refused, permission missing, endpoint unreachable) and never quotes the key.
+// Validate checks that the bucket exists, that the credentials may list it under prefix, and
+// that the server's clock agrees with this one's, with one request that is not retried. Its
+// error says what a person should fix (bucket missing, key refused, permission missing,
+// endpoint unreachable, clocks apart) and never quotes the key.
 func (s *GCS) Validate(ctx context.Context, prefix string) error {
 	it := s.bucket.Retryer(gcs.WithPolicy(gcs.RetryNever)).Objects(ctx, &gcs.Query{Prefix: prefix})
 	it.PageInfo().MaxSize = 1
 	_, err := it.Next()
+	skew := s.clock.skewProblem("gcs", s.endpoint)
+	var apiErr *googleapi.Error
+	switch {
+	case err == nil || errors.Is(err, iterator.Done):
+		return skew
+	case skew != nil && errors.As(err, &apiErr) && apiErr.Code == http.StatusUnauthorized:
+		return fmt.Errorf("the credentials were refused by %s (HTTP 401), and %w", s.endpoint, skew)
+	}
+	if problem := s.problem(err); problem != nil {
+		return problem
+	}
+	if errors.As(err, &apiErr) {
+		return fmt.Errorf("checking bucket %q at %s: HTTP %d %s", s.name, s.endpoint, apiErr.Code, apiErr.Message)
+	}
+	return fmt.Errorf("checking bucket %q at %s: %w", s.name, s.endpoint, err)
+}
+
+// problem names what a person should fix when a request to the bucket failed with err: the
+// bucket missing, the key refused, a permission missing, the endpoint unreachable; nil for
+// any other error.
+func (s *GCS) problem(err error) error {
 	var apiErr *googleapi.Error
 	var tokenErr *oauth2.RetrieveError
 	switch {
-	case err == nil || errors.Is(err, iterator.Done):
-		return nil
 	case errors.Is(err, gcs.ErrBucketNotExist):
 		return fmt.Errorf("bucket %q does not exist at %s", s.name, s.endpoint)
 	case errors.As(err, &tokenErr):
 		return fmt.Errorf("the service account key in the location's credential secret was refused (%s): is it deleted or disabled?", tokenReason(tokenErr))
-	case errors.As(err, &apiErr) && (apiErr.Code == http.StatusUnauthorized || apiErr.Code == http.StatusForbidden):
-		return fmt.Errorf("access denied to bucket %q at %s (HTTP %d %s): the credentials need storage.objects.list, get, create and delete on it",
-			s.name, s.endpoint, apiErr.Code, http.StatusText(apiErr.Code))
+	case errors.As(err, &apiErr) && apiErr.Code == http.StatusUnauthorized:
+		return fmt.Errorf("the credentials were refused by %s (HTTP 401 %s): check the service account key in the location's credential secret, or the workload identity", s.endpoint, http.StatusText(apiErr.Code))
+	case errors.As(err, &apiErr) && apiErr.Code == http.StatusForbidden:
+		return fmt.Errorf("access denied to bucket %q at %s (HTTP 403 %s): the credentials are accepted but lack a permission: they need storage.objects.list, get, create and delete on it (and storage.buckets.get and storage.objects.update with spec.objectLock)",
+			s.name, s.endpoint, http.StatusText(apiErr.Code))
 	case isUnreachable(err):
 		return fmt.Errorf("cannot reach the gcs endpoint %s: %s", s.endpoint, unreachableReason(err))
-	case errors.As(err, &apiErr):
-		return fmt.Errorf("checking bucket %q at %s: HTTP %d %s", s.name, s.endpoint, apiErr.Code, apiErr.Message)
 	}
-	return fmt.Errorf("checking bucket %q at %s: %w", s.name, s.endpoint, err)
+	return nil
 }
 
 // privateKeyParses reports whether key is a PEM RSA private key (PKCS #8 or #1), as a service

@@ -47,17 +47,25 @@ func RetainUntil(committed, expiration time.Time, minRetention time.Duration) ti
 	return until.UTC()
 }
 
-// RetainedError is the error of deleting objects that Object Lock still retains.
+// RetainedError is the error of deleting objects that Object Lock, an Azure immutability
+// policy or GCS object retention still retains.
 type RetainedError struct {
 	// Key is an object retained longest; Until is its retain-until date.
 	Key   string
 	Until time.Time
 	Mode  LockMode
+	// Policy names what retains it, in the provider's words ("Azure immutability policy,
+	// Locked"); empty means S3 Object Lock in Mode.
+	Policy string
 }
 
 func (e *RetainedError) Error() string {
-	return fmt.Sprintf("the backup's objects are locked (Object Lock, %s mode) until %s (%s): they cannot be deleted before",
-		e.Mode, e.Until.UTC().Format(time.RFC3339), e.Key)
+	policy := e.Policy
+	if policy == "" {
+		policy = fmt.Sprintf("Object Lock, %s mode", e.Mode)
+	}
+	return fmt.Sprintf("the backup's objects are locked (%s) until %s (%s): they cannot be deleted before",
+		policy, e.Until.UTC().Format(time.RFC3339), e.Key)
 }
 
 // RetainedUntil is the date until which err says objects are retained, and whether it says so.
@@ -69,9 +77,24 @@ func RetainedUntil(err error) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// ObjectLock locks the objects of committed backups in an S3 bucket with Object Lock enabled.
+// lockBackend is how one provider locks objects: S3 Object Lock, Azure version-level
+// immutability policies, GCS object retention.
+type lockBackend interface {
+	// validate checks that the bucket or container can lock objects; its error says what is
+	// missing.
+	validate(ctx context.Context) error
+	// retain locks the current version of key until until in mode, unless it is locked as
+	// long already.
+	retain(ctx context.Context, key string, mode LockMode, until time.Time) error
+	// retained is the latest retain-until date after now of any version of key, as a
+	// RetainedError; nil when none is retained after now.
+	retained(ctx context.Context, key string, now time.Time) (*RetainedError, error)
+}
+
+// ObjectLock locks the objects of committed backups: on S3 with Object Lock, on Azure with
+// version-level immutability policies, on GCS with object retention (docs/storage.md).
 type ObjectLock struct {
-	s3           *S3
+	backend      lockBackend
 	Mode         LockMode
 	MinRetention time.Duration
 }
@@ -80,7 +103,7 @@ type ObjectLock struct {
 // keeps versions (Object Lock needs it): s should be made with S3Config.Versioned, so that a
 // deletion removes every version of a key.
 func (s *S3) ObjectLock(mode LockMode, minRetention time.Duration) *ObjectLock {
-	return &ObjectLock{s3: s, Mode: mode, MinRetention: minRetention}
+	return &ObjectLock{backend: s3Lock{s}, Mode: mode, MinRetention: minRetention}
 }
 
 // RetainUntil is the retain-until date of a backup committed at committed that expires at
@@ -89,8 +112,51 @@ func (l *ObjectLock) RetainUntil(committed, expiration time.Time) time.Time {
 	return RetainUntil(committed, expiration, l.MinRetention)
 }
 
-// Validate checks that the bucket has Object Lock enabled; its error says what to do.
-func (l *ObjectLock) Validate(ctx context.Context) error {
+// Validate checks that the bucket or container can lock objects; its error says what to do.
+func (l *ObjectLock) Validate(ctx context.Context) error { return l.backend.validate(ctx) }
+
+// Retain locks the current version of each key until until, in the lock's mode. A version
+// already retained as long or longer (a retried commit, a bucket's default retention) is left
+// as it is: a retention is never shortened.
+func (l *ObjectLock) Retain(ctx context.Context, keys []string, until time.Time) error {
+	for _, key := range keys {
+		if err := checkKey(key); err != nil {
+			return err
+		}
+		if err := l.backend.retain(ctx, key, l.Mode, until); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Retained returns a RetainedError naming the key retained longest when one of keys (any of
+// its versions) is retained after now; nil when none is.
+func (l *ObjectLock) Retained(ctx context.Context, keys []string, now time.Time) error {
+	var longest *RetainedError
+	for _, key := range keys {
+		if err := checkKey(key); err != nil {
+			return err
+		}
+		r, err := l.backend.retained(ctx, key, now)
+		if err != nil {
+			return err
+		}
+		if r != nil && (longest == nil || r.Until.After(longest.Until)) {
+			longest = r
+		}
+	}
+	if longest == nil {
+		return nil
+	}
+	return longest
+}
+
+// s3Lock is S3 Object Lock.
+type s3Lock struct{ s3 *S3 }
+
+// validate checks that the bucket has Object Lock enabled.
+func (l s3Lock) validate(ctx context.Context) error {
 	s := l.s3
 	once := func(o *s3.Options) { o.RetryMaxAttempts = 1 }
 	out, err := s.client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: &s.bucket}, once)
@@ -109,63 +175,48 @@ func (l *ObjectLock) Validate(ctx context.Context) error {
 	return nil
 }
 
-// Retain locks the current version of each key until until, in the lock's mode. A version
-// already retained as long or longer (a retried commit, a bucket's default retention) is left
-// as it is: a retention is never shortened.
-func (l *ObjectLock) Retain(ctx context.Context, keys []string, until time.Time) error {
+// retain puts an Object Lock retention on the current version of key.
+func (l s3Lock) retain(ctx context.Context, key string, mode LockMode, until time.Time) error {
 	s := l.s3
-	for _, key := range keys {
-		if err := checkKey(key); err != nil {
-			return err
-		}
-		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
-		if err != nil {
-			return fmt.Errorf("reading the retention of %s in bucket %s: %w", key, s.bucket, err)
-		}
-		if current := head.ObjectLockRetainUntilDate; current != nil && !current.Before(until) {
-			continue
-		}
-		_, err = s.client.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{
-			Bucket: &s.bucket, Key: &key, VersionId: head.VersionId,
-			Retention: &types.ObjectLockRetention{Mode: types.ObjectLockRetentionMode(l.Mode), RetainUntilDate: aws.Time(until)},
-		})
-		if err != nil {
-			return fmt.Errorf("locking %s in bucket %s until %s: %w", key, s.bucket, until.Format(time.RFC3339), err)
-		}
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return fmt.Errorf("reading the retention of %s in bucket %s: %w", key, s.bucket, err)
+	}
+	if current := head.ObjectLockRetainUntilDate; current != nil && !current.Before(until) {
+		return nil
+	}
+	_, err = s.client.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{
+		Bucket: &s.bucket, Key: &key, VersionId: head.VersionId,
+		Retention: &types.ObjectLockRetention{Mode: types.ObjectLockRetentionMode(mode), RetainUntilDate: aws.Time(until)},
+	})
+	if err != nil {
+		return fmt.Errorf("locking %s in bucket %s until %s: %w", key, s.bucket, until.Format(time.RFC3339), err)
 	}
 	return nil
 }
 
-// Retained returns a RetainedError naming the key retained longest when one of keys (any of
-// its versions) is retained after now; nil when none is.
-func (l *ObjectLock) Retained(ctx context.Context, keys []string, now time.Time) error {
+// retained reads the retention of every version of key.
+func (l s3Lock) retained(ctx context.Context, key string, now time.Time) (*RetainedError, error) {
 	var longest *RetainedError
-	for _, key := range keys {
-		if err := l.s3.eachVersion(ctx, key, func(v objectVersion) error {
-			if v.deleteMarker {
-				return nil
-			}
-			out, err := l.s3.client.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &l.s3.bucket, Key: &key, VersionId: &v.id})
-			switch {
-			case err != nil && (errorCode(err) == "NoSuchObjectLockConfiguration" || isNotFound(err)):
-				return nil // never locked
-			case err != nil:
-				return fmt.Errorf("reading the retention of %s in bucket %s: %w", key, l.s3.bucket, err)
-			case out.Retention == nil || out.Retention.RetainUntilDate == nil || !out.Retention.RetainUntilDate.After(now):
-				return nil
-			}
-			if until := *out.Retention.RetainUntilDate; longest == nil || until.After(longest.Until) {
-				longest = &RetainedError{Key: key, Until: until.UTC(), Mode: LockMode(out.Retention.Mode)}
-			}
+	err := l.s3.eachVersion(ctx, key, func(v objectVersion) error {
+		if v.deleteMarker {
 			return nil
-		}); err != nil {
-			return err
 		}
-	}
-	if longest == nil {
+		out, err := l.s3.client.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &l.s3.bucket, Key: &key, VersionId: &v.id})
+		switch {
+		case err != nil && (errorCode(err) == "NoSuchObjectLockConfiguration" || isNotFound(err)):
+			return nil // never locked
+		case err != nil:
+			return fmt.Errorf("reading the retention of %s in bucket %s: %w", key, l.s3.bucket, err)
+		case out.Retention == nil || out.Retention.RetainUntilDate == nil || !out.Retention.RetainUntilDate.After(now):
+			return nil
+		}
+		if until := *out.Retention.RetainUntilDate; longest == nil || until.After(longest.Until) {
+			longest = &RetainedError{Key: key, Until: until.UTC(), Mode: LockMode(out.Retention.Mode)}
+		}
 		return nil
-	}
-	return longest
+	})
+	return longest, err
 }
 
 // objectVersion is one version of a key, or one of its delete markers.
