@@ -58,7 +58,7 @@ CAIRN_VERSION_VAR := github.com/cairn-backup/cairn/internal/cli.Version
 
 # Test packages: unit and envtest tests live next to the code; e2e drives built binaries.
 GO_TEST_FLAGS ?= -count=1
-E2E_TIMEOUT ?= 15m
+E2E_TIMEOUT ?= 25m
 
 .PHONY: all
 all: build
@@ -199,7 +199,7 @@ run-local: local-up build ## local-up, then run the operator in the foreground a
 ##@ One-node cluster
 
 # The e2e suite on a real node (test/e2e/node): Cairn's image as a pod.
-NODE_E2E_TIMEOUT ?= 20m
+NODE_E2E_TIMEOUT ?= 30m
 
 .PHONY: node-up
 node-up: envtest ## Start a one-node cluster (kubelet, containerd, kube-proxy, CoreDNS) in the network namespace cairn-node; kubeconfig bin/node/kubeconfig.
