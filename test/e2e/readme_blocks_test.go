@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
 // tourBlock is one ```sh block of a README section: the commands a reader types, and the
@@ -149,4 +153,41 @@ func TestTourLocalDirs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadmeTourIsPartOfTheTour: every ```sh block of the README's tour, with the output the
+// README shows for it, is a block of docs/tour.md, word for word and in the same order, so the
+// tour spec (readme_test.go), which runs docs/tour.md, runs the README's blocks as written.
+func TestReadmeTourIsPartOfTheTour(t *testing.T) {
+	read := func(file, heading string) []tourBlock {
+		t.Helper()
+		text, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := tourBlocks(string(text), heading)
+		if err != nil || len(blocks) == 0 {
+			t.Fatalf("%s, %q: %d blocks, %v", file, heading, len(blocks), err)
+		}
+		return blocks
+	}
+	if missing := notInOrder(read("README.md", readmeHeading), read(tourFile, tourHeading)); missing != nil {
+		t.Fatalf("this block of the README's tour is not the next one of %s's (change both alike):\n%s\n%s", tourFile, missing.Script, missing.Output)
+	}
+}
+
+// notInOrder is the first of blocks that is not found, equal, in tour after the one before it;
+// nil when blocks is a subsequence of tour.
+func notInOrder(blocks, tour []tourBlock) *tourBlock {
+	next := 0
+	for i := range blocks {
+		for next < len(tour) && tour[next] != blocks[i] {
+			next++
+		}
+		if next == len(tour) {
+			return &blocks[i]
+		}
+		next++
+	}
+	return nil
 }

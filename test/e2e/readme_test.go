@@ -19,9 +19,11 @@ import (
 	"github.com/cairn-backup/cairn/internal/testenv"
 )
 
-// The README promises that its tour runs as written. This spec runs every ```sh block of the
-// section tourHeading, in order, each in its own bash, against a fresh local control plane
-// and manager of its own, and checks the output the README shows for it.
+// The README and docs/tour.md promise that their tours run as written. This spec runs every
+// ```sh block of docs/tour.md's section tourHeading, in order, each in its own bash, against a
+// fresh local control plane and manager of its own, and checks the output shown for it. The
+// README's shorter tour is blocks of that one, word for word and in the same order
+// (TestReadmeTourIsPartOfTheTour), so this run runs them as written too.
 //
 // How "as written" is bent, all of it:
 //   - The first block, `make run-local`, is replaced by what it does (hack/local-up.sh up,
@@ -34,7 +36,13 @@ import (
 //     the next comes from the environment: KUBECONFIG as the tour exports it, and PATH with
 //     bin/ first (as the tour's CLI section exports it), then the envtest binaries (kubectl).
 //   - The fixed ports of the disaster-recovery block become free ports: tourPortRewrites.
-const tourHeading = "## A five-minute tour"
+const tourHeading = "## The tour"
+
+// tourFile is the file of the tour this spec runs; readmeHeading is the README's tour section.
+const (
+	tourFile      = "docs/tour.md"
+	readmeHeading = "## A five-minute tour"
+)
 
 // tourPortRewrites are the ports the tour's blocks name; each becomes a free port, so that a
 // developer's second control plane, or another test's, is never touched.
@@ -155,10 +163,10 @@ var tourSteps = []tourStep{
 }
 
 var _ = Describe("The README tour", Ordered, func() {
-	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	tour, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), tourFile))
 	var blocks []tourBlock
 	if err == nil {
-		blocks, err = tourBlocks(string(readme), tourHeading)
+		blocks, err = tourBlocks(string(tour), tourHeading)
 	}
 
 	var dir string          // the reader's working directory
@@ -172,7 +180,7 @@ var _ = Describe("The README tour", Ordered, func() {
 			block := stepBlock(blocks, step.Marker)
 			for _, shows := range step.Shows {
 				Expect(block.Script+"\n"+block.Output).To(ContainSubstring(shows.Shown),
-					"the README no longer shows this for the block with %q; update tourSteps", step.Marker)
+					"docs/tour.md no longer shows this for the block with %q; update tourSteps", step.Marker)
 			}
 		}
 		dir = GinkgoT().TempDir()
