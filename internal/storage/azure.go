@@ -154,11 +154,7 @@ func (s *Azure) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // List implements ObjectStore.
 func (s *Azure) List(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
-	if err := s.ListFunc(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
-		return nil, err
-	}
-	return keys, nil
+	return listAll(ctx, s, prefix)
 }
 
 // ListFunc implements Lister: one page (up to 5,000 blobs) at a time, sorted by name as the

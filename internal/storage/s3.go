@@ -178,15 +178,7 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // List implements ObjectStore.
 func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
-	err := s.ListFunc(ctx, prefix, func(key string) error {
-		keys = append(keys, key)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return keys, nil
+	return listAll(ctx, s, prefix)
 }
 
 // ListFunc implements Lister: one ListObjectsV2 page (up to 1,000 keys) at a time, in the

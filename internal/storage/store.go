@@ -55,6 +55,16 @@ func listEach(ctx context.Context, s ObjectStore, prefix string, fn func(key str
 	return nil
 }
 
+// listAll is every key under prefix that l's ListFunc lists: the List of a store whose
+// listing is paged.
+func listAll(ctx context.Context, l Lister, prefix string) ([]string, error) {
+	var keys []string
+	if err := l.ListFunc(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
 var (
 	// ErrNotFound is returned (wrapped) by Get for a missing object.
 	ErrNotFound = errors.New("object not found")
