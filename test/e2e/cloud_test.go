@@ -422,7 +422,7 @@ func cloudEncrypted(c *cloudStore) {
 	kubectlOK("delete", "configmap", "settings", "-n", teamA)
 	applyAs(leads[teamA], fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: Restore\nmetadata: {name: back, namespace: %s}\nspec: {backupName: nightly}\n", teamA))
 	waitRestorePhase(teamA, "back", "Failed")
-	Expect(kubectlOK("get", "restore", "back", "-n", teamA, "-o", "jsonpath={.status.failureReason}")).To(ContainSubstring("decrypting "+named+":"))
+	Expect(kubectlOK("get", "restore", "back", "-n", teamA, "-o", "jsonpath={.status.failureReason}")).To(ContainSubstring("decrypting " + named + ":"))
 	_, _, err := kubectl("get", "configmap", "settings", "-n", teamA)
 	Expect(err).To(HaveOccurred(), "nothing of team-b's archive is restored into team-a")
 }
